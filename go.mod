@@ -3,10 +3,16 @@ module github.com/rdma-macvlan/rdma-macvlan
 go 1.26.8
 
 require (
-	github.com/Mellanox/rdmamap v1.2.0 // indirect
-	github.com/docker/go-plugins-helpers v0.0.0-20240701071450-45e2431495c8 // indirect
-	github.com/sirupsen/logrus v1.10.2 // indirect
-	github.com/vishvananda/netlink v1.3.1 // indirect
-	github.com/vishvananda/netns v0.0.5 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	github.com/Mellanox/rdmamap v1.2.0
+	github.com/docker/go-plugins-helpers v0.0.0-20240701071450-45e2431495c8
+	github.com/sirupsen/logrus v1.10.2
+	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
+	golang.org/x/sys v0.49.0
+)
+
+require (
+	github.com/Microsoft/go-winio v0.6.4 // indirect
+	github.com/coreos/go-systemd v0.0.0-20191104093116-d3cd4ed1dbcf // indirect
+	github.com/docker/go-connections v0.8.2 // indirect
 )

@@ -1,0 +1,145 @@
+// Command rdma-macvlan is the plugin daemon: it reads its flags (each with an
+// RDMA_MACVLAN_<FLAG> environment twin, so a managed plugin can be configured
+// with docker plugin set), sets up logging, listens on the plugin socket
+// first and only then loads its state, and stops on SIGTERM without touching
+// running containers' links.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/rdma-macvlan/rdma-macvlan/driver"
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"github.com/sirupsen/logrus"
+)
+
+type config struct {
+	socket    string
+	stateDir  string
+	sysfsRoot string
+	cdiDir    string
+	logLevel  string
+	logFormat string
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "rdma-macvlan:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("rdma-macvlan", flag.ContinueOnError)
+	fs.StringVar(&c.socket, "socket", "/run/docker/plugins/rdma-macvlan.sock", "unix socket to serve the plugin API on")
+	fs.StringVar(&c.stateDir, "state-dir", "/var/lib/rdma-macvlan", "directory for persistent state")
+	fs.StringVar(&c.sysfsRoot, "sysfs-root", "/", "root under which sys/class/... RDMA facts are read")
+	fs.StringVar(&c.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI specs")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: rdma-macvlan [flags]\n\nEvery flag can also be set with RDMA_MACVLAN_<FLAG> (upper case, dashes as underscores);\na flag given on the command line wins.\n\n")
+		fs.PrintDefaults()
+	}
+	// Environment twins first, so that explicit flags override them.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "RDMA_MACVLAN_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok && v != "" {
+			if err := f.Value.Set(v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
+	}
+	return c, nil
+}
+
+func newLogger(c config) (*logrus.Logger, error) {
+	log := logrus.New()
+	log.SetOutput(os.Stderr)
+	lvl, err := logrus.ParseLevel(c.logLevel)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level %q: use trace, debug, info, warn or error", c.logLevel)
+	}
+	log.SetLevel(lvl)
+	switch c.logFormat {
+	case "text":
+		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	case "json":
+		log.SetFormatter(&logrus.JSONFormatter{})
+	default:
+		return nil, fmt.Errorf("--log-format %q: use text or json", c.logFormat)
+	}
+	return log, nil
+}
+
+func run(args []string) error {
+	c, err := parseFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	// Listen first: Docker gives up on a plugin socket that does not answer
+	// within seconds, and start-up work may take longer.
+	l, err := plugin.Listen(c.socket)
+	if err != nil {
+		return err
+	}
+	srv := plugin.NewServer(log)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, l) }()
+	log.WithFields(logrus.Fields{"socket": c.socket, "state_dir": c.stateDir, "sysfs_root": c.sysfsRoot, "cdi_dir": c.cdiDir}).Info("listening")
+
+	host, err := netns.Current()
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	d, err := driver.New(driver.Config{StateDir: c.stateDir, Links: host, Log: log})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	srv.SetDriver(d)
+	log.Info("ready")
+
+	err = <-served
+	if ctx.Err() != nil {
+		log.Info("stopping on signal; container links are left as they are")
+	}
+	if err != nil {
+		return fmt.Errorf("serve %s: %w", c.socket, err)
+	}
+	// Closing the listener normally unlinks the socket already.
+	if err := os.Remove(c.socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}

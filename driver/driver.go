@@ -1,0 +1,110 @@
+// Package driver is the domain of rdma-macvlan: networks, endpoints, join and
+// leave, option validation, persistent state and reconciliation after a
+// restart. It knows nothing of HTTP; the plugin package adapts it to Docker's
+// remote driver protocol.
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/sirupsen/logrus"
+)
+
+// Links is what the driver needs from the host network namespace.
+// *netns.Handle implements it.
+type Links interface {
+	LinkByName(name string) (netns.Link, error)
+	LinkByIndex(idx int) (netns.Link, error)
+	Links() ([]netns.Link, error)
+	CreateMacvlan(spec netns.MacvlanSpec) (netns.Link, error)
+	CreateVLAN(name, lower string, id int) (netns.Link, error)
+	DeleteLink(name string) error
+}
+
+// Config holds the driver's dependencies.
+type Config struct {
+	StateDir string
+	Links    Links
+	Log      *logrus.Logger // nil: logrus.StandardLogger()
+}
+
+// Driver implements the network driver. Calls arrive concurrently; one mutex
+// serializes every change so that state, links and files always agree.
+type Driver struct {
+	links Links
+	store *store
+	log   *logrus.Logger
+
+	mu        sync.Mutex
+	networks  map[string]*Network  // guarded by mu
+	endpoints map[string]*Endpoint // guarded by mu
+}
+
+// Sentinel errors, wrapped with the object's name.
+var (
+	ErrNetworkNotFound  = errors.New("network not found")
+	ErrEndpointNotFound = errors.New("endpoint not found")
+)
+
+// New loads the state in cfg.StateDir and reconciles the host with it: it
+// re-creates VLAN sub-interfaces the driver owns and deletes links with the
+// driver's prefix that no endpoint owns (left by a crash).
+func New(cfg Config) (*Driver, error) {
+	if cfg.Links == nil {
+		return nil, errors.New("driver: no link handle")
+	}
+	log := cfg.Log
+	if log == nil {
+		log = logrus.StandardLogger()
+	}
+	st, err := openStore(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{
+		links:     cfg.Links,
+		store:     st,
+		log:       log,
+		networks:  make(map[string]*Network),
+		endpoints: make(map[string]*Endpoint),
+	}
+	if err := d.restore(); err != nil {
+		st.close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Close releases the state directory. It leaves every link as it is: running
+// containers keep their network across a plugin restart.
+func (d *Driver) Close() {
+	d.store.close()
+}
+
+func (d *Driver) logFor(op string, fields logrus.Fields) *logrus.Entry {
+	e := d.log.WithField("op", op)
+	if len(fields) > 0 {
+		e = e.WithFields(fields)
+	}
+	return e
+}
+
+// Capabilities is what GetCapabilities answers: local scope (state lives on
+// this host) with global connectivity, as the built-in macvlan driver, so
+// swarm services can use --config-only/--config-from networks.
+type Capabilities struct {
+	Scope             string
+	ConnectivityScope string
+}
+
+// GetCapabilities reports the driver's scopes; they never change.
+func GetCapabilities() Capabilities {
+	return Capabilities{Scope: "local", ConnectivityScope: "global"}
+}
+
+func wrapNotFound(kind, id string, err error) error {
+	return fmt.Errorf("%s %s: %w", kind, ShortID(id), err)
+}

@@ -1,0 +1,192 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/sirupsen/logrus"
+)
+
+// CreateEndpointRequest is the typed form of Docker's CreateEndpoint.
+type CreateEndpointRequest struct {
+	NetworkID  string
+	EndpointID string
+	IPv4       string // CIDR assigned by IPAM, may be empty
+	IPv6       string // CIDR assigned by IPAM, may be empty
+	MAC        string // only when the user asked for one
+	Options    []Option
+}
+
+// CreateEndpointResponse carries what the driver chose: the MAC, when Docker
+// did not send one.
+type CreateEndpointResponse struct {
+	MAC string
+}
+
+// CreateEndpoint creates the endpoint's macvlan link (down, in the host
+// namespace) and records the endpoint.
+func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResponse, retErr error) {
+	var resp CreateEndpointResponse
+	if err := checkID("network", req.NetworkID); err != nil {
+		return resp, err
+	}
+	if err := checkID("endpoint", req.EndpointID); err != nil {
+		return resp, err
+	}
+	opts, err := ParseEndpointOptions(req.Options)
+	if err != nil {
+		return resp, err
+	}
+	var mac net.HardwareAddr
+	if req.MAC != "" {
+		if mac, err = net.ParseMAC(req.MAC); err != nil || len(mac) != 6 {
+			return resp, invalidf("MAC address %q is not a 6-byte Ethernet address: use the form 02:42:ac:11:00:02", req.MAC)
+		}
+		if mac[0]&1 == 1 {
+			return resp, invalidf("MAC address %s is a multicast address: use a unicast one", req.MAC)
+		}
+	}
+	for _, a := range []string{req.IPv4, req.IPv6} {
+		if a == "" {
+			continue
+		}
+		if _, _, err := net.ParseCIDR(a); err != nil {
+			return resp, invalidf("address %q from IPAM is not in CIDR form", a)
+		}
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	log := d.logFor("CreateEndpoint", logrus.Fields{"nid": ShortID(req.NetworkID), "eid": ShortID(req.EndpointID)})
+	n, ok := d.networks[req.NetworkID]
+	if !ok {
+		return resp, fmt.Errorf("%w: network %s is not known to rdma-macvlan (its state may have been lost): remove it with docker network rm and create it again",
+			ErrNetworkNotFound, ShortID(req.NetworkID))
+	}
+	if e, ok := d.endpoints[req.EndpointID]; ok {
+		if e.NetworkID != req.NetworkID {
+			return resp, invalidf("endpoint %s already exists on network %s", ShortID(e.ID), ShortID(e.NetworkID))
+		}
+		if req.MAC == "" {
+			resp.MAC = e.MAC
+		}
+		return resp, nil
+	}
+	ifname := LinkName(req.EndpointID)
+	for _, e := range d.endpoints {
+		if e.NetworkID == n.ID && n.Mode == ModePassthru {
+			return resp, invalidf("network %s is in passthru mode and its parent %q already serves container endpoint %s: passthru allows one container; use macvlan_mode=bridge for more",
+				ShortID(n.ID), n.Parent, ShortID(e.ID))
+		}
+		if e.Ifname == ifname {
+			return resp, invalidf("endpoint %s would reuse link name %s of endpoint %s: retry to get a new endpoint ID", ShortID(req.EndpointID), ifname, ShortID(e.ID))
+		}
+	}
+	mtu := n.MTU
+	if opts.MTU != 0 {
+		if opts.MTU > n.MTU {
+			return resp, invalidf("driver-opt mtu=%d is larger than the MTU %d of network %s: use %d or less", opts.MTU, n.MTU, ShortID(n.ID), n.MTU)
+		}
+		mtu = opts.MTU
+	}
+	// A link of that name that no endpoint owns is left from a crash.
+	if err := d.links.DeleteLink(ifname); err != nil {
+		return resp, fmt.Errorf("remove stale link %s: %w", ifname, err)
+	}
+	link, err := d.links.CreateMacvlan(netns.MacvlanSpec{Name: ifname, Parent: n.Parent, Mode: n.Mode, MTU: mtu, MAC: mac})
+	if errors.Is(err, netns.ErrLinkNotFound) {
+		return resp, fmt.Errorf("parent %q of network %s is gone (check: ip link show %s): bring it back, or remove the network and create it on an existing parent",
+			n.Parent, ShortID(n.ID), n.Parent)
+	}
+	if err != nil {
+		return resp, fmt.Errorf("container link for endpoint %s on parent %q: %w", ShortID(req.EndpointID), n.Parent, err)
+	}
+	defer func() {
+		if retErr != nil {
+			if err := d.links.DeleteLink(ifname); err != nil {
+				log.WithError(err).Warn("could not roll back container link")
+			}
+		}
+	}()
+	e := &Endpoint{
+		ID:        req.EndpointID,
+		NetworkID: n.ID,
+		Ifname:    ifname,
+		Parent:    n.Parent,
+		Mode:      n.Mode,
+		MTU:       mtu,
+		MAC:       link.MAC.String(),
+		IPv4:      req.IPv4,
+		IPv6:      req.IPv6,
+		Options:   optionMap(req.Options),
+		Created:   time.Now().UTC(),
+	}
+	if err := d.store.saveEndpoint(e); err != nil {
+		return resp, fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
+	}
+	d.endpoints[e.ID] = e
+	if req.MAC == "" {
+		resp.MAC = e.MAC
+	}
+	log.WithFields(logrus.Fields{"ifname": ifname, "parent": n.Parent, "mac": e.MAC, "ipv4": e.IPv4, "ipv6": e.IPv6}).Info("endpoint created")
+	return resp, nil
+}
+
+// DeleteEndpoint deletes the endpoint's link (back in the host namespace by
+// now) and its record. An unknown endpoint is not an error.
+func (d *Driver) DeleteEndpoint(nid, eid string) error {
+	if err := checkID("endpoint", eid); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	log := d.logFor("DeleteEndpoint", logrus.Fields{"nid": ShortID(nid), "eid": ShortID(eid)})
+	e, ok := d.endpoints[eid]
+	if !ok {
+		log.Debug("endpoint not known; nothing to delete")
+		return nil
+	}
+	return d.deleteEndpointLocked(e, log)
+}
+
+func (d *Driver) deleteEndpointLocked(e *Endpoint, log *logrus.Entry) error {
+	l, err := d.links.LinkByName(e.Ifname)
+	switch {
+	case errors.Is(err, netns.ErrLinkNotFound):
+		// Still in a sandbox being torn down, or already gone: the kernel
+		// deletes a macvlan with its namespace.
+	case err != nil:
+		return fmt.Errorf("look up link %s of endpoint %s: %w", e.Ifname, ShortID(e.ID), err)
+	case l.Kind != "macvlan":
+		log.WithFields(logrus.Fields{"ifname": e.Ifname, "kind": l.Kind}).Warn("link is not the macvlan rdma-macvlan created; leaving it")
+	default:
+		if err := d.links.DeleteLink(e.Ifname); err != nil {
+			return fmt.Errorf("delete link %s of endpoint %s: %w", e.Ifname, ShortID(e.ID), err)
+		}
+	}
+	if err := d.store.deleteEndpoint(e.ID); err != nil {
+		return fmt.Errorf("delete state of endpoint %s: %w", ShortID(e.ID), err)
+	}
+	delete(d.endpoints, e.ID)
+	log.WithField("ifname", e.Ifname).Info("endpoint deleted")
+	return nil
+}
+
+// EndpointInfo answers EndpointOperInfo: what docker network inspect can show.
+func (d *Driver) EndpointInfo(nid, eid string) map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.endpoints[eid]
+	if !ok {
+		return map[string]string{}
+	}
+	return map[string]string{
+		"host_ifname":  e.Ifname,
+		"parent":       e.Parent,
+		"macvlan_mode": e.Mode,
+		"mtu":          fmt.Sprint(e.MTU),
+	}
+}

@@ -1,0 +1,110 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/sirupsen/logrus"
+)
+
+// ContainerIfPrefix is the prefix libnetwork gives the link inside the
+// container (eth0, eth1, ...).
+const ContainerIfPrefix = "eth"
+
+// JoinResponse is what Join answers.
+type JoinResponse struct {
+	SrcName               string
+	DstPrefix             string
+	Gateway               string
+	GatewayIPv6           string
+	DisableGatewayService bool
+}
+
+// Join hands the endpoint's link to libnetwork, which moves it into the
+// container, renames it and sets MAC and addresses after Join returns.
+func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
+	var resp JoinResponse
+	if err := checkID("endpoint", eid); err != nil {
+		return resp, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	log := d.logFor("Join", logrus.Fields{"nid": ShortID(nid), "eid": ShortID(eid)})
+	e, ok := d.endpoints[eid]
+	if !ok {
+		return resp, fmt.Errorf("%w: endpoint %s is not known to rdma-macvlan (its state may have been lost): remove the container and start it again",
+			ErrEndpointNotFound, ShortID(eid))
+	}
+	if err := d.ensureLink(e, log); err != nil {
+		return resp, err
+	}
+	if e.Sandbox != sandboxKey {
+		prev := e.Sandbox
+		e.Sandbox = sandboxKey
+		if err := d.store.saveEndpoint(e); err != nil {
+			e.Sandbox = prev
+			return resp, fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
+		}
+	}
+	resp = JoinResponse{
+		SrcName:   e.Ifname,
+		DstPrefix: ContainerIfPrefix,
+		// As the built-in macvlan driver: the network's own gateway is the
+		// container's default route; no docker_gwbridge.
+		DisableGatewayService: true,
+	}
+	if n, ok := d.networks[e.NetworkID]; ok && !n.Internal {
+		resp.Gateway = gatewayFor(n.IPv4, e.IPv4)
+		resp.GatewayIPv6 = gatewayFor(n.IPv6, e.IPv6)
+	}
+	log.WithFields(logrus.Fields{"ifname": e.Ifname, "sandbox": sandboxKey}).Info("endpoint joined")
+	return resp, nil
+}
+
+// ensureLink re-creates the endpoint's link if a crash lost it between
+// CreateEndpoint's record and Join.
+func (d *Driver) ensureLink(e *Endpoint, log *logrus.Entry) error {
+	_, err := d.links.LinkByName(e.Ifname)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, netns.ErrLinkNotFound) {
+		return fmt.Errorf("look up link %s of endpoint %s: %w", e.Ifname, ShortID(e.ID), err)
+	}
+	mac, _ := net.ParseMAC(e.MAC)
+	if _, err := d.links.CreateMacvlan(netns.MacvlanSpec{Name: e.Ifname, Parent: e.Parent, Mode: e.Mode, MTU: e.MTU, MAC: mac}); err != nil {
+		return fmt.Errorf("re-create link %s of endpoint %s on parent %q: %w", e.Ifname, ShortID(e.ID), e.Parent, err)
+	}
+	log.WithField("ifname", e.Ifname).Info("endpoint link re-created")
+	return nil
+}
+
+// Leave records that the endpoint left its sandbox; libnetwork moves the link
+// back to the host namespace and DeleteEndpoint removes it. An unknown
+// endpoint is not an error.
+func (d *Driver) Leave(nid, eid string) error {
+	if err := checkID("endpoint", eid); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	log := d.logFor("Leave", logrus.Fields{"nid": ShortID(nid), "eid": ShortID(eid)})
+	e, ok := d.endpoints[eid]
+	if !ok {
+		log.Debug("endpoint not known; nothing to leave")
+		return nil
+	}
+	if e.Sandbox == "" {
+		return nil
+	}
+	prev := e.Sandbox
+	e.Sandbox = ""
+	if err := d.store.saveEndpoint(e); err != nil {
+		e.Sandbox = prev
+		return fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
+	}
+	log.WithField("ifname", e.Ifname).Info("endpoint left")
+	return nil
+}

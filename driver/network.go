@@ -1,0 +1,253 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/sirupsen/logrus"
+)
+
+// CreateNetworkRequest is the typed form of Docker's CreateNetwork.
+type CreateNetworkRequest struct {
+	NetworkID  string
+	Options    []Option // the -o options (com.docker.network.generic)
+	IPv4       []Subnet
+	IPv6       []Subnet
+	EnableIPv6 bool
+	Internal   bool
+}
+
+// CreateNetwork validates the options and the parent, creates the VLAN
+// sub-interface when the parent is IFNAME.VLAN and missing, and records the
+// network. On any error nothing is left behind.
+func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
+	if err := checkID("network", req.NetworkID); err != nil {
+		return err
+	}
+	opts, err := ParseNetworkOptions(req.Options)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	log := d.logFor("CreateNetwork", logrus.Fields{"nid": ShortID(req.NetworkID), "parent": opts.Parent})
+
+	if n, ok := d.networks[req.NetworkID]; ok {
+		// Docker re-creates known networks after a daemon restart.
+		log.WithField("mode", n.Mode).Debug("network already known")
+		return nil
+	}
+	if err := d.checkParentConflicts(opts.Parent, opts.Mode); err != nil {
+		return err
+	}
+
+	parent, vlan, created, err := d.resolveParent(opts.Parent)
+	if err != nil {
+		return err
+	}
+	if created {
+		defer func() {
+			if retErr != nil {
+				if err := d.links.DeleteLink(opts.Parent); err != nil {
+					log.WithError(err).Warn("could not roll back vlan sub-interface")
+				}
+			}
+		}()
+	}
+
+	mtu := opts.MTU
+	if mtu == 0 {
+		mtu = parent.MTU
+	}
+	if mtu > parent.MTU {
+		return invalidf("mtu %d is larger than the MTU %d of parent %q: use -o mtu=%d or less, or raise the parent's MTU (ip link set %s mtu %d)",
+			mtu, parent.MTU, opts.Parent, parent.MTU, opts.Parent, mtu)
+	}
+	if (req.EnableIPv6 || len(req.IPv6) > 0) && mtu < minMTUIPv6 {
+		return invalidf("mtu %d is too small for IPv6 (at least %d): raise -o mtu or create the network without IPv6",
+			mtu, minMTUIPv6)
+	}
+
+	n := &Network{
+		ID:         req.NetworkID,
+		Parent:     opts.Parent,
+		VLAN:       vlan,
+		Mode:       opts.Mode,
+		MTU:        mtu,
+		RDMADevice: opts.RDMADevice,
+		IPv4:       req.IPv4,
+		IPv6:       req.IPv6,
+		EnableIPv6: req.EnableIPv6,
+		Internal:   req.Internal,
+		Options:    optionMap(req.Options),
+		Created:    time.Now().UTC(),
+	}
+	if err := d.store.saveNetwork(n); err != nil {
+		return fmt.Errorf("save network %s: %w", ShortID(n.ID), err)
+	}
+	d.networks[n.ID] = n
+	log.WithFields(logrus.Fields{"mode": n.Mode, "mtu": n.MTU, "vlan_created": created}).Info("network created")
+	return nil
+}
+
+// checkParentConflicts enforces that a passthru network has its parent to
+// itself.
+func (d *Driver) checkParentConflicts(parent, mode string) error {
+	for _, other := range d.networks {
+		if other.Parent != parent {
+			continue
+		}
+		if other.Mode == ModePassthru {
+			return invalidf("parent %q is taken by network %s in passthru mode, which allows no other network on it: use another parent, or a VLAN (-o parent=%s.<vlan id>)",
+				parent, ShortID(other.ID), parent)
+		}
+		if mode == ModePassthru {
+			return invalidf("macvlan_mode=passthru needs parent %q to itself, but network %s uses it: use -o macvlan_mode=bridge, or another parent",
+				parent, ShortID(other.ID))
+		}
+	}
+	return nil
+}
+
+// resolveParent finds the parent link, creating the VLAN sub-interface for a
+// missing IFNAME.VLAN parent. created reports whether it did.
+func (d *Driver) resolveParent(name string) (link netns.Link, vlan *VLAN, created bool, err error) {
+	link, err = d.links.LinkByName(name)
+	switch {
+	case err == nil:
+		if err := checkParentLink(name, link); err != nil {
+			return link, nil, false, err
+		}
+		if link.Kind == "vlan" {
+			lower, lerr := d.links.LinkByIndex(link.ParentIndex)
+			v := &VLAN{ID: link.VLANID, Created: d.ownsVLAN(name)}
+			if lerr == nil {
+				v.Lower = lower.Name
+			}
+			return link, v, false, nil
+		}
+		return link, nil, false, nil
+	case !errors.Is(err, netns.ErrLinkNotFound):
+		return link, nil, false, fmt.Errorf("look up parent %q: %w", name, err)
+	}
+
+	lowerName, id, isVLAN := splitVLAN(name)
+	if !isVLAN {
+		return link, nil, false, invalidf("parent %q not found (check: ip link show): pass -o parent=<RoCE netdev>, or <netdev>.<vlan id> to have a VLAN sub-interface created",
+			name)
+	}
+	if id < 1 || id > maxVLANID {
+		return link, nil, false, invalidf("parent %q: VLAN id %d is outside 1-%d: use a VLAN id in that range", name, id, maxVLANID)
+	}
+	lower, err := d.links.LinkByName(lowerName)
+	if errors.Is(err, netns.ErrLinkNotFound) {
+		return link, nil, false, invalidf("parent %q: its lower device %q not found (check: ip link show): pass -o parent=<RoCE netdev>.%d",
+			name, lowerName, id)
+	}
+	if err != nil {
+		return link, nil, false, fmt.Errorf("look up %q, lower device of parent %q: %w", lowerName, name, err)
+	}
+	if err := checkParentLink(lowerName, lower); err != nil {
+		return link, nil, false, err
+	}
+	link, err = d.links.CreateVLAN(name, lowerName, id)
+	if err != nil {
+		return link, nil, false, fmt.Errorf("create VLAN sub-interface %s (id %d on %s): %w", name, id, lowerName, err)
+	}
+	d.log.WithFields(logrus.Fields{"op": "CreateNetwork", "parent": name, "lower": lowerName, "vlan": id}).Info("vlan sub-interface created")
+	return link, &VLAN{Lower: lowerName, ID: id, Created: true}, true, nil
+}
+
+// checkParentLink refuses links a macvlan cannot (or must not) hang off.
+func checkParentLink(name string, l netns.Link) error {
+	switch {
+	case l.Loopback():
+		return invalidf("parent %q is a loopback device: pass -o parent=<RoCE netdev>", name)
+	case !l.Ethernet():
+		return invalidf("parent %q is not an Ethernet device (link type %s); RoCE and macvlan need Ethernet: pass -o parent=<RoCE netdev>",
+			name, l.EncapType)
+	case l.Kind == "macvlan" && strings.HasPrefix(name, LinkPrefix):
+		return invalidf("parent %q is a container link made by rdma-macvlan: pass -o parent=<RoCE netdev>", name)
+	}
+	return nil
+}
+
+// ownsVLAN reports whether a network of the driver created (or shares) the
+// VLAN sub-interface called name. Caller holds d.mu.
+func (d *Driver) ownsVLAN(name string) bool {
+	for _, n := range d.networks {
+		if n.Parent == name && n.VLAN != nil && n.VLAN.Created {
+			return true
+		}
+	}
+	return false
+}
+
+// DeleteNetwork removes the network, the links of any endpoints it still has
+// and, with the last network using it, the VLAN sub-interface the driver
+// created. An unknown network is not an error.
+func (d *Driver) DeleteNetwork(nid string) error {
+	if err := checkID("network", nid); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	log := d.logFor("DeleteNetwork", logrus.Fields{"nid": ShortID(nid)})
+	n, ok := d.networks[nid]
+	if !ok {
+		log.Debug("network not known; nothing to delete")
+		return nil
+	}
+	for _, e := range d.endpoints {
+		if e.NetworkID == nid {
+			if err := d.deleteEndpointLocked(e, log); err != nil {
+				return err
+			}
+		}
+	}
+	if n.VLAN != nil && n.VLAN.Created && !d.parentUsedByOthers(n) {
+		if err := d.deleteOwnedVLAN(n); err != nil {
+			return err
+		}
+		log.WithField("parent", n.Parent).Info("vlan sub-interface deleted")
+	}
+	if err := d.store.deleteNetwork(nid); err != nil {
+		return fmt.Errorf("delete state of network %s: %w", ShortID(nid), err)
+	}
+	delete(d.networks, nid)
+	log.WithField("parent", n.Parent).Info("network deleted")
+	return nil
+}
+
+func (d *Driver) parentUsedByOthers(n *Network) bool {
+	for _, o := range d.networks {
+		if o.ID != n.ID && o.Parent == n.Parent {
+			return true
+		}
+	}
+	return false
+}
+
+// deleteOwnedVLAN deletes n's VLAN sub-interface if it is still the one the
+// driver made (same kind and VLAN id).
+func (d *Driver) deleteOwnedVLAN(n *Network) error {
+	l, err := d.links.LinkByName(n.Parent)
+	if errors.Is(err, netns.ErrLinkNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up vlan sub-interface %s: %w", n.Parent, err)
+	}
+	if l.Kind != "vlan" || l.VLANID != n.VLAN.ID {
+		d.log.WithFields(logrus.Fields{"op": "DeleteNetwork", "parent": n.Parent, "kind": l.Kind}).
+			Warn("parent is no longer the vlan sub-interface rdma-macvlan created; leaving it")
+		return nil
+	}
+	if err := d.links.DeleteLink(n.Parent); err != nil {
+		return fmt.Errorf("delete vlan sub-interface %s: %w", n.Parent, err)
+	}
+	return nil
+}

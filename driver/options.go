@@ -1,0 +1,276 @@
+package driver
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Option names (contract: same names and meaning as Docker's built-in macvlan
+// driver where they overlap).
+const (
+	OptParent     = "parent"
+	OptMode       = "macvlan_mode"
+	OptMTU        = "mtu"
+	OptRDMADevice = "rdma_device"
+)
+
+// Macvlan modes, as Docker's built-in macvlan driver names them.
+const (
+	ModeBridge   = "bridge"
+	ModePrivate  = "private"
+	ModeVEPA     = "vepa"
+	ModePassthru = "passthru"
+)
+
+var (
+	networkOptionNames  = []string{OptParent, OptMode, OptMTU, OptRDMADevice}
+	endpointOptionNames = []string{OptMTU}
+	macvlanModeNames    = []string{ModeBridge, ModePrivate, ModeVEPA, ModePassthru}
+)
+
+// Limits on what the driver accepts.
+const (
+	maxOptionValue = 256
+	minMTU         = 68   // IPv4 minimum (RFC 791)
+	minMTUIPv6     = 1280 // IPv6 minimum (RFC 8200)
+	maxMTU         = 65535
+	maxVLANID      = 4094
+)
+
+// Option is one key=value pair as the client sent it. Requests keep options as
+// a list, not a map, so that duplicate keys can be refused instead of one
+// silently winning.
+type Option struct {
+	Key   string
+	Value string
+}
+
+// NetworkOptions are the validated `docker network create -o` options.
+type NetworkOptions struct {
+	Parent     string
+	Mode       string
+	MTU        int // 0: the parent's MTU
+	RDMADevice string
+}
+
+// EndpointOptions are the validated per-container
+// `--network name=N,driver-opt=k=v` options.
+type EndpointOptions struct {
+	MTU int // 0: the network's MTU
+}
+
+// InvalidOptionError reports a bad option; its text is shown to the user by
+// the docker CLI.
+type InvalidOptionError struct {
+	Msg string
+}
+
+func (e *InvalidOptionError) Error() string { return e.Msg }
+
+func invalidf(format string, a ...any) error {
+	return &InvalidOptionError{Msg: fmt.Sprintf(format, a...)}
+}
+
+// ParseNetworkOptions validates the options of `docker network create -o`.
+func ParseNetworkOptions(opts []Option) (NetworkOptions, error) {
+	var out NetworkOptions
+	kv, err := checkOptions(opts, networkOptionNames, "docker network create -o")
+	if err != nil {
+		return out, err
+	}
+	for _, o := range kv {
+		switch o.Key {
+		case OptParent:
+			if err := checkIfname(o.Value); err != nil {
+				return out, err
+			}
+			out.Parent = o.Value
+		case OptMode:
+			if !slices.Contains(macvlanModeNames, o.Value) {
+				return out, invalidf("option %s=%q is not a macvlan mode: use one of %s (default %s)",
+					OptMode, o.Value, strings.Join(macvlanModeNames, ", "), ModeBridge)
+			}
+			out.Mode = o.Value
+		case OptMTU:
+			mtu, err := parseMTU(o.Value)
+			if err != nil {
+				return out, err
+			}
+			out.MTU = mtu
+		case OptRDMADevice:
+			if !rdmaDeviceRE.MatchString(o.Value) {
+				return out, invalidf("option %s=%q is not an RDMA device name (like mlx5_0 or rxe0; list them with: rdma link show)",
+					OptRDMADevice, o.Value)
+			}
+			out.RDMADevice = o.Value
+		}
+	}
+	if out.Parent == "" {
+		return out, invalidf("option %s is required: the RoCE netdev the containers' macvlan links hang off, e.g. -o %s=ens2f0 (or ens2f0.10 for VLAN 10)",
+			OptParent, OptParent)
+	}
+	if out.Mode == "" {
+		out.Mode = ModeBridge
+	}
+	return out, nil
+}
+
+// ParseEndpointOptions validates per-container driver options. Keys in the
+// com.docker. namespace are libnetwork's own labels and are skipped.
+func ParseEndpointOptions(opts []Option) (EndpointOptions, error) {
+	var out EndpointOptions
+	own := make([]Option, 0, len(opts))
+	for _, o := range opts {
+		if !IsLibnetworkLabel(o.Key) {
+			own = append(own, o)
+		}
+	}
+	for _, o := range own {
+		if slices.Contains(networkOptionNames, o.Key) && !slices.Contains(endpointOptionNames, o.Key) {
+			return out, invalidf("option %s applies to the whole network, not to one container: set it with docker network create -o %s=...",
+				o.Key, o.Key)
+		}
+	}
+	kv, err := checkOptions(own, endpointOptionNames, "--network name=NET,driver-opt")
+	if err != nil {
+		return out, err
+	}
+	for _, o := range kv {
+		if o.Key == OptMTU {
+			mtu, err := parseMTU(o.Value)
+			if err != nil {
+				return out, err
+			}
+			out.MTU = mtu
+		}
+	}
+	return out, nil
+}
+
+// IsLibnetworkLabel reports whether key is one of libnetwork's own endpoint
+// labels (exposed ports, port maps, ...) rather than a user's driver-opt.
+func IsLibnetworkLabel(key string) bool {
+	return strings.HasPrefix(key, "com.docker.") || strings.HasPrefix(key, "io.docker.")
+}
+
+// checkOptions refuses unknown and duplicate keys and values that are empty,
+// too long or hold control characters.
+func checkOptions(opts []Option, valid []string, how string) ([]Option, error) {
+	seen := make(map[string]bool, len(opts))
+	for _, o := range opts {
+		if hasControl(o.Key) {
+			return nil, invalidf("option name %q has a control character; valid options: %s", o.Key, strings.Join(valid, ", "))
+		}
+		if !slices.Contains(valid, o.Key) {
+			if len(valid) == 1 {
+				return nil, invalidf("unknown option %q: the only valid option for %s is %s", o.Key, how, valid[0])
+			}
+			return nil, invalidf("unknown option %q: valid options for %s are %s", o.Key, how, strings.Join(valid, ", "))
+		}
+		if seen[o.Key] {
+			return nil, invalidf("option %s is given more than once: give it once", o.Key)
+		}
+		seen[o.Key] = true
+		if hasControl(o.Value) {
+			return nil, invalidf("option %s has a control character in its value %q: remove it", o.Key, o.Value)
+		}
+		if o.Value == "" {
+			return nil, invalidf("option %s is empty: give it a value (%s=...)", o.Key, o.Key)
+		}
+		if len(o.Value) > maxOptionValue {
+			return nil, invalidf("option %s is %d bytes long, more than %d: give a real value", o.Key, len(o.Value), maxOptionValue)
+		}
+	}
+	return opts, nil
+}
+
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, unicode.IsControl)
+}
+
+var rdmaDeviceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// checkIfname applies the kernel's rules for interface names (dev_valid_name).
+func checkIfname(name string) error {
+	switch {
+	case len(name) > 15:
+		return invalidf("parent %q is %d bytes long; Linux interface names have at most 15", name, len(name))
+	case name == "." || name == "..":
+		return invalidf("parent %q is not a valid interface name", name)
+	case strings.ContainsAny(name, "/: \t\n"):
+		return invalidf("parent %q is not a valid interface name: it may not contain '/', ':' or spaces", name)
+	}
+	return nil
+}
+
+func parseMTU(v string) (int, error) {
+	mtu, err := strconv.Atoi(v)
+	if err != nil || mtu < minMTU || mtu > maxMTU {
+		return 0, invalidf("option %s=%q is not an MTU: give a whole number from %d to the parent's MTU, or leave it out to use the parent's",
+			OptMTU, v, minMTU)
+	}
+	return mtu, nil
+}
+
+// splitVLAN splits a parent name of the form IFNAME.VLAN. ok is false when
+// the name has no numeric suffix; id may then still be out of range.
+func splitVLAN(parent string) (lower string, id int, ok bool) {
+	i := strings.LastIndexByte(parent, '.')
+	if i <= 0 || i == len(parent)-1 {
+		return "", 0, false
+	}
+	suffix := parent[i+1:]
+	for _, c := range suffix {
+		if c < '0' || c > '9' {
+			return "", 0, false
+		}
+	}
+	id, err := strconv.Atoi(suffix)
+	if err != nil {
+		return "", 0, false
+	}
+	return parent[:i], id, true
+}
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
+
+// checkID refuses IDs that are not what Docker generates (hex, or swarm's
+// base-36 IDs): IDs name state files and links.
+func checkID(kind, id string) error {
+	if !idRE.MatchString(id) {
+		return invalidf("invalid %s ID %q: expected 1 to 64 letters and digits as Docker generates them", kind, truncate(id, 80))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// LinkPrefix starts the name of every link the driver creates for an endpoint.
+const LinkPrefix = "rmv"
+
+// LinkName is the host-side name of the macvlan link of endpoint eid: the
+// prefix and the first 12 characters of the ID, 15 bytes at most (IFNAMSIZ-1),
+// so that delete and restart find it again.
+func LinkName(eid string) string {
+	if len(eid) > 12 {
+		eid = eid[:12]
+	}
+	return LinkPrefix + eid
+}
+
+// ShortID shortens an ID for logs.
+func ShortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,91 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/sirupsen/logrus"
+)
+
+// restore loads the state and makes the host agree with it. Problems with
+// single objects are logged and skipped: the daemon keeps serving the others.
+func (d *Driver) restore() error {
+	nets, eps, problems, err := d.store.load()
+	if err != nil {
+		return err
+	}
+	log := d.logFor("restore", nil)
+	for _, p := range problems {
+		log.WithError(p.Err).WithField("file", p.Path).Error("state file unusable; set aside, the objects in it are forgotten")
+	}
+	for _, n := range nets {
+		d.networks[n.ID] = n
+	}
+	for _, e := range eps {
+		if _, ok := d.networks[e.NetworkID]; !ok {
+			log.WithFields(logrus.Fields{"eid": ShortID(e.ID), "nid": ShortID(e.NetworkID)}).
+				Warn("endpoint of an unknown network; kept so that its link can still be deleted")
+		}
+		d.endpoints[e.ID] = e
+	}
+	for _, n := range d.networks {
+		if n.VLAN != nil && n.VLAN.Created {
+			d.restoreVLAN(n, log)
+		}
+	}
+	swept, err := d.sweepOrphans(log)
+	if err != nil {
+		// Not fatal: the links stay until the next start.
+		log.WithError(err).Warn("could not sweep orphan links")
+	}
+	log.WithFields(logrus.Fields{"networks": len(d.networks), "endpoints": len(d.endpoints), "orphans_deleted": swept}).Info("state restored")
+	return nil
+}
+
+// restoreVLAN re-creates a VLAN sub-interface the driver owns that is
+// missing (after a reboot, say).
+func (d *Driver) restoreVLAN(n *Network, log *logrus.Entry) {
+	_, err := d.links.LinkByName(n.Parent)
+	if err == nil {
+		return
+	}
+	log = log.WithFields(logrus.Fields{"nid": ShortID(n.ID), "parent": n.Parent})
+	if !errors.Is(err, netns.ErrLinkNotFound) {
+		log.WithError(err).Warn("could not look up vlan sub-interface")
+		return
+	}
+	if _, err := d.links.CreateVLAN(n.Parent, n.VLAN.Lower, n.VLAN.ID); err != nil {
+		log.WithError(err).Error("could not re-create vlan sub-interface; containers on this network cannot start until it exists")
+		return
+	}
+	log.Info("vlan sub-interface re-created")
+}
+
+// sweepOrphans deletes macvlan links in the host namespace that carry the
+// driver's prefix but belong to no known endpoint: left by a crash between
+// creating a link and recording it.
+func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
+	links, err := d.links.Links()
+	if err != nil {
+		return 0, fmt.Errorf("list links: %w", err)
+	}
+	owned := make(map[string]bool, len(d.endpoints))
+	for _, e := range d.endpoints {
+		owned[e.Ifname] = true
+	}
+	n := 0
+	for _, l := range links {
+		if l.Kind != "macvlan" || !strings.HasPrefix(l.Name, LinkPrefix) || owned[l.Name] {
+			continue
+		}
+		if err := d.links.DeleteLink(l.Name); err != nil {
+			log.WithError(err).WithField("ifname", l.Name).Warn("could not delete orphan link")
+			continue
+		}
+		n++
+		log.WithField("ifname", l.Name).Info("orphan link deleted")
+	}
+	return n, nil
+}

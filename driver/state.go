@@ -1,0 +1,89 @@
+package driver
+
+import (
+	"net"
+	"time"
+)
+
+// Subnet is one IPAM pool of a network as Docker sent it.
+type Subnet struct {
+	Pool    string `json:"pool"`              // CIDR, e.g. 192.168.7.0/24
+	Gateway string `json:"gateway,omitempty"` // CIDR, e.g. 192.168.7.1/24
+}
+
+// VLAN records a parent of the form IFNAME.VLAN.
+type VLAN struct {
+	Lower string `json:"lower"`
+	ID    int    `json:"id"`
+	// Created is true when the driver created the sub-interface (or shares it
+	// with a network that did); only then does it delete it.
+	Created bool `json:"created"`
+}
+
+// Network is the persistent record of one network.
+type Network struct {
+	ID         string            `json:"id"`
+	Parent     string            `json:"parent"` // the macvlan master
+	VLAN       *VLAN             `json:"vlan,omitempty"`
+	Mode       string            `json:"macvlan_mode"`
+	MTU        int               `json:"mtu"`
+	RDMADevice string            `json:"rdma_device,omitempty"`
+	IPv4       []Subnet          `json:"ipv4,omitempty"`
+	IPv6       []Subnet          `json:"ipv6,omitempty"`
+	EnableIPv6 bool              `json:"enable_ipv6,omitempty"`
+	Internal   bool              `json:"internal,omitempty"`
+	Options    map[string]string `json:"options,omitempty"`
+	Created    time.Time         `json:"created"`
+}
+
+// Endpoint is the persistent record of one endpoint. It carries its parent
+// and mode so that its link can be re-created even if its network's record
+// was lost.
+type Endpoint struct {
+	ID        string            `json:"id"`
+	NetworkID string            `json:"network_id"`
+	Ifname    string            `json:"ifname"` // host-side link name
+	Parent    string            `json:"parent"`
+	Mode      string            `json:"macvlan_mode"`
+	MTU       int               `json:"mtu"`
+	MAC       string            `json:"mac"`
+	IPv4      string            `json:"ipv4,omitempty"` // CIDR
+	IPv6      string            `json:"ipv6,omitempty"` // CIDR
+	Options   map[string]string `json:"options,omitempty"`
+	Sandbox   string            `json:"sandbox,omitempty"` // set between Join and Leave
+	Created   time.Time         `json:"created"`
+}
+
+// gatewayFor returns the gateway (plain IP) of the subnet of subnets that
+// holds the address addr (CIDR), or "" if none does.
+func gatewayFor(subnets []Subnet, addr string) string {
+	ip, _, err := net.ParseCIDR(addr)
+	if err != nil {
+		return ""
+	}
+	for _, s := range subnets {
+		_, pool, err := net.ParseCIDR(s.Pool)
+		if err != nil || !pool.Contains(ip) || s.Gateway == "" {
+			continue
+		}
+		gw, _, err := net.ParseCIDR(s.Gateway)
+		if err != nil {
+			gw = net.ParseIP(s.Gateway)
+		}
+		if gw != nil {
+			return gw.String()
+		}
+	}
+	return ""
+}
+
+func optionMap(opts []Option) map[string]string {
+	if len(opts) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(opts))
+	for _, o := range opts {
+		m[o.Key] = o.Value
+	}
+	return m
+}

@@ -1,0 +1,250 @@
+package plugin
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/docker/go-plugins-helpers/network"
+	"github.com/rdma-macvlan/rdma-macvlan/driver"
+)
+
+// Option keys libnetwork puts into CreateNetwork's Options.
+const (
+	genericOptions = "com.docker.network.generic"
+	enableIPv6     = "com.docker.network.enable_ipv6"
+	internal       = "com.docker.network.internal"
+)
+
+// createNetworkRequest is network.CreateNetworkRequest with its options kept
+// raw, so duplicate keys and wrong types can be told apart.
+type createNetworkRequest struct {
+	NetworkID string
+	Options   map[string]json.RawMessage
+	IPv4Data  []*network.IPAMData
+	IPv6Data  []*network.IPAMData
+}
+
+type createEndpointRequest struct {
+	NetworkID  string
+	EndpointID string
+	Interface  *network.EndpointInterface
+	Options    json.RawMessage
+}
+
+func decode(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed request: %v", err)}
+	}
+	return nil
+}
+
+func createNetwork(d *driver.Driver, body []byte) (any, error) {
+	var req createNetworkRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	r := driver.CreateNetworkRequest{
+		NetworkID: req.NetworkID,
+		IPv4:      subnets(req.IPv4Data),
+		IPv6:      subnets(req.IPv6Data),
+	}
+	var err error
+	if raw, ok := req.Options[genericOptions]; ok {
+		if r.Options, err = decodeOptions(raw, nil); err != nil {
+			return nil, err
+		}
+	}
+	if r.EnableIPv6, err = optionalBool(req.Options, enableIPv6); err != nil {
+		return nil, err
+	}
+	if r.Internal, err = optionalBool(req.Options, internal); err != nil {
+		return nil, err
+	}
+	return struct{}{}, d.CreateNetwork(r)
+}
+
+func subnets(data []*network.IPAMData) []driver.Subnet {
+	var out []driver.Subnet
+	for _, d := range data {
+		if d != nil && d.Pool != "" {
+			out = append(out, driver.Subnet{Pool: d.Pool, Gateway: d.Gateway})
+		}
+	}
+	return out
+}
+
+func optionalBool(opts map[string]json.RawMessage, key string) (bool, error) {
+	raw, ok := opts[key]
+	if !ok || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return false, nil
+	}
+	var b bool
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return false, &driver.InvalidOptionError{Msg: fmt.Sprintf("option %s must be true or false", key)}
+	}
+	return b, nil
+}
+
+// decodeOptions reads a JSON object of options in order, keeping duplicate
+// keys. Values must be strings, except under keys for which skip says true
+// (libnetwork's own labels), which are dropped.
+func decodeOptions(raw json.RawMessage, skip func(key string) bool) ([]driver.Option, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed options: %v", err)}
+	}
+	if tok == nil {
+		return nil, nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, &driver.InvalidOptionError{Msg: "malformed options: expected an object of name: value"}
+	}
+	var out []driver.Option
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed options: %v", err)}
+		}
+		key, _ := tok.(string)
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil, &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed value of option %q: %v", key, err)}
+		}
+		if skip != nil && skip(key) {
+			continue
+		}
+		var s string
+		if err := json.Unmarshal(val, &s); err != nil {
+			return nil, &driver.InvalidOptionError{Msg: fmt.Sprintf("option %q must be a string, got %s", key, abbreviate(val))}
+		}
+		out = append(out, driver.Option{Key: key, Value: s})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed options: %v", err)}
+	}
+	return out, nil
+}
+
+func abbreviate(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "..."
+	}
+	return string(b)
+}
+
+func createEndpoint(d *driver.Driver, body []byte) (any, error) {
+	var req createEndpointRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	r := driver.CreateEndpointRequest{NetworkID: req.NetworkID, EndpointID: req.EndpointID}
+	if req.Interface != nil {
+		r.IPv4, r.IPv6, r.MAC = req.Interface.Address, req.Interface.AddressIPv6, req.Interface.MacAddress
+	}
+	if len(req.Options) > 0 {
+		var err error
+		if r.Options, err = decodeOptions(req.Options, driver.IsLibnetworkLabel); err != nil {
+			return nil, err
+		}
+	}
+	res, err := d.CreateEndpoint(r)
+	if err != nil {
+		return nil, err
+	}
+	out := &network.CreateEndpointResponse{}
+	if res.MAC != "" {
+		// Only what the driver chose: IPAM's addresses are Docker's.
+		out.Interface = &network.EndpointInterface{MacAddress: res.MAC}
+	}
+	return out, nil
+}
+
+func deleteNetwork(d *driver.Driver, body []byte) (any, error) {
+	var req network.DeleteNetworkRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return struct{}{}, d.DeleteNetwork(req.NetworkID)
+}
+
+func deleteEndpoint(d *driver.Driver, body []byte) (any, error) {
+	var req network.DeleteEndpointRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return struct{}{}, d.DeleteEndpoint(req.NetworkID, req.EndpointID)
+}
+
+func endpointInfo(d *driver.Driver, body []byte) (any, error) {
+	var req network.InfoRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return &network.InfoResponse{Value: d.EndpointInfo(req.NetworkID, req.EndpointID)}, nil
+}
+
+func join(d *driver.Driver, body []byte) (any, error) {
+	var req network.JoinRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	res, err := d.Join(req.NetworkID, req.EndpointID, req.SandboxKey)
+	if err != nil {
+		return nil, err
+	}
+	return &network.JoinResponse{
+		InterfaceName:         network.InterfaceName{SrcName: res.SrcName, DstPrefix: res.DstPrefix},
+		Gateway:               res.Gateway,
+		GatewayIPv6:           res.GatewayIPv6,
+		DisableGatewayService: res.DisableGatewayService,
+	}, nil
+}
+
+func leave(d *driver.Driver, body []byte) (any, error) {
+	var req network.LeaveRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return struct{}{}, d.Leave(req.NetworkID, req.EndpointID)
+}
+
+func programExternalConnectivity(_ *driver.Driver, body []byte) (any, error) {
+	var req network.ProgramExternalConnectivityRequest
+	return struct{}{}, decode(body, &req)
+}
+
+func revokeExternalConnectivity(_ *driver.Driver, body []byte) (any, error) {
+	var req network.RevokeExternalConnectivityRequest
+	return struct{}{}, decode(body, &req)
+}
+
+// discover accepts node discovery notifications; a local-scope driver has
+// nothing to do with them.
+func discover(_ *driver.Driver, body []byte) (any, error) {
+	var req network.DiscoveryNotification
+	return struct{}{}, decode(body, &req)
+}
+
+// allocateNetwork is only called on swarm managers for global-scope drivers;
+// this one is local-scope, so it validates the options and hands them back.
+func allocateNetwork(_ *driver.Driver, body []byte) (any, error) {
+	var req network.AllocateNetworkRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	opts := make([]driver.Option, 0, len(req.Options))
+	for k, v := range req.Options {
+		opts = append(opts, driver.Option{Key: k, Value: v})
+	}
+	if _, err := driver.ParseNetworkOptions(opts); err != nil {
+		return nil, err
+	}
+	return &network.AllocateNetworkResponse{Options: req.Options}, nil
+}
+
+func freeNetwork(_ *driver.Driver, body []byte) (any, error) {
+	var req network.FreeNetworkRequest
+	return struct{}{}, decode(body, &req)
+}

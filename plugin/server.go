@@ -1,0 +1,190 @@
+// Package plugin adapts the driver to Docker's remote network driver protocol:
+// it is the only importer of go-plugins-helpers, decodes requests strictly,
+// calls the driver, logs each failed request once and answers Docker with
+// the user-facing error text.
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/docker/go-plugins-helpers/network"
+	"github.com/docker/go-plugins-helpers/sdk"
+	"github.com/rdma-macvlan/rdma-macvlan/driver"
+	"github.com/sirupsen/logrus"
+)
+
+// StatusPath serves the daemon's status as JSON (contract).
+const StatusPath = "/v1/status"
+
+const (
+	manifest     = `{"Implements": ["NetworkDriver"]}`
+	maxBodyBytes = 1 << 20
+	// readyWait bounds how long a request waits for start-up to finish.
+	readyWait = 60 * time.Second
+)
+
+// Server serves the remote driver protocol. It can accept connections before
+// the driver is ready (Docker gives up on a plugin that does not answer within
+// about 9.5 s): calls wait until SetDriver.
+type Server struct {
+	log   *logrus.Logger
+	ready chan struct{}
+	drv   *driver.Driver // set once before ready is closed
+	mux   *http.ServeMux
+}
+
+// NewServer returns a Server whose calls wait for SetDriver.
+func NewServer(log *logrus.Logger) *Server {
+	s := &Server{log: log, ready: make(chan struct{}), mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+// SetDriver makes the server answer calls with d. Call it once.
+func (s *Server) SetDriver(d *driver.Driver) {
+	s.drv = d
+	close(s.ready)
+}
+
+// ServeHTTP makes Server an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Listen opens the unix socket at path, replacing a stale socket file, with
+// permissions that let only root (and Docker) connect.
+func Listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create socket directory: %w", err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("socket path %s exists and is not a socket: remove it or pass another --socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("socket %s is served by another process: stop it or pass another --socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+		}
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("chmod socket %s: %w", path, err)
+	}
+	return l, nil
+}
+
+// Serve answers requests on l until ctx is done, then stops accepting and
+// waits (bounded) for calls in progress.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("stop serving: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// route registers a protocol call whose handler needs the driver.
+func (s *Server) route(path string, fn func(d *driver.Driver, body []byte) (any, error)) {
+	op := path[len("/NetworkDriver."):]
+	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+		if err != nil {
+			s.fail(w, op, fmt.Errorf("read %s request: %w", op, err))
+			return
+		}
+		select {
+		case <-s.ready:
+		case <-time.After(readyWait):
+			s.fail(w, op, errors.New("rdma-macvlan is still starting: retry in a moment"))
+			return
+		case <-r.Context().Done():
+			return
+		}
+		res, err := fn(s.drv, body)
+		if err != nil {
+			s.fail(w, op, err)
+			return
+		}
+		sdk.EncodeResponse(w, res, false)
+	})
+}
+
+// fail logs a failed call once and answers Docker with the error's text,
+// which the docker CLI shows to the user.
+func (s *Server) fail(w http.ResponseWriter, op string, err error) {
+	entry := s.log.WithField("op", op).WithError(err)
+	var inv *driver.InvalidOptionError
+	if errors.As(err, &inv) {
+		entry.Warn("request refused")
+	} else {
+		entry.Error("request failed")
+	}
+	sdk.EncodeResponse(w, network.NewErrorResponse(err.Error()), true)
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("/Plugin.Activate", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", sdk.DefaultContentTypeV1_1)
+		fmt.Fprintln(w, manifest)
+	})
+	// Capabilities are static: answer them even while starting up.
+	s.mux.HandleFunc("/NetworkDriver.GetCapabilities", func(w http.ResponseWriter, _ *http.Request) {
+		c := driver.GetCapabilities()
+		sdk.EncodeResponse(w, &network.CapabilitiesResponse{Scope: c.Scope, ConnectivityScope: c.ConnectivityScope}, false)
+	})
+	s.mux.HandleFunc(StatusPath, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			http.Error(w, "use GET", http.StatusMethodNotAllowed)
+			return
+		}
+		select {
+		case <-s.ready:
+		default:
+			http.Error(w, "rdma-macvlan is still starting", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(s.drv.Status())
+	})
+	s.route("/NetworkDriver.CreateNetwork", createNetwork)
+	s.route("/NetworkDriver.DeleteNetwork", deleteNetwork)
+	s.route("/NetworkDriver.CreateEndpoint", createEndpoint)
+	s.route("/NetworkDriver.DeleteEndpoint", deleteEndpoint)
+	s.route("/NetworkDriver.EndpointOperInfo", endpointInfo)
+	s.route("/NetworkDriver.Join", join)
+	s.route("/NetworkDriver.Leave", leave)
+	s.route("/NetworkDriver.ProgramExternalConnectivity", programExternalConnectivity)
+	s.route("/NetworkDriver.RevokeExternalConnectivity", revokeExternalConnectivity)
+	s.route("/NetworkDriver.DiscoverNew", discover)
+	s.route("/NetworkDriver.DiscoverDelete", discover)
+	s.route("/NetworkDriver.AllocateNetwork", allocateNetwork)
+	s.route("/NetworkDriver.FreeNetwork", freeNetwork)
+}
