@@ -8,6 +8,7 @@ import (
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 )
 
 // CreateNetworkRequest is the typed form of Docker's CreateNetwork.
@@ -44,11 +45,28 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 		return err
 	}
 
-	parent, vlan, created, err := d.resolveParent(opts.Parent)
+	plan, err := d.planParent(opts.Parent)
 	if err != nil {
 		return err
 	}
-	if created {
+	mtu := opts.MTU
+	if mtu == 0 {
+		mtu = plan.mtu
+	}
+	if mtu > plan.mtu {
+		return invalidf("mtu %d is larger than the MTU %d of parent %q: use -o mtu=%d or less, or raise the parent's MTU (ip link set %s mtu %d)",
+			mtu, plan.mtu, opts.Parent, plan.mtu, plan.mtuOf, mtu)
+	}
+	if (req.EnableIPv6 || len(req.IPv6) > 0) && mtu < minMTUIPv6 {
+		return invalidf("mtu %d is too small for IPv6 (at least %d): raise -o mtu or create the network without IPv6",
+			mtu, minMTUIPv6)
+	}
+	created := false
+	if plan.createVLAN {
+		if err := d.createVLAN(opts.Parent, plan.vlan); err != nil {
+			return err
+		}
+		created = true
 		defer func() {
 			if retErr != nil {
 				if err := d.links.DeleteLink(opts.Parent); err != nil {
@@ -57,19 +75,7 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 			}
 		}()
 	}
-
-	mtu := opts.MTU
-	if mtu == 0 {
-		mtu = parent.MTU
-	}
-	if mtu > parent.MTU {
-		return invalidf("mtu %d is larger than the MTU %d of parent %q: use -o mtu=%d or less, or raise the parent's MTU (ip link set %s mtu %d)",
-			mtu, parent.MTU, opts.Parent, parent.MTU, opts.Parent, mtu)
-	}
-	if (req.EnableIPv6 || len(req.IPv6) > 0) && mtu < minMTUIPv6 {
-		return invalidf("mtu %d is too small for IPv6 (at least %d): raise -o mtu or create the network without IPv6",
-			mtu, minMTUIPv6)
-	}
+	vlan := plan.vlan
 
 	n := &Network{
 		ID:         req.NetworkID,
@@ -112,53 +118,74 @@ func (d *Driver) checkParentConflicts(parent, mode string) error {
 	return nil
 }
 
-// resolveParent finds the parent link, creating the VLAN sub-interface for a
-// missing IFNAME.VLAN parent. created reports whether it did.
-func (d *Driver) resolveParent(name string) (link netns.Link, vlan *VLAN, created bool, err error) {
-	link, err = d.links.LinkByName(name)
+// parentPlan is what CreateNetwork learned about a parent before changing
+// anything.
+type parentPlan struct {
+	vlan       *VLAN  // nil: not a VLAN sub-interface
+	createVLAN bool   // the VLAN sub-interface is missing and will be created
+	mtu        int    // the largest MTU a child may have
+	mtuOf      string // the link that MTU comes from
+}
+
+// planParent checks the parent (or, for a missing IFNAME.VLAN, its lower
+// device and VLAN id) without changing anything.
+func (d *Driver) planParent(name string) (parentPlan, error) {
+	link, err := d.links.LinkByName(name)
 	switch {
 	case err == nil:
 		if err := checkParentLink(name, link); err != nil {
-			return link, nil, false, err
+			return parentPlan{}, err
 		}
+		plan := parentPlan{mtu: link.MTU, mtuOf: name}
 		if link.Kind == "vlan" {
-			lower, lerr := d.links.LinkByIndex(link.ParentIndex)
-			v := &VLAN{ID: link.VLANID, Created: d.ownsVLAN(name)}
-			if lerr == nil {
-				v.Lower = lower.Name
+			plan.vlan = &VLAN{ID: link.VLANID, Created: d.ownsVLAN(name)}
+			if lower, err := d.links.LinkByIndex(link.ParentIndex); err == nil {
+				plan.vlan.Lower = lower.Name
 			}
-			return link, v, false, nil
 		}
-		return link, nil, false, nil
+		return plan, nil
 	case !errors.Is(err, netns.ErrLinkNotFound):
-		return link, nil, false, fmt.Errorf("look up parent %q: %w", name, err)
+		return parentPlan{}, fmt.Errorf("look up parent %q: %w", name, err)
 	}
 
 	lowerName, id, isVLAN := splitVLAN(name)
 	if !isVLAN {
-		return link, nil, false, invalidf("parent %q not found (check: ip link show): pass -o parent=<RoCE netdev>, or <netdev>.<vlan id> to have a VLAN sub-interface created",
+		return parentPlan{}, invalidf("parent %q not found (check: ip link show): pass -o parent=<RoCE netdev>, or <netdev>.<vlan id> to have a VLAN sub-interface created",
 			name)
 	}
 	if id < 1 || id > maxVLANID {
-		return link, nil, false, invalidf("parent %q: VLAN id %d is outside 1-%d: use a VLAN id in that range", name, id, maxVLANID)
+		return parentPlan{}, invalidf("parent %q: VLAN id %d is outside 1-%d: use a VLAN id in that range", name, id, maxVLANID)
 	}
 	lower, err := d.links.LinkByName(lowerName)
 	if errors.Is(err, netns.ErrLinkNotFound) {
-		return link, nil, false, invalidf("parent %q: its lower device %q not found (check: ip link show): pass -o parent=<RoCE netdev>.%d",
+		return parentPlan{}, invalidf("parent %q: its lower device %q not found (check: ip link show): pass -o parent=<RoCE netdev>.%d",
 			name, lowerName, id)
 	}
 	if err != nil {
-		return link, nil, false, fmt.Errorf("look up %q, lower device of parent %q: %w", lowerName, name, err)
+		return parentPlan{}, fmt.Errorf("look up %q, lower device of parent %q: %w", lowerName, name, err)
 	}
 	if err := checkParentLink(lowerName, lower); err != nil {
-		return link, nil, false, err
+		return parentPlan{}, err
 	}
-	link, err = d.links.CreateVLAN(name, lowerName, id)
+	return parentPlan{
+		vlan:       &VLAN{Lower: lowerName, ID: id, Created: true},
+		createVLAN: true,
+		mtu:        lower.MTU, // a new VLAN sub-interface takes its lower device's MTU
+		mtuOf:      lowerName,
+	}, nil
+}
+
+// createVLAN creates the VLAN sub-interface name for v.
+func (d *Driver) createVLAN(name string, v *VLAN) error {
+	_, err := d.links.CreateVLAN(name, v.Lower, v.ID)
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("create VLAN sub-interface %s: this kernel has no 802.1Q VLAN support (CONFIG_VLAN_8021Q): load it (modprobe 8021q), or create the VLAN yourself and pass it as parent: %w", name, err)
+	}
 	if err != nil {
-		return link, nil, false, fmt.Errorf("create VLAN sub-interface %s (id %d on %s): %w", name, id, lowerName, err)
+		return fmt.Errorf("create VLAN sub-interface %s (id %d on %s): %w", name, v.ID, v.Lower, err)
 	}
-	d.log.WithFields(logrus.Fields{"op": "CreateNetwork", "parent": name, "lower": lowerName, "vlan": id}).Info("vlan sub-interface created")
-	return link, &VLAN{Lower: lowerName, ID: id, Created: true}, true, nil
+	d.log.WithFields(logrus.Fields{"parent": name, "lower": v.Lower, "vlan": v.ID}).Info("vlan sub-interface created")
+	return nil
 }
 
 // checkParentLink refuses links a macvlan cannot (or must not) hang off.

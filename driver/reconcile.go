@@ -56,11 +56,9 @@ func (d *Driver) restoreVLAN(n *Network, log *logrus.Entry) {
 		log.WithError(err).Warn("could not look up vlan sub-interface")
 		return
 	}
-	if _, err := d.links.CreateVLAN(n.Parent, n.VLAN.Lower, n.VLAN.ID); err != nil {
+	if err := d.createVLAN(n.Parent, n.VLAN); err != nil {
 		log.WithError(err).Error("could not re-create vlan sub-interface; containers on this network cannot start until it exists")
-		return
 	}
-	log.Info("vlan sub-interface re-created")
 }
 
 // sweepOrphans deletes macvlan links in the host namespace that carry the

@@ -1,7 +1,10 @@
 package netns
 
 import (
+	"runtime"
+
 	"fmt"
+	vnetns "github.com/vishvananda/netns"
 	"net"
 
 	"github.com/vishvananda/netlink"
@@ -103,4 +106,47 @@ func (h *Handle) RdmaNetnsMode() (string, error) {
 		return "", fmt.Errorf("rdma netlink: get netns mode: %w", err)
 	}
 	return mode, nil
+}
+
+// CreateTun adds a persistent layer-3 TUN device (not Ethernet); tests use it
+// as a parent the driver must refuse.
+// Equivalent to: ip tuntap add dev $name mode tun
+func (h *Handle) CreateTun(name string) error {
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name = name
+	return h.do(func() error {
+		// TUN devices are made with an ioctl on /dev/net/tun, which acts in
+		// the calling thread's namespace.
+		if err := netlink.LinkAdd(&netlink.Tuntap{LinkAttrs: attrs, Mode: netlink.TUNTAP_MODE_TUN}); err != nil {
+			return fmt.Errorf("create tun %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// do runs fn on a locked thread switched into h's namespace. The thread is
+// discarded if it cannot be switched back.
+func (h *Handle) do(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := vnetns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("get current netns: %w", err)
+			return
+		}
+		defer orig.Close()
+		if err := vnetns.Set(h.ns); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter netns %s: %w", h.ns, err)
+			return
+		}
+		ferr := fn()
+		if err := vnetns.Set(orig); err == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- ferr
+	}()
+	return <-errc
 }

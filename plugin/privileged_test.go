@@ -1,0 +1,404 @@
+package plugin_test
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/docker/go-plugins-helpers/network"
+	"github.com/rdma-macvlan/rdma-macvlan/driver"
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+)
+
+func TestPrivilegedLifecycle(t *testing.T) {
+	for _, mode := range []string{"bridge", "private", "vepa", "passthru"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t)
+			nid, eid := id("aa01"), id("ee01")
+			e.must(e.createNetwork(nid, map[string]string{"parent": "p0", "mtu": "1400", "macvlan_mode": mode}, "10.9.0.0/24 gw 10.9.0.254/24"))
+
+			mac, err := e.createEndpoint(nid, eid, "10.9.0.2/24", "", nil)
+			e.must(err)
+			ifname := driver.LinkName(eid)
+			l, ok := e.link(ifname)
+			if !ok {
+				t.Fatalf("link %s not created; links: %v", ifname, linkNames(t, e.host))
+			}
+			p0, _ := e.link("p0")
+			if l.Kind != "macvlan" || l.MacvlanMode != mode || l.MTU != 1400 || l.ParentIndex != p0.Index {
+				t.Fatalf("link %+v: want macvlan mode %s mtu 1400 on p0 (index %d)", l, mode, p0.Index)
+			}
+			if mode != "passthru" && (mac == "" || mac != l.MAC.String()) {
+				t.Fatalf("CreateEndpoint answered MAC %q, link has %s", mac, l.MAC)
+			}
+
+			res, err := e.join(nid, eid)
+			e.must(err)
+			if res.InterfaceName.SrcName != ifname || res.InterfaceName.DstPrefix != "eth" || res.Gateway != "10.9.0.254" || !res.DisableGatewayService {
+				t.Fatalf("Join answered %+v", res)
+			}
+
+			// What libnetwork does after Join.
+			ctr := sandbox(t)
+			e.must(e.host.MoveInto(ctr, ifname, "eth0", nil, cidr(t, "10.9.0.2/24")))
+			if _, ok := e.link(ifname); ok {
+				t.Fatal("link still in the host namespace after the move")
+			}
+			in, err := ctr.LinkByName("eth0")
+			if err != nil || !in.Up || in.MTU != 1400 {
+				t.Fatalf("container link: %+v %v", in, err)
+			}
+			st, err := e.c.Status()
+			e.must(err)
+			if len(st.Networks) != 1 || len(st.Networks[0].Endpoints) != 1 || st.Networks[0].Endpoints[0].IPv4 != "10.9.0.2" ||
+				st.Networks[0].Endpoints[0].Ifname != ifname || st.Networks[0].Parent != "p0" {
+				t.Fatalf("status: %+v", st)
+			}
+
+			e.must(e.c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid}, nil))
+			e.must(ctr.MoveBack(e.host, "eth0", ifname))
+			e.must(e.c.Call("DeleteEndpoint", network.DeleteEndpointRequest{NetworkID: nid, EndpointID: eid}, nil))
+			if _, ok := e.link(ifname); ok {
+				t.Fatal("DeleteEndpoint left the link")
+			}
+			e.must(e.c.Call("DeleteNetwork", network.DeleteNetworkRequest{NetworkID: nid}, nil))
+			if got := linkNames(t, e.host); !slices.Equal(got, []string{"lo", "p0", "p0peer"}) {
+				t.Fatalf("links left: %v", got)
+			}
+			if f := e.stateFiles(); len(f) != 0 {
+				t.Fatalf("state left: %v", f)
+			}
+		})
+	}
+}
+
+func TestPrivilegedMACAndEndpointMTU(t *testing.T) {
+	e := newEnv(t)
+	nid, eid := id("aa02"), id("ee02")
+	e.must(e.createNetwork(nid, map[string]string{"parent": "p0"}, "10.9.0.0/24"))
+	mac, err := e.createEndpoint(nid, eid, "10.9.0.3/24", "02:42:0a:09:00:03", map[string]any{
+		"mtu": "1300", "com.docker.network.endpoint.exposedports": []any{map[string]any{"Proto": 6, "Port": 80}},
+	})
+	e.must(err)
+	if mac != "" {
+		t.Fatalf("driver answered a MAC (%s) although Docker sent one", mac)
+	}
+	l, ok := e.link(driver.LinkName(eid))
+	if !ok || l.MAC.String() != "02:42:0a:09:00:03" || l.MTU != 1300 {
+		t.Fatalf("link %+v: want Docker's MAC and mtu 1300", l)
+	}
+	// The network's MTU is the parent's when not given.
+	st, _ := e.c.Status()
+	if st.Networks[0].MTU != 1500 {
+		t.Fatalf("network MTU %d, want the parent's 1500", st.Networks[0].MTU)
+	}
+}
+
+func TestPrivilegedVLANLifecycle(t *testing.T) {
+	e := newEnv(t)
+	e.requireVLAN()
+	n1, n2, n3 := id("aa11"), id("aa12"), id("aa13")
+	e.must(e.createNetwork(n1, map[string]string{"parent": "p0.42"}))
+	v, ok := e.link("p0.42")
+	p0, _ := e.link("p0")
+	if !ok || v.Kind != "vlan" || v.VLANID != 42 || v.ParentIndex != p0.Index || !v.Up {
+		t.Fatalf("vlan sub-interface: %+v %v", v, ok)
+	}
+	// A second network on the same VLAN shares it; it goes with the last.
+	e.must(e.createNetwork(n2, map[string]string{"parent": "p0.42"}))
+	e.must(e.c.Call("DeleteNetwork", network.DeleteNetworkRequest{NetworkID: n1}, nil))
+	if _, ok := e.link("p0.42"); !ok {
+		t.Fatal("vlan deleted while another network still uses it")
+	}
+	eid := id("ee11")
+	_, err := e.createEndpoint(n2, eid, "10.1.0.2/24", "", nil)
+	e.must(err)
+	if l, _ := e.link(driver.LinkName(eid)); l.ParentIndex != v.Index {
+		t.Fatalf("endpoint link not on the vlan: %+v", l)
+	}
+	e.must(e.c.Call("DeleteEndpoint", network.DeleteEndpointRequest{NetworkID: n2, EndpointID: eid}, nil))
+	e.must(e.c.Call("DeleteNetwork", network.DeleteNetworkRequest{NetworkID: n2}, nil))
+	if _, ok := e.link("p0.42"); ok {
+		t.Fatal("vlan the driver created survived its last network")
+	}
+
+	// A VLAN that existed before is never deleted.
+	if _, err := e.host.CreateVLAN("p0.43", "p0", 43); err != nil {
+		t.Fatal(err)
+	}
+	e.must(e.createNetwork(n3, map[string]string{"parent": "p0.43"}))
+	e.must(e.c.Call("DeleteNetwork", network.DeleteNetworkRequest{NetworkID: n3}, nil))
+	if _, ok := e.link("p0.43"); !ok {
+		t.Fatal("DeleteNetwork deleted a vlan it did not create")
+	}
+}
+
+func TestPrivilegedRestartMidLife(t *testing.T) {
+	e := newEnv(t)
+	nid, eid, eid2 := id("aa21"), id("ee21"), id("ee22")
+	e.must(e.createNetwork(nid, map[string]string{"parent": "p0", "mtu": "1450"}, "10.7.0.0/24 gw 10.7.0.1/24"))
+	_, err := e.createEndpoint(nid, eid, "10.7.0.2/24", "", nil)
+	e.must(err)
+	_, err = e.join(nid, eid)
+	e.must(err)
+	ctr := sandbox(t)
+	ifname := driver.LinkName(eid)
+	e.must(e.host.MoveInto(ctr, ifname, "eth0", nil, cidr(t, "10.7.0.2/24")))
+	_, err = e.createEndpoint(nid, eid2, "10.7.0.3/24", "", nil)
+	e.must(err)
+
+	e.stop()
+	// While the daemon is down the second endpoint's link is lost (a crash
+	// between its record and Join, an operator's ip link del).
+	e.must(e.host.DeleteLink(driver.LinkName(eid2)))
+	e.start()
+
+	// Join re-creates it.
+	res, err := e.join(nid, eid2)
+	e.must(err)
+	if l, ok := e.link(res.InterfaceName.SrcName); !ok || l.MTU != 1450 || l.Kind != "macvlan" {
+		t.Fatalf("Join after restart: link %+v %v", l, ok)
+	}
+	// Docker re-creates known networks after its own restart.
+	e.must(e.createNetwork(nid, map[string]string{"parent": "p0", "mtu": "1450"}))
+	st, err := e.c.Status()
+	e.must(err)
+	if len(st.Networks) != 1 || len(st.Networks[0].Endpoints) != 2 || st.Networks[0].MTU != 1450 {
+		t.Fatalf("status after restart: %+v", st)
+	}
+
+	// Finish both life cycles.
+	e.must(e.c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid}, nil))
+	e.must(ctr.MoveBack(e.host, "eth0", ifname))
+	e.must(e.c.Call("DeleteEndpoint", network.DeleteEndpointRequest{NetworkID: nid, EndpointID: eid}, nil))
+	e.must(e.c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid2}, nil))
+	e.must(e.c.Call("DeleteEndpoint", network.DeleteEndpointRequest{NetworkID: nid, EndpointID: eid2}, nil))
+	e.must(e.c.Call("DeleteNetwork", network.DeleteNetworkRequest{NetworkID: nid}, nil))
+	if got := linkNames(t, e.host); !slices.Equal(got, []string{"lo", "p0", "p0peer"}) {
+		t.Fatalf("links left: %v", got)
+	}
+	if f := e.stateFiles(); len(f) != 0 {
+		t.Fatalf("state left: %v", f)
+	}
+}
+
+func TestPrivilegedRestartRestoresVLAN(t *testing.T) {
+	e := newEnv(t)
+	e.requireVLAN()
+	nid := id("aa23")
+	e.must(e.createNetwork(nid, map[string]string{"parent": "p0.7"}))
+	e.stop()
+	e.must(e.host.DeleteLink("p0.7"))
+	e.start()
+	if v, ok := e.link("p0.7"); !ok || v.VLANID != 7 {
+		t.Fatal("owned vlan sub-interface not re-created at start")
+	}
+	e.must(e.c.Call("DeleteNetwork", network.DeleteNetworkRequest{NetworkID: nid}, nil))
+	if _, ok := e.link("p0.7"); ok {
+		t.Fatal("vlan left after its network was deleted")
+	}
+}
+
+func TestPrivilegedRestartKeepsContainerLink(t *testing.T) {
+	e := newEnv(t)
+	nid, eid := id("aa31"), id("ee31")
+	e.must(e.createNetwork(nid, map[string]string{"parent": "p0"}, "10.3.0.0/24"))
+	_, err := e.createEndpoint(nid, eid, "10.3.0.2/24", "", nil)
+	e.must(err)
+	_, err = e.join(nid, eid)
+	e.must(err)
+	ctr := sandbox(t)
+	ifname := driver.LinkName(eid)
+	e.must(e.host.MoveInto(ctr, ifname, "eth0", nil, cidr(t, "10.3.0.2/24")))
+
+	e.restart()
+	if _, err := ctr.LinkByName("eth0"); err != nil {
+		t.Fatalf("container lost its link across a plugin restart: %v", err)
+	}
+	e.must(e.c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid}, nil))
+	e.must(ctr.MoveBack(e.host, "eth0", ifname))
+	// A restart between Leave and DeleteEndpoint must not sweep the link
+	// (it belongs to a known endpoint)...
+	e.restart()
+	if _, ok := e.link(ifname); !ok {
+		t.Fatal("restart swept a known endpoint's link")
+	}
+	// ...and DeleteEndpoint afterwards removes it.
+	e.must(e.c.Call("DeleteEndpoint", network.DeleteEndpointRequest{NetworkID: nid, EndpointID: eid}, nil))
+	if _, ok := e.link(ifname); ok {
+		t.Fatal("link left after DeleteEndpoint")
+	}
+}
+
+func TestPrivilegedOrphanSweep(t *testing.T) {
+	e := newEnv(t)
+	nid, eid := id("aa41"), id("ee41")
+	e.must(e.createNetwork(nid, map[string]string{"parent": "p0"}))
+	_, err := e.createEndpoint(nid, eid, "", "", nil)
+	e.must(err)
+	e.stop()
+	// A crash between creating a link and recording its endpoint leaves a
+	// prefixed macvlan no endpoint owns. Links that are not macvlans, or do
+	// not carry the prefix, are not the driver's.
+	for _, name := range []string{"rmvdeadbeef0001", "rmvdeadbeef0002", "other0"} {
+		if _, err := e.host.CreateMacvlan(netns.MacvlanSpec{Name: name, Parent: "p0", Mode: "bridge"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.must(e.host.CreateVeth("rmvveth0", "rmvveth1", 1500))
+	e.start()
+	got := linkNames(t, e.host)
+	want := []string{"lo", "other0", "p0", "p0peer", driver.LinkName(eid), "rmvveth0", "rmvveth1"}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the sweep links are %v, want %v", got, want)
+	}
+}
+
+func TestPrivilegedUnknownIDs(t *testing.T) {
+	e := newEnv(t)
+	nid, eid := id("aa51"), id("ee51")
+	e.must(e.c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid}, nil))
+	e.must(e.c.Call("DeleteEndpoint", network.DeleteEndpointRequest{NetworkID: nid, EndpointID: eid}, nil))
+	e.must(e.c.Call("DeleteNetwork", network.DeleteNetworkRequest{NetworkID: nid}, nil))
+	var info network.InfoResponse
+	e.must(e.c.Call("EndpointOperInfo", network.InfoRequest{NetworkID: nid, EndpointID: eid}, &info))
+	_, err := e.join(nid, eid)
+	if err == nil || !strings.Contains(err.Error(), "not known to rdma-macvlan") {
+		t.Fatalf("Join of an unknown endpoint: %v", err)
+	}
+	_, err = e.createEndpoint(nid, eid, "", "", nil)
+	if err == nil || !strings.Contains(err.Error(), "docker network rm") {
+		t.Fatalf("CreateEndpoint on an unknown network: %v", err)
+	}
+	for _, op := range []string{"DiscoverNew", "DiscoverDelete", "ProgramExternalConnectivity", "RevokeExternalConnectivity", "FreeNetwork"} {
+		e.must(e.c.Call(op, map[string]any{"NetworkID": nid, "EndpointID": eid}, nil))
+	}
+	var caps network.CapabilitiesResponse
+	e.must(e.c.Call("GetCapabilities", struct{}{}, &caps))
+	if caps.Scope != "local" || caps.ConnectivityScope != "global" {
+		t.Fatalf("capabilities %+v", caps)
+	}
+}
+
+func TestPrivilegedTornStateStillServes(t *testing.T) {
+	e := newEnv(t)
+	good, torn := id("aa61"), id("aa62")
+	e.must(e.createNetwork(good, map[string]string{"parent": "p0"}))
+	e.must(e.host.CreateVeth("p1", "p1peer", 1500))
+	e.must(e.createNetwork(torn, map[string]string{"parent": "p1"}))
+	e.stop()
+	path := e.stateDir + "/networks/" + torn + ".json"
+	data, err := os.ReadFile(path)
+	e.must(err)
+	e.must(os.WriteFile(path, data[:len(data)/3], 0o600))
+	e.start()
+	_, err = e.createEndpoint(good, id("ee61"), "10.0.0.2/24", "", nil)
+	e.must(err)
+	if _, err := os.Stat(path + ".corrupt"); err != nil {
+		t.Fatalf("torn file not kept aside: %v", err)
+	}
+}
+
+// Every bad request is refused with a message naming the object and the fix,
+// and leaves no link, no VLAN sub-interface and no state behind.
+func TestPrivilegedBadInputLeavesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.host.CreateVeth("q0", "q0peer", 1500))
+	e.must(e.host.CreateVeth("pt0", "pt0peer", 1500))
+	tun := "tun0"
+	haveTun := e.host.CreateTun(tun) == nil
+
+	base, pt := id("ab01"), id("ab02")
+	e.must(e.createNetwork(base, map[string]string{"parent": "q0"}))
+	e.must(e.createNetwork(pt, map[string]string{"parent": "pt0", "macvlan_mode": "passthru"}))
+	_, err := e.createEndpoint(pt, id("ec01"), "", "", nil)
+	e.must(err)
+	wantLinks := linkNames(t, e.host)
+	wantState := e.stateFiles()
+
+	type tc struct {
+		name string
+		call func() error
+		want []string
+	}
+	net := func(generic map[string]string) func() error {
+		return func() error { return e.createNetwork(id("bad0"), generic, "10.99.0.0/24") }
+	}
+	raw := func(op, body string) func() error {
+		return func() error { return e.c.CallRaw(op, []byte(body), nil) }
+	}
+	cases := []tc{
+		{"missing parent", net(map[string]string{}), []string{"option parent is required"}},
+		{"parent not found", net(map[string]string{"parent": "nope0"}), []string{`parent "nope0" not found`, "ip link show"}},
+		{"loopback parent", net(map[string]string{"parent": "lo"}), []string{`parent "lo" is a loopback device`}},
+		{"bad mode", net(map[string]string{"parent": "p0", "macvlan_mode": "l3"}), []string{"not a macvlan mode"}},
+		{"mtu above parent", net(map[string]string{"parent": "p0", "mtu": "9000"}), []string{"larger than the MTU 1500 of parent \"p0\""}},
+		{"mtu above parent on a new vlan", net(map[string]string{"parent": "p0.55", "mtu": "9000"}), []string{"larger than the MTU 1500"}},
+		{"vlan id 0", net(map[string]string{"parent": "p0.0"}), []string{"VLAN id 0 is outside 1-4094"}},
+		{"vlan id 4095", net(map[string]string{"parent": "p0.4095"}), []string{"VLAN id 4095 is outside 1-4094"}},
+		{"vlan lower missing", net(map[string]string{"parent": "nope0.5"}), []string{`lower device "nope0" not found`}},
+		{"vlan on loopback", net(map[string]string{"parent": "lo.5"}), []string{"loopback"}},
+		{"passthru on a used parent", net(map[string]string{"parent": "q0", "macvlan_mode": "passthru"}), []string{"passthru needs parent \"q0\" to itself"}},
+		{"bridge on a passthru parent", net(map[string]string{"parent": "pt0"}), []string{"taken by network", "passthru"}},
+		{"unknown option", net(map[string]string{"parent": "p0", "vlan": "5"}), []string{`unknown option "vlan"`, "parent, macvlan_mode, mtu, rdma_device"}},
+		{"control character", net(map[string]string{"parent": "p0", "rdma_device": "mlx5\x07"}), []string{"control character"}},
+		{"duplicate option", raw("CreateNetwork", `{"NetworkID":"`+id("bad1")+`","Options":{"com.docker.network.generic":{"parent":"p0","parent":"q0"}}}`),
+			[]string{"given more than once"}},
+		{"non-string option", raw("CreateNetwork", `{"NetworkID":"`+id("bad2")+`","Options":{"com.docker.network.generic":{"parent":"p0","mtu":1500}}}`),
+			[]string{`option "mtu" must be a string`}},
+		{"malformed json", raw("CreateNetwork", `{"NetworkID":`), []string{"malformed request"}},
+		{"path-like network id", raw("CreateNetwork", `{"NetworkID":"../../etc","Options":{"com.docker.network.generic":{"parent":"p0"}}}`),
+			[]string{"invalid network ID"}},
+		{"second endpoint on passthru", func() error { _, err := e.createEndpoint(pt, id("ec02"), "", "", nil); return err },
+			[]string{"passthru mode", "allows one container"}},
+		{"endpoint bad MAC", func() error { _, err := e.createEndpoint(base, id("ec03"), "", "zz:zz", nil); return err },
+			[]string{`MAC address "zz:zz"`}},
+		{"endpoint multicast MAC", func() error { _, err := e.createEndpoint(base, id("ec04"), "", "01:00:5e:00:00:01", nil); return err },
+			[]string{"multicast"}},
+		{"endpoint unknown option", func() error {
+			_, err := e.createEndpoint(base, id("ec05"), "", "", map[string]any{"foo": "1"})
+			return err
+		}, []string{`unknown option "foo"`, "mtu"}},
+		{"endpoint network option", func() error {
+			_, err := e.createEndpoint(base, id("ec06"), "", "", map[string]any{"parent": "p0"})
+			return err
+		}, []string{"applies to the whole network"}},
+		{"endpoint mtu above network", func() error {
+			_, err := e.createEndpoint(base, id("ec07"), "", "", map[string]any{"mtu": "9000"})
+			return err
+		}, []string{"larger than the MTU 1500 of network"}},
+		{"endpoint bad address", func() error { _, err := e.createEndpoint(base, id("ec08"), "10.0.0.300/24", "", nil); return err },
+			[]string{"not in CIDR form"}},
+		{"endpoint id path-like", func() error { _, err := e.createEndpoint(base, "../x", "", "", nil); return err },
+			[]string{"invalid endpoint ID"}},
+	}
+	if haveTun {
+		cases = append(cases, tc{"non-ethernet parent", net(map[string]string{"parent": tun}), []string{"not an Ethernet device"}})
+	} else {
+		t.Log("no /dev/net/tun here: the non-Ethernet parent case is covered by the unit tests only")
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.call()
+			var ce *plugin.CallError
+			if !errors.As(err, &ce) {
+				t.Fatalf("want an error answer, got %v", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(ce.Msg, w) {
+					t.Errorf("error %q does not say %q", ce.Msg, w)
+				}
+			}
+			if got := linkNames(t, e.host); !slices.Equal(got, wantLinks) {
+				t.Errorf("links changed: %v, want %v", got, wantLinks)
+			}
+			if got := e.stateFiles(); !slices.Equal(got, wantState) {
+				t.Errorf("state changed: %v, want %v", got, wantState)
+			}
+		})
+	}
+}
