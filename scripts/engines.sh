@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# engines.sh: make the Docker engines the end-to-end tests run against available on this machine.
+#
+# Needs: root, Debian 12 with apt, Go (go on PATH), the Debian archive and the Go module proxy.
+# Leaves behind (on purpose, so the next run is fast):
+#   - Debian packages: docker.io (Docker 20.10, with containerd and runc), busybox-static,
+#     iproute2; for the current engine also containerd, libseccomp-dev, pkg-config, gcc. Nothing is started; when the host has no
+#     /usr/sbin/policy-rc.d, one denying service starts exists only while apt runs.
+#   - the "current" engine, moby v2 dockerd and a seccomp-enabled runc built from the Go module
+#     proxy, in $RDMA_MACVLAN_ENGINES_DIR/<version>/bin (default /var/cache/rdma-macvlan/engines),
+#     plus Go's own module and build caches. The new runc is only ever put on the PATH of the
+#     current dockerd (scripts/dockerd.sh does that); Debian's engine keeps Debian's runc.
+#
+# Usage:
+#   engines.sh [install] [debian] [current]   install both engines (default) or the ones named
+#   engines.sh bindir                         print the current engine's bin dir (dockerd, runc);
+#                                             fails when it is not built yet
+# Environment:
+#   RDMA_MACVLAN_ENGINES_DIR  cache root        (default /var/cache/rdma-macvlan/engines)
+#   MOBY_VERSION              moby v2 version   (default v2.0.0-beta.24, newest the proxy served)
+#   RUNC_VERSION              runc version      (default v1.5.2)
+#
+# Idempotent: a warm run only checks that everything is in place and takes seconds.
+set -euo pipefail
+
+ENGINES_DIR=${RDMA_MACVLAN_ENGINES_DIR:-/var/cache/rdma-macvlan/engines}
+MOBY_VERSION=${MOBY_VERSION:-v2.0.0-beta.24}
+RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
+ENGINE_DIR="$ENGINES_DIR/moby-$MOBY_VERSION-runc-$RUNC_VERSION"
+BIN_DIR="$ENGINE_DIR/bin"
+
+# Debian's engine; busybox-static for the test image; iproute2 for the test links.
+DEBIAN_PACKAGES=(docker.io busybox-static iproute2)
+# The current engine runs on Debian's containerd; runc needs libseccomp and cgo to build.
+CURRENT_PACKAGES=(containerd busybox-static iproute2 libseccomp-dev pkg-config gcc)
+
+start_s=$SECONDS
+say() { printf 'engines: [%4ds] %s\n' "$((SECONDS - start_s))" "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# Cleanup state: what this run created and must remove on exit, whatever happens.
+cleanup_policy=""
+tmp_dir=""
+heartbeat_pid=""
+cleanup() {
+	local rc=$?
+	if [[ -n $heartbeat_pid ]]; then
+		kill "$heartbeat_pid" 2>/dev/null || true
+		wait "$heartbeat_pid" 2>/dev/null || true
+	fi
+	[[ -n $cleanup_policy ]] && rm -f "$cleanup_policy"
+	[[ -n $tmp_dir ]] && rm -rf "$tmp_dir"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+missing_packages() {
+	local p status
+	for p in "$@"; do
+		status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+		[[ $status == "install ok installed" ]] || printf '%s\n' "$p"
+	done
+}
+
+apt_updated=""
+apt_install() {
+	local missing
+	mapfile -t missing < <(missing_packages "$@")
+	if ((${#missing[@]} == 0)); then
+		say "apt packages present: $*"
+		return 0
+	fi
+	[[ $(id -u) -eq 0 ]] || die "installing ${missing[*]} needs root"
+	if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+		# Keep the host's default Docker service from being started by the package's postinst.
+		cleanup_policy=/usr/sbin/policy-rc.d
+		printf '#!/bin/sh\nexit 101\n' >"$cleanup_policy"
+		chmod 0755 "$cleanup_policy"
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	if [[ -z $apt_updated ]]; then
+		say "apt-get update"
+		apt-get update -qq
+		apt_updated=1
+	fi
+	say "apt-get install ${missing[*]}"
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	if [[ -n $cleanup_policy ]]; then
+		rm -f "$cleanup_policy"
+		cleanup_policy=""
+	fi
+}
+
+# heartbeat prints a line every minute while a long step runs, so CI logs show progress.
+start_heartbeat() {
+	local what=$1
+	(
+		while sleep 60; do say "still $what"; done
+	) &
+	heartbeat_pid=$!
+}
+stop_heartbeat() {
+	kill "$heartbeat_pid" 2>/dev/null || true
+	wait "$heartbeat_pid" 2>/dev/null || true
+	heartbeat_pid=""
+}
+
+# go_build installs MODULE@VERSION's command into BIN_DIR as NAME, atomically.
+go_build() {
+	local name=$1 pkg=$2 version=$3
+	shift 3
+	command -v go >/dev/null || die "go is not on PATH (needed to build $name $version)"
+	tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/rdma-macvlan-engines.XXXXXX")
+	say "building $name from $pkg@$version (cold: several minutes on 2 cores)"
+	start_heartbeat "building $name"
+	# Build outside any module so the project's go.mod plays no part; GOTOOLCHAIN=local keeps the
+	# installed Go instead of fetching another one.
+	# The long list of "go: downloading" lines is left out of the log; errors still show.
+	local rc=0
+	(cd "$tmp_dir" && GOBIN="$tmp_dir/bin" GOTOOLCHAIN=local GOFLAGS=-buildvcs=false \
+		go install "$@" "$pkg@$version" 2>&1) | { grep -v '^go: downloading ' >&2 || true; }
+	rc=${PIPESTATUS[0]}
+	stop_heartbeat
+	((rc == 0)) || die "go install $pkg@$version failed (exit $rc)"
+	mkdir -p "$BIN_DIR"
+	install -m 0755 "$tmp_dir/bin/$name" "$BIN_DIR/.$name.new"
+	mv -f "$BIN_DIR/.$name.new" "$BIN_DIR/$name"
+	rm -rf "$tmp_dir"
+	tmp_dir=""
+	say "built $BIN_DIR/$name"
+}
+
+install_debian() {
+	apt_install "${DEBIAN_PACKAGES[@]}"
+	[[ -x /usr/sbin/dockerd ]] || die "/usr/sbin/dockerd missing after installing docker.io"
+	say "debian engine: $(/usr/sbin/dockerd --version)"
+}
+
+install_current() {
+	apt_install "${CURRENT_PACKAGES[@]}"
+	mkdir -p "$ENGINES_DIR"
+	# One builder at a time per cache; a second run waits and then finds the binaries built.
+	exec 9>"$ENGINES_DIR/.lock"
+	flock 9
+	if [[ ! -x $BIN_DIR/runc ]]; then
+		go_build runc github.com/opencontainers/runc "$RUNC_VERSION" -tags seccomp
+	fi
+	if [[ ! -x $BIN_DIR/dockerd ]]; then
+		# Stamp the version as moby's release builds do, so `docker version` names it.
+		local v=github.com/moby/moby/v2/dockerversion
+		go_build dockerd github.com/moby/moby/v2/cmd/dockerd "$MOBY_VERSION" \
+			-ldflags "-X $v.Version=${MOBY_VERSION#v} -X $v.GitCommit=$MOBY_VERSION -X $v.PlatformName=rdma-macvlan-test"
+	fi
+	flock -u 9
+	exec 9>&-
+	"$BIN_DIR/runc" --version | grep -q seccomp || die "$BIN_DIR/runc was built without seccomp"
+	say "current engine: $("$BIN_DIR/dockerd" --version), runc $("$BIN_DIR/runc" --version | awk 'NR==1{print $3}') in $BIN_DIR"
+}
+
+cmd=${1:-install}
+case $cmd in
+bindir)
+	[[ -x $BIN_DIR/dockerd && -x $BIN_DIR/runc ]] ||
+		die "current engine not built in $BIN_DIR (run scripts/engines.sh install current)"
+	printf '%s\n' "$BIN_DIR"
+	;;
+install)
+	shift || true
+	engines=("$@")
+	((${#engines[@]})) || engines=(debian current)
+	for e in "${engines[@]}"; do
+		case $e in
+		debian) install_debian ;;
+		current) install_current ;;
+		*) die "unknown engine '$e' (want: debian, current)" ;;
+		esac
+	done
+	say "done"
+	;;
+-h | --help | help)
+	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+	;;
+*)
+	die "unknown command '$cmd' (want: install [debian] [current], bindir, help)"
+	;;
+esac
