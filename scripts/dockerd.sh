@@ -1,0 +1,340 @@
+#!/usr/bin/env bash
+# dockerd.sh: run a private Docker engine for tests, sharing nothing with the host's Docker.
+#
+# Needs: root; scripts/engines.sh run before (Debian's dockerd/containerd/runc; for "current" the
+# moby v2 dockerd and runc it builds); the docker CLI on PATH.
+#
+# Usage:
+#   dockerd.sh start DIR [debian|current] [-- EXTRA-DOCKERD-ARGS...]
+#       Starts containerd and dockerd under DIR (created; must be absent, empty or a stopped DIR of
+#       this script), waits until `docker info` answers, writes DIR/env and prints
+#       `export DOCKER_HOST=unix://DIR/docker.sock` on stdout (progress goes to stderr), so
+#       `eval "$(scripts/dockerd.sh start DIR)"` works. On failure it shows the log tail, removes
+#       everything it made and exits non-zero.
+#   dockerd.sh stop DIR      stops dockerd, its containers and plugins, and containerd (SIGTERM,
+#                            SIGKILL after a deadline, each by the pid this script recorded),
+#                            unmounts everything below DIR, removes the cgroups and host dirs
+#                            the engine created and DIR itself. Safe to run twice or after a
+#                            failed start.
+#   dockerd.sh logs DIR [dockerd|containerd]   prints the daemon's log (default dockerd)
+#
+# Layout of DIR: data/ (--data-root), x/ (--exec-root), docker.sock, dockerd.pid (--pidfile),
+#   {dockerd,containerd}.spawned (pids as started), dockerd.log,
+#   daemon.json (the host's /etc/docker/daemon.json is never read), key.json, containerd/ (its own
+#   containerd: config, root, state, socket, log), env, engine, cgroup-parent, host-dirs.
+# Leaves behind: while running, the daemons; after stop, nothing. The engine itself puts managed
+#   plugins' sockets under /run/docker/plugins/<plugin-id>/ and containerd 1.6 its shim sockets
+#   under /run/containerd/s/ (both paths are fixed in the engines); stop removes this engine's
+#   plugin dirs and any of these dirs that did not exist before start and are empty.
+#
+# Environment: DOCKERD_START_TIMEOUT (s, default 60), DOCKERD_STOP_TIMEOUT (s, default 30).
+#   Containers get --shutdown-timeout 3, so stop is quick.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+START_TIMEOUT=${DOCKERD_START_TIMEOUT:-60}
+STOP_TIMEOUT=${DOCKERD_STOP_TIMEOUT:-30}
+MARKER=.rdma-macvlan-dockerd
+SYS_PATH=/usr/sbin:/usr/bin:/sbin:/bin
+# Fixed host paths that the engines use whatever their --exec-root.
+HOST_DIRS=(/run/docker /run/docker/plugins /run/containerd /run/containerd/s)
+
+say() { printf 'dockerd.sh: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; exit 2; }
+
+# abs_dir DIR prints DIR as an absolute, normalised path and rejects paths this script cannot
+# handle safely (whitespace breaks /proc/self/mountinfo parsing; long paths break unix sockets).
+abs_dir() {
+	local d
+	d=$(realpath -m -- "$1")
+	[[ $d != / && $d =~ ^/[^[:space:]]+$ ]] || die "DIR must be a path without whitespace, not '$1'"
+	((${#d} <= 64)) || die "DIR '$d' is too long: unix socket paths below it must stay < 108 bytes"
+	printf '%s\n' "$d"
+}
+
+# pid_of DIR NAME prints the pid recorded at spawn of NAME (dockerd or containerd) if that process still
+# runs the expected program for this DIR (guards against pid reuse).
+pid_of() {
+	local dir=$1 name=$2 pid exe
+	pid=$(cat "$dir/$name.spawned" 2>/dev/null) || return 1
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+	[[ ${exe##*/} == "$name" || ${exe##*/} == "$name (deleted)" ]] || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir/" || return 1
+	printf '%s\n' "$pid"
+}
+
+# stop_pid PID WHAT: SIGTERM, wait up to STOP_TIMEOUT, then SIGKILL.
+stop_pid() {
+	local pid=$1 what=$2 i
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	say "$what (pid $pid) did not stop within ${STOP_TIMEOUT}s: SIGKILL"
+	kill -KILL "$pid" 2>/dev/null || true
+	for ((i = 0; i < 50; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	say "warning: $what (pid $pid) still there after SIGKILL"
+}
+
+# cgroup_dirs NAME prints NAME's directory in every mounted cgroup hierarchy (v1 and v2).
+cgroup_dirs() {
+	local name=$1 mnt
+	while read -r mnt; do
+		[[ -d $mnt/$name ]] && printf '%s\n' "$mnt/$name"
+	done < <(awk '$3 == "cgroup" || $3 == "cgroup2" {print $2}' /proc/self/mounts)
+}
+
+# kill_cgroup NAME kills every process left in cgroup NAME (and below) and removes its dirs.
+# Only used for cgroups this engine created (its --cgroup-parent, its plugins' cgroups).
+kill_cgroup() {
+	local name=$1 d pid procs i
+	[[ -n $name && $name != / ]] || return 0
+	for ((i = 0; i < 20; i++)); do
+		procs=""
+		while read -r d; do
+			procs+=$(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | tr '\n' ' ')
+		done < <(cgroup_dirs "$name")
+		[[ -n ${procs// /} ]] || break
+		for pid in $procs; do kill -KILL "$pid" 2>/dev/null || true; done
+		sleep 0.1
+	done
+	while read -r d; do
+		find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+		[[ -d $d ]] && say "warning: cgroup $d could not be removed"
+	done < <(cgroup_dirs "$name")
+	return 0
+}
+
+# kill_shims DIR kills containerd shims that serve the containerd of DIR (left when containerd
+# was killed; they hold the containers of this engine only).
+kill_shims() {
+	local dir=$1 p exe
+	for p in /proc/[0-9]*; do
+		exe=$(readlink "$p/exe" 2>/dev/null) || continue
+		[[ ${exe##*/} == containerd-shim* ]] || continue
+		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$dir/containerd/" || continue
+		kill -KILL "${p#/proc/}" 2>/dev/null || true
+	done
+}
+
+# unmount_below DIR unmounts every mount point below DIR, deepest first, until none is left.
+unmount_below() {
+	local dir=$1 m i
+	local -a mnts
+	for ((i = 0; i < 5; i++)); do
+		mapfile -t mnts < <(awk -v d="$dir/" 'index($5, d) == 1 {print length($5), $5}' /proc/self/mountinfo |
+			sort -rn | cut -d' ' -f2- | uniq)
+		((${#mnts[@]})) || return 0
+		for m in "${mnts[@]}"; do
+			umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+		done
+	done
+	awk -v d="$dir/" 'index($5, d) == 1 {print "dockerd.sh: warning: still mounted: " $5}' /proc/self/mountinfo >&2
+}
+
+do_stop() {
+	local dir=$1 pid id name
+	local -a plugin_ids=()
+	[[ -d $dir ]] || return 0
+	if [[ ! -e $dir/$MARKER ]]; then
+		say "warning: $dir was not made by dockerd.sh; not touching it"
+		return 1
+	fi
+	# Plugin ids before anything goes: their sockets and cgroups live outside DIR.
+	for id in "$dir"/data/plugins/*/; do
+		id=${id%/}
+		id=${id##*/}
+		[[ $id =~ ^[0-9a-f]{64}$ ]] && plugin_ids+=("$id")
+	done
+	if pid=$(pid_of "$dir" dockerd); then
+		say "stopping dockerd (pid $pid)"
+		stop_pid "$pid" dockerd
+	fi
+	# Whatever dockerd did not stop (it was killed, or never came up): containers and plugins.
+	[[ -s $dir/cgroup-parent ]] && kill_cgroup "$(cat "$dir/cgroup-parent")"
+	for id in "${plugin_ids[@]}"; do kill_cgroup "$id"; done
+	kill_shims "$dir"
+	if pid=$(pid_of "$dir" containerd); then
+		say "stopping containerd (pid $pid)"
+		stop_pid "$pid" containerd
+	fi
+	kill_shims "$dir"
+	unmount_below "$dir"
+	for id in "${plugin_ids[@]}"; do rm -rf "/run/docker/plugins/$id"; done
+	if [[ -s $dir/host-dirs ]]; then
+		# Deepest first; only empty ones, and only those that did not exist before start.
+		while read -r name; do
+			rmdir "$name" 2>/dev/null || true
+		done < <(sort -r "$dir/host-dirs")
+	fi
+	rm -rf --one-file-system "$dir" || die "could not remove $dir (still mounted: $(findmnt -rn -o TARGET | grep -F "$dir/" | head -3 | tr '\n' ' '))"
+	say "stopped and removed $dir"
+}
+
+write_containerd_config() {
+	local dir=$1 c=$1/containerd
+	mkdir -p "$c/root" "$c/state" "$c/opt"
+	cat >"$c/config.toml" <<EOF
+# containerd for the private dockerd in $dir only.
+version = 2
+root = "$c/root"
+state = "$c/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+
+[grpc]
+  address = "$c/containerd.sock"
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$c/opt"
+EOF
+}
+
+# wait_for WHAT SECONDS PID CMD...: polls CMD until it succeeds; fails when PID exits or at the
+# deadline.
+wait_for() {
+	local what=$1 secs=$2 pid=$3 i
+	shift 3
+	for ((i = 0; i < secs * 10; i++)); do
+		"$@" >/dev/null 2>&1 && return 0
+		kill -0 "$pid" 2>/dev/null || { say "$what exited while starting"; return 1; }
+		sleep 0.1
+	done
+	say "$what did not answer within ${secs}s"
+	return 1
+}
+
+docker_info() { DOCKER_HOST="unix://$1/docker.sock" docker info --format '{{.ServerVersion}}'; }
+
+failed_start() {
+	local dir=$1 f=dockerd.log
+	# The log of whichever daemon failed: dockerd's once it was started, else containerd's.
+	[[ -e $dir/$f ]] || f=containerd/containerd.log
+	if [[ -s $dir/$f ]]; then
+		say "last lines of $dir/$f:"
+		tail -n 25 "$dir/$f" >&2
+	fi
+	do_stop "$dir" || true
+}
+
+do_start() {
+	local dir=$1 engine=$2 dockerd path bindir pid d cpid ver
+	shift 2
+	case $engine in
+	debian)
+		dockerd=/usr/sbin/dockerd
+		path=$SYS_PATH
+		;;
+	current)
+		bindir=$(bash "$here/engines.sh" bindir) || die "current engine not built: run scripts/engines.sh install current"
+		dockerd=$bindir/dockerd
+		# The new runc comes first for this engine only (containerd's shims find runc on PATH).
+		path=$bindir:$SYS_PATH
+		;;
+	*) die "unknown engine '$engine' (want: debian, current)" ;;
+	esac
+	[[ -x $dockerd ]] || die "$dockerd not found: run scripts/engines.sh install $engine"
+	command -v containerd >/dev/null || [[ -x /usr/bin/containerd ]] || die "containerd not found: run scripts/engines.sh"
+	command -v docker >/dev/null || die "docker CLI not found on PATH"
+
+	if [[ -e $dir ]]; then
+		if pid_of "$dir" dockerd >/dev/null || pid_of "$dir" containerd >/dev/null; then
+			die "an engine already runs in $dir (stop it first: $0 stop $dir)"
+		fi
+		if [[ -e $dir/$MARKER ]]; then
+			do_stop "$dir"
+		elif [[ -n $(ls -A "$dir") ]]; then
+			die "$dir exists and is not empty"
+		fi
+	fi
+	mkdir -p "$dir"
+	chmod 0711 "$dir"
+	: >"$dir/$MARKER"
+	trap 'failed_start "$dir"' EXIT
+
+	for d in "${HOST_DIRS[@]}"; do
+		[[ -e $d ]] || printf '%s\n' "$d" >>"$dir/host-dirs"
+	done
+	printf '%s\n' "$engine" >"$dir/engine"
+	# One cgroup parent per engine, so stop can find (and remove) everything its containers left.
+	printf '/rmv-%s\n' "$(printf '%s' "$dir" | sha256sum | cut -c1-12)" >"$dir/cgroup-parent"
+	# Never read the host's /etc/docker/daemon.json. Docker 20.10 also writes a trust key to
+	# /etc/docker/key.json unless told otherwise (newer engines have no such key).
+	if [[ $engine == debian ]]; then
+		printf '{"deprecated-key-path": "%s/key.json"}\n' "$dir" >"$dir/daemon.json"
+	else
+		printf '{}\n' >"$dir/daemon.json"
+	fi
+	write_containerd_config "$dir"
+
+	say "starting containerd for $dir"
+	PATH=$path setsid /usr/bin/containerd --config "$dir/containerd/config.toml" \
+		</dev/null >"$dir/containerd/containerd.log" 2>&1 &
+	cpid=$!
+	printf '%s\n' "$cpid" >"$dir/containerd.spawned"
+	wait_for containerd 20 "$cpid" test -S "$dir/containerd/containerd.sock" || exit 1
+
+	ver=$("$dockerd" --version)
+	say "starting $ver for $dir"
+	PATH=$path setsid "$dockerd" \
+		--config-file "$dir/daemon.json" \
+		--data-root "$dir/data" \
+		--exec-root "$dir/x" \
+		--pidfile "$dir/dockerd.pid" \
+		-H "unix://$dir/docker.sock" \
+		--containerd "$dir/containerd/containerd.sock" \
+		--cgroup-parent "$(cat "$dir/cgroup-parent")" \
+		--iptables=false --ip-forward=false --ip-masq=false --bridge=none \
+		--userland-proxy=false --shutdown-timeout 3 \
+		"$@" </dev/null >"$dir/dockerd.log" 2>&1 &
+	pid=$!
+	# Recorded at once (dockerd writes its --pidfile only later), so a failed start can be stopped.
+	printf '%s\n' "$pid" >"$dir/dockerd.spawned"
+	wait_for dockerd "$START_TIMEOUT" "$pid" docker_info "$dir" || exit 1
+	printf 'export DOCKER_HOST=unix://%s/docker.sock\n' "$dir" >"$dir/env"
+	trap - EXIT
+	say "ready after ${SECONDS}s: dockerd $(docker_info "$dir") (pid $pid) in $dir"
+	cat "$dir/env"
+}
+
+cmd=${1:-}
+case $cmd in
+start)
+	(($# >= 2)) || usage
+	dir=$(abs_dir "$2")
+	engine=${3:-debian}
+	shift $(($# >= 3 ? 3 : 2))
+	if (($#)); then
+		[[ $1 == -- ]] || usage
+		shift
+	fi
+	[[ $(id -u) -eq 0 ]] || die "needs root"
+	do_start "$dir" "$engine" "$@"
+	;;
+stop)
+	(($# == 2)) || usage
+	dir=$(abs_dir "$2")
+	do_stop "$dir"
+	;;
+logs)
+	(($# >= 2)) || usage
+	dir=$(abs_dir "$2")
+	case ${3:-dockerd} in
+	dockerd) cat "$dir/dockerd.log" ;;
+	containerd) cat "$dir/containerd/containerd.log" ;;
+	*) usage ;;
+	esac
+	;;
+*) usage ;;
+esac
