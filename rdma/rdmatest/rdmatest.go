@@ -90,9 +90,10 @@ type NetdevSpec struct {
 // Common are the host-wide files: the rdma_cm node and the netns mode.
 type Common struct {
 	// RdmaCM is the rdma_cm dev file content, e.g. "10:57"; "" means
-	// rdma_ucm is not loaded (no misc/rdma_cm).
+	// rdma_ucm is not loaded (no misc/rdma_cm); "keep" leaves it as it is.
 	RdmaCM string
-	// NetnsMode is "shared" (Y, default) or "exclusive" (N).
+	// NetnsMode is "shared" (Y, default) or "exclusive" (N); "keep"
+	// leaves it as it is.
 	NetnsMode string
 }
 
@@ -106,13 +107,13 @@ type MLX5Options struct {
 	TableSize int    // 255
 	State     string // ACTIVE
 	LinkLayer string // Ethernet
-	NetnsMode string // shared
+	NetnsMode string // shared (see hostWide)
 	// HostIPv4 adds the v1/v2 pair of the netdev's own address at 2/3.
 	HostIPv4 string
 	// Extra are more populated entries (see Pair).
 	Extra    []Entry
 	Uverbs   int    // 0: uverbs0, umad0, issm0
-	RdmaCM   string // 10:57
+	RdmaCM   string // 10:57 (see hostWide)
 	NoRdmaCM bool   // no misc/rdma_cm (rdma_ucm not loaded)
 }
 
@@ -124,12 +125,12 @@ type RXEOptions struct {
 	MAC       string // 52:54:00:12:34:56
 	TableSize int    // 1024
 	State     string // ACTIVE
-	NetnsMode string // shared
+	NetnsMode string // shared (see hostWide)
 	// HostIPv4 adds the netdev's own address at 1.
 	HostIPv4 string
 	Extra    []Entry
 	Uverbs   int    // 0
-	RdmaCM   string // 10:124, as observed on a 6.1 kernel
+	RdmaCM   string // 10:124, as observed on a 6.1 kernel (see hostWide)
 	NoRdmaCM bool
 }
 
@@ -158,8 +159,6 @@ func (o *MLX5Options) defaults() {
 	def(&o.PCIAddr, "0000:03:00.0")
 	def(&o.State, "ACTIVE")
 	def(&o.LinkLayer, "Ethernet")
-	def(&o.NetnsMode, "shared")
-	def(&o.RdmaCM, "10:57")
 	if o.TableSize == 0 {
 		o.TableSize = 255
 	}
@@ -175,8 +174,6 @@ func (o *RXEOptions) defaults() {
 	def(&o.Netdev, "eth0")
 	def(&o.MAC, "52:54:00:12:34:56")
 	def(&o.State, "ACTIVE")
-	def(&o.NetnsMode, "shared")
-	def(&o.RdmaCM, "10:124")
 	if o.TableSize == 0 {
 		o.TableSize = 1024
 	}
@@ -224,11 +221,7 @@ func BuildMLX5(root string, o MLX5Options) error {
 	}); err != nil {
 		return err
 	}
-	c := Common{RdmaCM: o.RdmaCM, NetnsMode: o.NetnsMode}
-	if o.NoRdmaCM {
-		c.RdmaCM = ""
-	}
-	return WriteCommon(root, c)
+	return hostWide(root, o.RdmaCM, "10:57", o.NoRdmaCM, o.NetnsMode)
 }
 
 // BuildRXE builds a Soft-RoCE host under root: a virtual netdev, rxe0 with no
@@ -260,9 +253,28 @@ func BuildRXE(root string, o RXEOptions) error {
 	}); err != nil {
 		return err
 	}
-	c := Common{RdmaCM: o.RdmaCM, NetnsMode: o.NetnsMode}
-	if o.NoRdmaCM {
+	return hostWide(root, o.RdmaCM, "10:124", o.NoRdmaCM, o.NetnsMode)
+}
+
+// hostWide writes the files one host has once (rdma_cm, netns_mode): a
+// value set in the options is always written; a default only when the file
+// is not there yet, so that adding a second device to a tree keeps them.
+func hostWide(root, rdmaCM, defaultCM string, noCM bool, netnsMode string) error {
+	exists := func(rel string) bool {
+		_, err := os.Stat(filepath.Join(root, rel))
+		return err == nil
+	}
+	c := Common{RdmaCM: rdmaCM, NetnsMode: netnsMode}
+	switch {
+	case noCM:
 		c.RdmaCM = ""
+	case rdmaCM == "" && exists("sys/class/misc/rdma_cm/dev"):
+		c.RdmaCM = "keep"
+	case rdmaCM == "":
+		c.RdmaCM = defaultCM
+	}
+	if netnsMode == "" && exists(netnsModeFile) {
+		c.NetnsMode = "keep"
 	}
 	return WriteCommon(root, c)
 }
@@ -556,17 +568,19 @@ func AddNetdev(root string, n NetdevSpec) error {
 }
 
 // WriteCommon writes misc/rdma_cm/dev (or removes it when c.RdmaCM is "")
-// and module/ib_core/parameters/netns_mode.
+// and module/ib_core/parameters/netns_mode. "keep" leaves a file as it is.
 func WriteCommon(root string, c Common) error {
 	cmDir := "sys/devices/virtual/misc/rdma_cm"
-	if c.RdmaCM == "" {
+	switch c.RdmaCM {
+	case "keep":
+	case "":
 		if err := os.RemoveAll(filepath.Join(root, cmDir)); err != nil {
 			return err
 		}
 		if err := os.Remove(filepath.Join(root, "sys/class/misc/rdma_cm")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-	} else {
+	default:
 		if err := writeFile(root, filepath.Join(cmDir, "dev"), c.RdmaCM); err != nil {
 			return err
 		}
@@ -574,8 +588,13 @@ func WriteCommon(root string, c Common) error {
 			return err
 		}
 	}
+	if c.NetnsMode == "keep" {
+		return nil
+	}
 	return SetNetnsMode(root, c.NetnsMode)
 }
+
+const netnsModeFile = "sys/module/ib_core/parameters/netns_mode"
 
 // SetNetnsMode writes the ib_core netns_mode parameter: "shared" (or "")
 // writes Y, "exclusive" N.
@@ -588,7 +607,7 @@ func SetNetnsMode(root, mode string) error {
 	default:
 		return fmt.Errorf("netns mode %q: want shared or exclusive", mode)
 	}
-	return writeFile(root, "sys/module/ib_core/parameters/netns_mode", v)
+	return writeFile(root, netnsModeFile, v)
 }
 
 // portDir returns the port directory of hca relative to root, following the

@@ -252,3 +252,25 @@ func TestRebuildResizesTable(t *testing.T) {
 		t.Errorf("phys_state = %q, want 3: Disabled", got)
 	}
 }
+
+func TestSecondDeviceKeepsHostWideFiles(t *testing.T) {
+	root := MLX5(t, MLX5Options{NetnsMode: "exclusive"})
+	if err := BuildRXE(root, RXEOptions{Uverbs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, filepath.Join(root, "sys/class/misc/rdma_cm/dev")); got != "10:57" {
+		t.Errorf("rdma_cm dev = %q after adding rxe0, want the first build's 10:57", got)
+	}
+	if got := readFile(t, filepath.Join(root, netnsModeFile)); got != "N" {
+		t.Errorf("netns_mode = %q after adding rxe0, want N", got)
+	}
+	if err := BuildRXE(root, RXEOptions{Uverbs: 1, NoRdmaCM: true, NetnsMode: "shared"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "sys/class/misc/rdma_cm")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("rdma_cm still there with NoRdmaCM (%v)", err)
+	}
+	if got := readFile(t, filepath.Join(root, netnsModeFile)); got != "Y" {
+		t.Errorf("netns_mode = %q after an explicit shared, want Y", got)
+	}
+}

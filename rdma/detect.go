@@ -1,0 +1,176 @@
+package rdma
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// HCAPort names one port of an HCA.
+type HCAPort struct {
+	HCA  string
+	Port int
+}
+
+func (p HCAPort) String() string { return p.HCA + "/" + strconv.Itoa(p.Port) }
+
+// HCAForNetdev maps a RoCE netdev to the HCA port behind it. netdev is a PF
+// (or an SF, a bond, an rxe parent), never a VLAN: the caller resolves a VLAN
+// to its real device first, as the kernel does for GID entries.
+//
+// It looks first at sys/class/net/<netdev>/device/infiniband/<hca> (PCI and
+// auxiliary devices) and picks the port whose GID entries name netdev,
+// falling back on the only port, then on the netdev's dev_port. Netdevs with
+// no device link (rxe, bonds) are found by scanning every HCA port's
+// gid_attrs/ndevs for netdev. Errors wrap ErrNoRDMADevice or
+// ErrAmbiguousRDMADevice and say what to check.
+// Equivalent to: rdma link show | grep "netdev <netdev>"
+func (s *Sysfs) HCAForNetdev(netdev string) (hca string, port int, err error) {
+	cands, err := s.HCAPortsForNetdev(netdev)
+	if err != nil {
+		return "", 0, err
+	}
+	if len(cands) > 1 {
+		names := make([]string, len(cands))
+		for i, c := range cands {
+			names[i] = c.String()
+		}
+		return "", 0, fmt.Errorf("netdev %q: %w: %s (choose one with -o rdma_device=<hca>; check: rdma link show)",
+			netdev, ErrAmbiguousRDMADevice, strings.Join(names, ", "))
+	}
+	return cands[0].HCA, cands[0].Port, nil
+}
+
+// HCAPortsForNetdev returns every HCA port that may serve netdev, best
+// candidates only: usually exactly one. HCAForNetdev wants exactly one; a
+// caller given an explicit HCA (-o rdma_device) picks from this list to check
+// that the HCA belongs to the netdev. It never returns an empty list without
+// an error wrapping ErrNoRDMADevice.
+func (s *Sysfs) HCAPortsForNetdev(netdev string) ([]HCAPort, error) {
+	if err := checkName("netdev", netdev); err != nil {
+		return nil, err
+	}
+	linkDir := s.path("sys/class/net", netdev, "device", "infiniband")
+	entries, err := os.ReadDir(linkDir)
+	if err == nil && len(entries) > 0 {
+		hcas := make([]string, 0, len(entries))
+		for _, e := range entries {
+			hcas = append(hcas, e.Name())
+		}
+		sort.Strings(hcas)
+		return s.portsOfLinkedHCAs(netdev, hcas)
+	}
+	if err != nil && !isNotExist(err) {
+		return nil, fmt.Errorf("netdev %q: read %s: %w", netdev, linkDir, err)
+	}
+
+	// No device link: rxe, siw, a bond over RoCE ports. Only the GID
+	// table knows which port carries netdev.
+	hcas, err := s.Devices()
+	if err != nil {
+		return nil, fmt.Errorf("netdev %q: %w (check: rdma link show): %w", netdev, ErrNoRDMADevice, err)
+	}
+	var matches []HCAPort
+	for _, hca := range hcas {
+		ports, err := s.Ports(hca)
+		if err != nil {
+			continue // a device going away while we scan
+		}
+		for _, p := range ports {
+			matches = append(matches, HCAPort{hca, p})
+		}
+	}
+	if matches = s.narrowByNdev(netdev, matches); len(matches) == 0 {
+		return nil, fmt.Errorf("netdev %q: %w: no %s and no GID entry names it (check: rdma link show; for Soft-RoCE: rdma link add rxe0 type rxe netdev %s)",
+			netdev, ErrNoRDMADevice, linkDir, netdev)
+	}
+	return matches, nil
+}
+
+// portsOfLinkedHCAs picks the ports of the HCAs found under the netdev's
+// device link. Several ports (mlx4 dual-port, switchdev) are told apart by
+// the GID entries that name netdev, then by the netdev's dev_port.
+func (s *Sysfs) portsOfLinkedHCAs(netdev string, hcas []string) ([]HCAPort, error) {
+	var all []HCAPort
+	var lastErr error
+	for _, hca := range hcas {
+		ports, err := s.Ports(hca)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		for _, p := range ports {
+			all = append(all, HCAPort{hca, p})
+		}
+	}
+	if len(all) == 0 {
+		return nil, fmt.Errorf("netdev %q: %w: RDMA device %s has no ports: %w (check: rdma link show)",
+			netdev, ErrNoRDMADevice, strings.Join(hcas, ","), lastErr)
+	}
+	if len(all) == 1 {
+		return all, nil
+	}
+	if m := s.narrowByNdev(netdev, all); len(m) > 0 {
+		return m, nil
+	}
+	// No GID entry names netdev yet (e.g. InfiniBand, or link down):
+	// dev_port is the 0-based port of the netdev on its device.
+	if v, err := readTrimmed(s.path("sys/class/net", netdev, "dev_port")); err == nil {
+		if n, err := strconv.Atoi(v); err == nil {
+			var m []HCAPort
+			for _, c := range all {
+				if c.Port == n+1 {
+					m = append(m, c)
+				}
+			}
+			if len(m) > 0 {
+				return m, nil
+			}
+		}
+	}
+	return all, nil
+}
+
+// narrowByNdev keeps the candidate ports with a GID entry whose ndev is
+// netdev. Names are per namespace, so a container's link can share the
+// host netdev's name; when some matching entry also holds the default GID
+// derived from netdev's MAC (only the port netdev itself has it), only those
+// ports are kept.
+func (s *Sysfs) narrowByNdev(netdev string, cands []HCAPort) []HCAPort {
+	var defGID string
+	if v, err := readTrimmed(s.path("sys/class/net", netdev, "address")); err == nil {
+		if mac, err := net.ParseMAC(v); err == nil {
+			defGID = DefaultGID(mac)
+		}
+	}
+	var named, withDefault []HCAPort
+	for _, c := range cands {
+		gids, err := s.GIDs(c.HCA, c.Port)
+		if err != nil {
+			continue
+		}
+		isNamed, isDefault := false, false
+		for _, g := range gids {
+			if g.Ndev != netdev {
+				continue
+			}
+			isNamed = true
+			if defGID != "" && g.GID == defGID {
+				isDefault = true
+			}
+		}
+		if isNamed {
+			named = append(named, c)
+		}
+		if isDefault {
+			withDefault = append(withDefault, c)
+		}
+	}
+	if len(withDefault) > 0 {
+		return withDefault
+	}
+	return named
+}

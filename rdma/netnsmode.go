@@ -1,0 +1,68 @@
+package rdma
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+)
+
+// RDMA netns modes, as `rdma system show netns` prints them.
+const (
+	NetnsShared    = "shared"
+	NetnsExclusive = "exclusive"
+)
+
+// Where NetnsMode found the mode.
+const (
+	SourceNetlink = "netlink"
+	SourceSysfs   = "sysfs"
+)
+
+// NetnsModeFromSysfs reads the ib_core module parameter netns_mode under the
+// root: "Y" is shared, "N" exclusive. It is the boot-time value; the mode can
+// change later while no extra netns exists, which only RDMA netlink shows.
+// Equivalent to: cat /sys/module/ib_core/parameters/netns_mode
+func (s *Sysfs) NetnsModeFromSysfs() (string, error) {
+	p := s.path("sys/module/ib_core/parameters/netns_mode")
+	v, err := readTrimmed(p)
+	if err != nil {
+		return "", fmt.Errorf("read RDMA netns mode: %w (is ib_core loaded? check: rdma system show netns)", err)
+	}
+	switch v {
+	case "Y", "y", "1":
+		return NetnsShared, nil
+	case "N", "n", "0":
+		return NetnsExclusive, nil
+	}
+	return "", fmt.Errorf("read RDMA netns mode from %s: unexpected value %q, want Y or N", p, v)
+}
+
+// NetnsMode returns the RDMA netns mode ("shared" or "exclusive") and where
+// it came from: fromNetlink first (the live value, e.g. a wrapper around
+// netlink.RdmaSystemGetNetnsMode), then sysfs when fromNetlink is nil, fails
+// or answers something else. The error wraps both causes.
+// Equivalent to: rdma system show netns
+func NetnsMode(fromNetlink func() (string, error), s *Sysfs) (mode, source string, err error) {
+	var nlErr error
+	if fromNetlink == nil {
+		nlErr = errors.New("RDMA netlink not available")
+	} else {
+		m, err := fromNetlink()
+		switch mode := strings.ToLower(strings.TrimSpace(m)); {
+		case err != nil:
+			nlErr = err
+		case mode == NetnsShared || mode == NetnsExclusive:
+			return mode, SourceNetlink, nil
+		default:
+			nlErr = fmt.Errorf("unexpected netns mode %q", m)
+		}
+	}
+	mode, sysErr := s.NetnsModeFromSysfs()
+	if sysErr != nil {
+		return "", "", fmt.Errorf("RDMA netns mode: netlink: %w; sysfs: %w", nlErr, sysErr)
+	}
+	logrus.WithError(nlErr).WithField("mode", mode).Debug("rdma netns mode from sysfs, netlink failed")
+	return mode, SourceSysfs, nil
+}
