@@ -1,0 +1,236 @@
+package rdma_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+func mlx5CDIDevice() rdma.CDIDevice {
+	return rdma.CDIDevice{
+		HCA:  "mlx5_0",
+		Port: 1,
+		Nodes: []rdma.DeviceNode{
+			{Path: "/dev/infiniband/uverbs0", Major: 231, Minor: 192, Type: "c"},
+			{Path: "/dev/infiniband/rdma_cm", Major: 10, Minor: 57, Type: "c"},
+		},
+		Netdev: "ens3np0",
+	}
+}
+
+// TestWriteCDISpecContent parses the written spec as a generic document, so
+// it checks the JSON names a CDI consumer reads, not this package's structs.
+func TestWriteCDISpecContent(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cdi") // created on demand
+	path, err := rdma.WriteCDISpec(dir, mlx5CDIDevice())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "rdma-macvlan-mlx5_0.json"); path != want || rdma.CDISpecPath(dir, "mlx5_0") != want {
+		t.Errorf("spec path = %q, CDISpecPath = %q; want %q", path, rdma.CDISpecPath(dir, "mlx5_0"), want)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("spec is not JSON: %v", err)
+	}
+	want := map[string]any{
+		"cdiVersion": "0.5.0",
+		"kind":       "rdma-macvlan/hca",
+		"devices": []any{map[string]any{
+			"name": "mlx5_0",
+			"containerEdits": map[string]any{
+				"env": []any{
+					"NCCL_IB_HCA==mlx5_0:1",
+					"UCX_NET_DEVICES=mlx5_0:1",
+					"RDMA_MACVLAN_HCA=mlx5_0",
+					"RDMA_MACVLAN_PORT=1",
+					"RDMA_MACVLAN_NETDEV=ens3np0",
+				},
+				"deviceNodes": []any{
+					map[string]any{"path": "/dev/infiniband/uverbs0", "type": "c", "major": 231.0, "minor": 192.0, "fileMode": 438.0, "permissions": "rw"},
+					map[string]any{"path": "/dev/infiniband/rdma_cm", "type": "c", "major": 10.0, "minor": 57.0, "fileMode": 438.0, "permissions": "rw"},
+				},
+			},
+		}},
+	}
+	if !reflect.DeepEqual(doc, want) {
+		got, _ := json.MarshalIndent(doc, "", "  ")
+		t.Errorf("spec =\n%s", got)
+	}
+	if got := rdma.CDIDeviceName("mlx5_0"); got != "rdma-macvlan/hca=mlx5_0" {
+		t.Errorf("CDIDeviceName = %q", got)
+	}
+
+	golden := filepath.Join("testdata", "cdi-mlx5_0.json")
+	if *update {
+		if err := os.WriteFile(golden, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g, err := os.ReadFile(golden); err != nil || !bytes.Equal(g, data) {
+		t.Errorf("spec differs from %s (%v); run go test ./rdma -run CDI -update to review the change", golden, err)
+	}
+
+	info, err := os.Stat(path)
+	if err != nil || info.Mode().Perm() != 0o644 {
+		t.Errorf("spec mode = %v (%v), want 0644", info.Mode().Perm(), err)
+	}
+	assertOnlyFiles(t, dir, "rdma-macvlan-mlx5_0.json")
+}
+
+// TestWriteCDISpecFromFixture writes the spec of what DeviceNodes found,
+// the way the driver does on network create.
+func TestWriteCDISpecFromFixture(t *testing.T) {
+	s := rdma.NewSysfs(rdmatest.RXE(t, rdmatest.RXEOptions{}))
+	nodes, err := s.DeviceNodes("rxe0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path, err := rdma.WriteCDISpec(dir, rdma.CDIDevice{HCA: "rxe0", Port: 1, Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec rdma.CDISpec
+	data, _ := os.ReadFile(path)
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	d := spec.Devices[0]
+	if d.Name != "rxe0" || len(d.ContainerEdits.DeviceNodes) != 2 ||
+		d.ContainerEdits.DeviceNodes[0].Path != "/dev/infiniband/uverbs0" ||
+		d.ContainerEdits.DeviceNodes[1].Path != "/dev/infiniband/rdma_cm" || d.ContainerEdits.DeviceNodes[1].Minor != 124 {
+		t.Errorf("rxe0 spec = %s", data)
+	}
+	for _, e := range d.ContainerEdits.Env {
+		if strings.HasPrefix(e, "RDMA_MACVLAN_NETDEV=") {
+			t.Errorf("env %q set without a netdev", e)
+		}
+	}
+}
+
+func TestWriteCDISpecReplacesAtomically(t *testing.T) {
+	dir := t.TempDir()
+	d := mlx5CDIDevice()
+	if _, err := rdma.WriteCDISpec(dir, d); err != nil {
+		t.Fatal(err)
+	}
+	d.Port = 2
+	d.Nodes = d.Nodes[:1]
+	path, err := rdma.WriteCDISpec(dir, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec rdma.CDISpec
+	data, _ := os.ReadFile(path)
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if env := spec.Devices[0].ContainerEdits.Env; env[0] != "NCCL_IB_HCA==mlx5_0:2" || len(spec.Devices[0].ContainerEdits.DeviceNodes) != 1 {
+		t.Errorf("rewritten spec = %s", data)
+	}
+	assertOnlyFiles(t, dir, "rdma-macvlan-mlx5_0.json")
+}
+
+func TestWriteCDISpecRejects(t *testing.T) {
+	notADir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good := mlx5CDIDevice()
+	tests := []struct {
+		name    string
+		dir     string
+		mutate  func(d *rdma.CDIDevice)
+		wantErr error
+	}{
+		{name: "path in name", mutate: func(d *rdma.CDIDevice) { d.HCA = "../mlx5_0" }, wantErr: rdma.ErrInvalidName},
+		{name: "name CDI refuses", mutate: func(d *rdma.CDIDevice) { d.HCA = "mlx5_0-" }, wantErr: rdma.ErrInvalidName},
+		{name: "empty name", mutate: func(d *rdma.CDIDevice) { d.HCA = "" }, wantErr: rdma.ErrInvalidName},
+		{name: "no nodes", mutate: func(d *rdma.CDIDevice) { d.Nodes = nil }, wantErr: rdma.ErrNoUverbs},
+		{name: "no port", mutate: func(d *rdma.CDIDevice) { d.Port = 0 }},
+		{name: "cdi dir is a file", dir: notADir, mutate: func(*rdma.CDIDevice) {}, wantErr: syscall.ENOTDIR},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := tt.dir
+			if dir == "" {
+				dir = t.TempDir()
+			}
+			d := good
+			tt.mutate(&d)
+			path, err := rdma.WriteCDISpec(dir, d)
+			if err == nil {
+				t.Fatalf("WriteCDISpec(%+v) = %s, want an error", d, path)
+			}
+			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Errorf("error = %v, want %v", err, tt.wantErr)
+			}
+			if tt.dir == "" {
+				assertOnlyFiles(t, dir)
+			}
+		})
+	}
+}
+
+func TestRemoveCDISpec(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := rdma.WriteCDISpec(dir, mlx5CDIDevice()); err != nil {
+		t.Fatal(err)
+	}
+	// A temporary file left by a crash mid-write, and another HCA's spec.
+	if err := os.WriteFile(filepath.Join(dir, ".rdma-macvlan-mlx5_0.json.tmp-123"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := mlx5CDIDevice()
+	other.HCA = "mlx5_1"
+	if _, err := rdma.WriteCDISpec(dir, other); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := rdma.RemoveCDISpec(dir, "mlx5_0"); err != nil {
+			t.Fatalf("RemoveCDISpec #%d: %v", i+1, err)
+		}
+		assertOnlyFiles(t, dir, "rdma-macvlan-mlx5_1.json")
+	}
+	if err := rdma.RemoveCDISpec(filepath.Join(dir, "missing"), "mlx5_0"); err != nil {
+		t.Errorf("RemoveCDISpec in a missing directory: %v", err)
+	}
+	if err := rdma.RemoveCDISpec(dir, "../x"); !errors.Is(err, rdma.ErrInvalidName) {
+		t.Errorf("RemoveCDISpec(../x) error = %v, want ErrInvalidName", err)
+	}
+}
+
+func assertOnlyFiles(t *testing.T, dir string, want ...string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{}
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	if want == nil {
+		want = []string{}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s holds %q, want %q", dir, got, want)
+	}
+}
