@@ -6,7 +6,6 @@ package driver
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
@@ -103,8 +102,4 @@ type Capabilities struct {
 // GetCapabilities reports the driver's scopes; they never change.
 func GetCapabilities() Capabilities {
 	return Capabilities{Scope: "local", ConnectivityScope: "global"}
-}
-
-func wrapNotFound(kind, id string, err error) error {
-	return fmt.Errorf("%s %s: %w", kind, ShortID(id), err)
 }

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/go-plugins-helpers/network"
+	"github.com/rdma-macvlan/rdma-macvlan/driver"
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"golang.org/x/sys/unix"
+)
+
+func TestParseFlagsEnvTwins(t *testing.T) {
+	t.Setenv("RDMA_MACVLAN_STATE_DIR", "/from/env")
+	t.Setenv("RDMA_MACVLAN_LOG_LEVEL", "debug")
+	t.Setenv("RDMA_MACVLAN_SYSFS_ROOT", "/host")
+	c, err := parseFlags([]string{"--log-level", "warn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.stateDir != "/from/env" || c.sysfsRoot != "/host" {
+		t.Fatalf("env twins not applied: %+v", c)
+	}
+	if c.logLevel != "warn" {
+		t.Fatalf("a flag must win over its env twin: %+v", c)
+	}
+	if c.socket != "/run/docker/plugins/rdma-macvlan.sock" || c.cdiDir != "/var/run/cdi" {
+		t.Fatalf("defaults changed: %+v", c)
+	}
+	if _, err := parseFlags([]string{"extra"}); err == nil {
+		t.Fatal("stray argument accepted")
+	}
+	if _, err := newLogger(config{logLevel: "loud", logFormat: "text"}); err == nil || !strings.Contains(err.Error(), "use trace, debug") {
+		t.Fatalf("bad level: %v", err)
+	}
+}
+
+// daemon runs the real binary inside a test namespace, as a user would run it
+// by hand, and drives it over its socket.
+type daemon struct {
+	t        *testing.T
+	bin      string
+	host     *netns.Handle
+	sock     string
+	stateDir string
+	cmd      *exec.Cmd
+	exited   chan error
+}
+
+func buildDaemon(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "rdma-macvlan")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func (d *daemon) start() {
+	d.t.Helper()
+	fd, err := unix.FcntlInt(uintptr(d.host.NsHandle()), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	nsFile := os.NewFile(uintptr(fd), "netns")
+	defer nsFile.Close()
+	d.cmd = exec.Command("nsenter", "--net=/proc/self/fd/3", d.bin, "--socket", d.sock, "--log-level", "debug")
+	d.cmd.ExtraFiles = []*os.File{nsFile}
+	d.cmd.Env = append(os.Environ(),
+		"RDMA_MACVLAN_STATE_DIR="+d.stateDir,
+		"RDMA_MACVLAN_SYSFS_ROOT="+d.t.TempDir(),
+		"RDMA_MACVLAN_CDI_DIR="+d.t.TempDir())
+	logf, err := os.OpenFile(filepath.Join(d.stateDir, "..", "daemon.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer logf.Close()
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatalf("start daemon: %v", err)
+	}
+	d.exited = make(chan error, 1)
+	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(d.cmd, d.exited)
+	c := plugin.NewClient(d.sock)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var caps network.CapabilitiesResponse
+		if err := c.Call("GetCapabilities", struct{}{}, &caps); err == nil {
+			if _, err := c.Status(); err == nil {
+				return
+			}
+		}
+		select {
+		case err := <-d.exited:
+			d.t.Fatalf("daemon exited at start: %v\n%s", err, d.log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("daemon not serving after 10s\n%s", d.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (d *daemon) log() string {
+	b, _ := os.ReadFile(filepath.Join(d.stateDir, "..", "daemon.log"))
+	return string(b)
+}
+
+// stop sends sig and waits for the exit; it returns the exit error.
+func (d *daemon) stop(sig syscall.Signal) error {
+	d.t.Helper()
+	if d.cmd == nil || d.cmd.Process == nil {
+		return nil
+	}
+	_ = d.cmd.Process.Signal(sig)
+	select {
+	case err := <-d.exited:
+		d.cmd = nil
+		return err
+	case <-time.After(15 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+		d.cmd = nil
+		d.t.Fatalf("daemon did not stop on %v", sig)
+		return nil
+	}
+}
+
+func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces and links); run: sudo make test-root")
+	}
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Skip("needs nsenter (util-linux)")
+	}
+	host, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(host.Close)
+	if err := host.CreateVeth("p0", "p0peer", 1500); err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	d := &daemon{t: t, bin: buildDaemon(t), host: host, sock: filepath.Join(base, "run", "rdma-macvlan.sock"), stateDir: filepath.Join(base, "state")}
+	t.Cleanup(func() { _ = d.stop(syscall.SIGKILL) })
+	d.start()
+	c := plugin.NewClient(d.sock)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, d.log())
+		}
+	}
+	nid := strings.Repeat("a1", 32)
+	eid1, eid2 := strings.Repeat("e1", 32), strings.Repeat("e2", 32)
+	must(c.Call("CreateNetwork", map[string]any{
+		"NetworkID": nid,
+		"Options":   map[string]any{"com.docker.network.generic": map[string]string{"parent": "p0", "mtu": "1400"}},
+		"IPv4Data":  []network.IPAMData{{Pool: "10.8.0.0/24", Gateway: "10.8.0.1/24"}},
+	}, nil))
+	must(c.Call("CreateEndpoint", network.CreateEndpointRequest{NetworkID: nid, EndpointID: eid1,
+		Interface: &network.EndpointInterface{Address: "10.8.0.2/24"}}, nil))
+	var jr network.JoinResponse
+	must(c.Call("Join", network.JoinRequest{NetworkID: nid, EndpointID: eid1, SandboxKey: "/sb/1"}, &jr))
+	ctr, err := netns.New()
+	must(err)
+	t.Cleanup(ctr.Close)
+	ip, ipnet, _ := net.ParseCIDR("10.8.0.2/24")
+	ipnet.IP = ip
+	must(host.MoveInto(ctr, jr.InterfaceName.SrcName, "eth0", nil, ipnet))
+
+	// SIGTERM: a clean exit that leaves the container's link alone.
+	if err := d.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("daemon exit on SIGTERM: %v\n%s", err, d.log())
+	}
+	if _, err := ctr.LinkByName("eth0"); err != nil {
+		t.Fatalf("SIGTERM touched the container's link: %v", err)
+	}
+	if _, err := os.Stat(d.sock); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("socket left after a clean stop: %v", err)
+	}
+	d.start()
+
+	// SIGKILL in the middle of a second endpoint's life.
+	must(c.Call("CreateEndpoint", network.CreateEndpointRequest{NetworkID: nid, EndpointID: eid2,
+		Interface: &network.EndpointInterface{Address: "10.8.0.3/24"}}, nil))
+	_ = d.stop(syscall.SIGKILL)
+	d.start() // the stale socket file is replaced
+	must(c.Call("Join", network.JoinRequest{NetworkID: nid, EndpointID: eid2, SandboxKey: "/sb/2"}, &jr))
+	if l, err := host.LinkByName(driver.LinkName(eid2)); err != nil || l.MTU != 1400 {
+		t.Fatalf("second endpoint's link after kill -9: %+v %v", l, err)
+	}
+
+	// Finish both life cycles.
+	must(c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid1}, nil))
+	must(ctr.MoveBack(host, "eth0", driver.LinkName(eid1)))
+	for _, eid := range []string{eid1, eid2} {
+		if eid == eid2 {
+			must(c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid}, nil))
+		}
+		must(c.Call("DeleteEndpoint", network.DeleteEndpointRequest{NetworkID: nid, EndpointID: eid}, nil))
+	}
+	must(c.Call("DeleteNetwork", network.DeleteNetworkRequest{NetworkID: nid}, nil))
+	links, err := host.Links()
+	must(err)
+	for _, l := range links {
+		if strings.HasPrefix(l.Name, driver.LinkPrefix) {
+			t.Errorf("link %s left", l.Name)
+		}
+	}
+	if err := d.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("final stop: %v", err)
+	}
+	for _, sub := range []string{"networks", "endpoints"} {
+		ents, _ := os.ReadDir(filepath.Join(d.stateDir, sub))
+		if len(ents) != 0 {
+			t.Errorf("state left in %s: %v", sub, ents)
+		}
+	}
+}
