@@ -24,8 +24,10 @@ func (p HCAPort) String() string { return p.HCA + "/" + strconv.Itoa(p.Port) }
 // It looks first at sys/class/net/<netdev>/device/infiniband/<hca> (PCI and
 // auxiliary devices) and picks the port whose GID entries name netdev,
 // falling back on the only port, then on the netdev's dev_port. Netdevs with
-// no device link (rxe, bonds) are found by scanning every HCA port's
-// gid_attrs/ndevs for netdev. Errors wrap ErrNoRDMADevice or
+// no RDMA device under their device link (rxe, bonds) are found by scanning
+// every HCA port for an entry whose ndev is netdev and, when netdev's MAC is
+// readable, whose GID is the default GID derived from it (ndev names repeat
+// across namespaces). Errors wrap ErrNoRDMADevice or
 // ErrAmbiguousRDMADevice and say what to check.
 // Equivalent to: rdma link show | grep "netdev <netdev>"
 func (s *Sysfs) HCAForNetdev(netdev string) (hca string, port int, err error) {
@@ -83,8 +85,16 @@ func (s *Sysfs) HCAPortsForNetdev(netdev string) ([]HCAPort, error) {
 			matches = append(matches, HCAPort{hca, p})
 		}
 	}
-	if matches = s.narrowByNdev(netdev, matches); len(matches) == 0 {
-		return nil, fmt.Errorf("netdev %q: %w: no %s and no GID entry names it (check: rdma link show; for Soft-RoCE: rdma link add rxe0 type rxe netdev %s)",
+	// A netdev whose MAC is known must hold its default GID: matching the
+	// name alone would take a container's link of the same name (eth0)
+	// on another HCA for the parent.
+	named, withDefault, defKnown := s.matchNdev(netdev, matches)
+	matches = named
+	if defKnown {
+		matches = withDefault
+	}
+	if len(matches) == 0 {
+		return nil, fmt.Errorf("netdev %q: %w: no %s and no HCA port holds its GID entries (check: rdma link show; for Soft-RoCE: rdma link add rxe0 type rxe netdev %s)",
 			netdev, ErrNoRDMADevice, linkDir, netdev)
 	}
 	return matches, nil
@@ -113,8 +123,12 @@ func (s *Sysfs) portsOfLinkedHCAs(netdev string, hcas []string) ([]HCAPort, erro
 	if len(all) == 1 {
 		return all, nil
 	}
-	if m := s.narrowByNdev(netdev, all); len(m) > 0 {
-		return m, nil
+	named, withDefault, _ := s.matchNdev(netdev, all)
+	if len(withDefault) > 0 {
+		return withDefault, nil
+	}
+	if len(named) > 0 {
+		return named, nil
 	}
 	// No GID entry names netdev yet (e.g. InfiniBand, or link down):
 	// dev_port is the 0-based port of the netdev on its device.
@@ -134,19 +148,18 @@ func (s *Sysfs) portsOfLinkedHCAs(netdev string, hcas []string) ([]HCAPort, erro
 	return all, nil
 }
 
-// narrowByNdev keeps the candidate ports with a GID entry whose ndev is
-// netdev. Names are per namespace, so a container's link can share the
-// host netdev's name; when some matching entry also holds the default GID
-// derived from netdev's MAC (only the port netdev itself has it), only those
-// ports are kept.
-func (s *Sysfs) narrowByNdev(netdev string, cands []HCAPort) []HCAPort {
+// matchNdev returns the candidate ports with a GID entry whose ndev is
+// netdev (named) and, among those, the ports where such an entry holds the
+// default GID derived from netdev's MAC (withDefault): only the port's own
+// netdev has it, while names repeat across namespaces. defKnown is false
+// when netdev's MAC cannot be read, so withDefault means nothing.
+func (s *Sysfs) matchNdev(netdev string, cands []HCAPort) (named, withDefault []HCAPort, defKnown bool) {
 	var defGID string
 	if v, err := readTrimmed(s.path("sys/class/net", netdev, "address")); err == nil {
 		if mac, err := net.ParseMAC(v); err == nil {
 			defGID = DefaultGID(mac)
 		}
 	}
-	var named, withDefault []HCAPort
 	for _, c := range cands {
 		gids, err := s.GIDs(c.HCA, c.Port)
 		if err != nil {
@@ -169,8 +182,5 @@ func (s *Sysfs) narrowByNdev(netdev string, cands []HCAPort) []HCAPort {
 			withDefault = append(withDefault, c)
 		}
 	}
-	if len(withDefault) > 0 {
-		return withDefault
-	}
-	return named
+	return named, withDefault, defGID != ""
 }

@@ -48,6 +48,12 @@ func TestHCAForNetdev(t *testing.T) {
 		t.Fatal(err)
 	}
 	dual := dualPortHost(t)
+	// A PCI NIC without RDMA named eth0 on the host, next to an mlx5 whose
+	// containers' links are named eth0 too.
+	plainNIC := rdmatest.MLX5(t, rdmatest.MLX5Options{Extra: rdmatest.Pair(2, rdmatest.IPv4GID("192.168.7.2"), "eth0")})
+	if err := rdmatest.AddNetdev(plainNIC, rdmatest.NetdevSpec{Name: "eth0", MAC: "00:1b:21:00:00:01", PCIDir: rdmatest.MLX5PCIBus + "/0000:06:00.0"}); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name     string
@@ -64,6 +70,7 @@ func TestHCAForNetdev(t *testing.T) {
 		{name: "dual port, port from dev_port", root: dual, netdev: "eth3", wantHCA: "mlx4_0", wantPort: 2},
 		{name: "netdev without RDMA", root: mixed, netdev: "veth9", wantErr: rdma.ErrNoRDMADevice},
 		{name: "netdev that does not exist", root: mixed, netdev: "nosuch0", wantErr: rdma.ErrNoRDMADevice},
+		{name: "NIC without RDMA sharing a container link's name", root: plainNIC, netdev: "eth0", wantErr: rdma.ErrNoRDMADevice},
 		{name: "no RDMA stack at all", root: t.TempDir(), netdev: "eth0", wantErr: rdma.ErrNoRDMADevice},
 		{name: "name escaping sysfs", root: mixed, netdev: "../ens3np0", wantErr: rdma.ErrInvalidName},
 	}
@@ -95,16 +102,10 @@ func TestHCAForNetdev(t *testing.T) {
 }
 
 func TestHCAForNetdevAmbiguous(t *testing.T) {
-	// Two rxe devices on netdevs with the same name in different
-	// namespaces and no address file to tell them apart.
+	// Two rxe devices on netdevs with the same name and MAC (in different
+	// namespaces): sysfs cannot tell them apart.
 	root := rdmatest.RXE(t, rdmatest.RXEOptions{Netdev: "eth0"})
 	if err := rdmatest.BuildRXE(root, rdmatest.RXEOptions{HCA: "rxe1", Netdev: "eth0", Uverbs: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdmatest.SetGID(root, "rxe0", 1, 0, rdmatest.IPv4GID("10.0.0.1"), rdmatest.TypeV2, "eth0"); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdmatest.SetGID(root, "rxe1", 1, 0, rdmatest.IPv4GID("10.0.0.2"), rdmatest.TypeV2, "eth0"); err != nil {
 		t.Fatal(err)
 	}
 	s := rdma.NewSysfs(root)

@@ -139,7 +139,7 @@ func TestGIDsErrors(t *testing.T) {
 	if _, err := s.GIDs("mlx5_0", 2); err == nil {
 		t.Error("GIDs of a missing port succeeded")
 	}
-	if err := os.WriteFile(filepath.Join(root, "sys/class/infiniband/mlx5_0/ports/1/gids/7"), []byte("garbage\n"), 0o644); err != nil {
+	if err := rdmatest.SetGID(root, "mlx5_0", 1, 7, "garbage", rdmatest.TypeV2, "eth0"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GIDs("mlx5_0", 1); !errors.Is(err, rdma.ErrInvalidGID) {
