@@ -111,15 +111,29 @@ kill_cgroup() {
 	return 0
 }
 
-# kill_shims DIR kills containerd shims that serve the containerd of DIR (left when containerd
-# was killed; they hold the containers of this engine only).
+# kill_shims DIR kills containerd shims that serve the containerd of DIR (left when dockerd and
+# containerd were killed; they hold the containers of this engine only) and removes their
+# sockets, which containerd 1.6 puts at /run/containerd/s/sha256(ADDRESS/NAMESPACE/ID).
 kill_shims() {
-	local dir=$1 p exe
+	local dir=$1 p exe i ns id addr
+	local -a argv
 	for p in /proc/[0-9]*; do
 		exe=$(readlink "$p/exe" 2>/dev/null) || continue
 		[[ ${exe##*/} == containerd-shim* ]] || continue
-		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$dir/containerd/" || continue
+		mapfile -d '' -t argv <"$p/cmdline" 2>/dev/null || continue
+		ns="" id="" addr=""
+		for ((i = 0; i + 1 < ${#argv[@]}; i++)); do
+			case ${argv[i]} in
+			-namespace) ns=${argv[i + 1]} ;;
+			-id) id=${argv[i + 1]} ;;
+			-address) addr=${argv[i + 1]} ;;
+			esac
+		done
+		[[ $addr == "$dir/containerd/containerd.sock" ]] || continue
 		kill -KILL "${p#/proc/}" 2>/dev/null || true
+		if [[ -n $ns && -n $id ]]; then
+			rm -f "/run/containerd/s/$(printf '%s' "$addr/$ns/$id" | sha256sum | cut -c1-64)"
+		fi
 	done
 }
 
