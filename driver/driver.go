@@ -7,8 +7,10 @@ package driver
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/sirupsen/logrus"
 )
 
@@ -27,19 +29,42 @@ type Links interface {
 type Config struct {
 	StateDir string
 	Links    Links
-	Log      *logrus.Logger // nil: logrus.StandardLogger()
+	// Sysfs reads every RDMA fact (under --sysfs-root).
+	Sysfs *rdma.Sysfs
+	// NetnsMode asks RDMA netlink for the netns mode; nil or an error falls
+	// back to sysfs.
+	NetnsMode func() (string, error)
+	// CDIDir receives one CDI spec per HCA in use.
+	CDIDir string
+	// GIDTimeout bounds the wait for an endpoint's GID entries after Join
+	// (default DefaultGIDTimeout); GIDPoll is the polling interval.
+	GIDTimeout time.Duration
+	GIDPoll    time.Duration
+	Log        *logrus.Logger // nil: logrus.StandardLogger()
 }
+
+// Defaults of Config.
+const (
+	DefaultGIDTimeout = 10 * time.Second
+	DefaultGIDPoll    = 25 * time.Millisecond
+)
 
 // Driver implements the network driver. Calls arrive concurrently; one mutex
 // serializes every change so that state, links and files always agree.
 type Driver struct {
-	links Links
-	store *store
-	log   *logrus.Logger
+	links      Links
+	store      *store
+	log        *logrus.Logger
+	rdma       *rdma.Sysfs
+	netnsMode  func() (string, error)
+	cdiDir     string
+	gidTimeout time.Duration
+	gidPoll    time.Duration
 
 	mu        sync.Mutex
 	networks  map[string]*Network  // guarded by mu
 	endpoints map[string]*Endpoint // guarded by mu
+	watches   map[string]*gidWatch // by endpoint ID; guarded by mu
 }
 
 // Sentinel errors, wrapped with the object's name.
@@ -52,8 +77,14 @@ var (
 // re-creates VLAN sub-interfaces the driver owns and deletes links with the
 // driver's prefix that no endpoint owns (left by a crash).
 func New(cfg Config) (*Driver, error) {
-	if cfg.Links == nil {
-		return nil, errors.New("driver: no link handle")
+	if cfg.Links == nil || cfg.Sysfs == nil || cfg.CDIDir == "" {
+		return nil, errors.New("driver: Links, Sysfs and CDIDir are required")
+	}
+	if cfg.GIDTimeout <= 0 {
+		cfg.GIDTimeout = DefaultGIDTimeout
+	}
+	if cfg.GIDPoll <= 0 {
+		cfg.GIDPoll = DefaultGIDPoll
 	}
 	log := cfg.Log
 	if log == nil {
@@ -64,11 +95,17 @@ func New(cfg Config) (*Driver, error) {
 		return nil, err
 	}
 	d := &Driver{
-		links:     cfg.Links,
-		store:     st,
-		log:       log,
-		networks:  make(map[string]*Network),
-		endpoints: make(map[string]*Endpoint),
+		links:      cfg.Links,
+		store:      st,
+		log:        log,
+		rdma:       cfg.Sysfs,
+		netnsMode:  cfg.NetnsMode,
+		cdiDir:     cfg.CDIDir,
+		gidTimeout: cfg.GIDTimeout,
+		gidPoll:    cfg.GIDPoll,
+		networks:   make(map[string]*Network),
+		endpoints:  make(map[string]*Endpoint),
+		watches:    make(map[string]*gidWatch),
 	}
 	if err := d.restore(); err != nil {
 		st.close()
@@ -80,6 +117,7 @@ func New(cfg Config) (*Driver, error) {
 // Close releases the state directory. It leaves every link as it is: running
 // containers keep their network across a plugin restart.
 func (d *Driver) Close() {
+	d.stopWatches()
 	d.store.close()
 }
 

@@ -10,8 +10,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
@@ -147,14 +150,49 @@ func quietLog() *logrus.Logger {
 	return l
 }
 
-func newTestDriver(t *testing.T, links *fakeLinks, dir string) *Driver {
+// hosts builds a fake sysfs with one mlx5 HCA per netdev: mlx5_0 on the
+// first, mlx5_1 on the second, ...
+func hosts(t *testing.T, netdevs ...string) string {
 	t.Helper()
-	d, err := New(Config{StateDir: dir, Links: links, Log: quietLog()})
+	root := t.TempDir()
+	for i, nd := range netdevs {
+		o := rdmatest.MLX5Options{HCA: fmt.Sprintf("mlx5_%d", i), Netdev: nd, Uverbs: i,
+			PCIAddr: fmt.Sprintf("0000:%02x:00.0", 3+i), MAC: fmt.Sprintf("a0:88:c2:5b:03:%02x", i)}
+		if err := rdmatest.BuildMLX5(root, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+type testDriver struct {
+	*Driver
+	root   string // sysfs root
+	cdiDir string
+}
+
+func newTestDriverAt(t *testing.T, links *fakeLinks, dir, root string) testDriver {
+	t.Helper()
+	cdi := filepath.Join(dir, "..", filepath.Base(dir)+"-cdi")
+	d, err := New(Config{StateDir: dir, Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: cdi,
+		GIDTimeout: 2 * time.Second, GIDPoll: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(d.Close)
-	return d
+	return testDriver{Driver: d, root: root, cdiDir: cdi}
+}
+
+// newTestDriver gives every parent of links an mlx5 HCA.
+func newTestDriver(t *testing.T, links *fakeLinks, dir string) testDriver {
+	t.Helper()
+	var parents []string
+	for _, n := range links.names() {
+		if l, _ := links.LinkByName(n); l.Kind == "veth" {
+			parents = append(parents, n)
+		}
+	}
+	return newTestDriverAt(t, links, dir, hosts(t, parents...))
 }
 
 func netReq(id string, kv ...string) CreateNetworkRequest {

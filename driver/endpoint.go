@@ -124,6 +124,12 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 		Options:   optionMap(req.Options),
 		Created:   time.Now().UTC(),
 	}
+	if n.RDMA != nil {
+		e.GIDNeed = len(wantedGIDs(e, n.ipv6())) * d.rdma.RoCETypesPerAddress(n.RDMA.HCA, n.RDMA.Port)
+		if err := d.admit(n, e); err != nil {
+			return resp, err
+		}
+	}
 	if err := d.store.saveEndpoint(e); err != nil {
 		return resp, fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
 	}
@@ -153,6 +159,7 @@ func (d *Driver) DeleteEndpoint(nid, eid string) error {
 }
 
 func (d *Driver) deleteEndpointLocked(e *Endpoint, log *logrus.Entry) error {
+	d.stopWatch(e.ID)
 	l, err := d.links.LinkByName(e.Ifname)
 	switch {
 	case errors.Is(err, netns.ErrLinkNotFound):

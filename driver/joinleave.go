@@ -40,13 +40,19 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 	if err := d.ensureLink(e, log); err != nil {
 		return resp, err
 	}
-	if e.Sandbox != sandboxKey {
-		prev := e.Sandbox
-		e.Sandbox = sandboxKey
+	if e.Sandbox != sandboxKey || e.RDMAReady {
+		prev := *e
+		e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason = sandboxKey, nil, false, ""
 		if err := d.store.saveEndpoint(e); err != nil {
-			e.Sandbox = prev
+			*e = prev
 			return resp, fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
 		}
+	}
+	n, nok := d.networks[e.NetworkID]
+	if nok && n.RDMA != nil {
+		// libnetwork sets the addresses after Join returns: watch for the
+		// GID entries they bring without blocking Join.
+		d.startWatch(n, e)
 	}
 	resp = JoinResponse{
 		SrcName:   e.Ifname,
@@ -55,7 +61,7 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 		// container's default route; no docker_gwbridge.
 		DisableGatewayService: true,
 	}
-	if n, ok := d.networks[e.NetworkID]; ok && !n.Internal {
+	if nok && !n.Internal {
 		resp.Gateway = gatewayFor(n.IPv4, e.IPv4)
 		resp.GatewayIPv6 = gatewayFor(n.IPv6, e.IPv6)
 	}
@@ -96,13 +102,15 @@ func (d *Driver) Leave(nid, eid string) error {
 		log.Debug("endpoint not known; nothing to leave")
 		return nil
 	}
+	d.stopWatch(eid)
 	if e.Sandbox == "" {
 		return nil
 	}
-	prev := e.Sandbox
-	e.Sandbox = ""
+	// The link leaves the sandbox without its addresses: its GIDs go.
+	prev := *e
+	e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason = "", nil, false, ""
 	if err := d.store.saveEndpoint(e); err != nil {
-		e.Sandbox = prev
+		*e = prev
 		return fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
 	}
 	log.WithField("ifname", e.Ifname).Info("endpoint left")

@@ -61,6 +61,14 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 		return invalidf("mtu %d is too small for IPv6 (at least %d): raise -o mtu or create the network without IPv6",
 			mtu, minMTUIPv6)
 	}
+	netdev := opts.Parent
+	if plan.vlan != nil && plan.vlan.Lower != "" {
+		netdev = plan.vlan.Lower // RDMA devices sit below the VLAN
+	}
+	rinfo, err := d.detectRDMA(opts.Parent, netdev, opts.RDMADevice, log)
+	if err != nil {
+		return err
+	}
 	created := false
 	if plan.createVLAN {
 		if err := d.createVLAN(opts.Parent, plan.vlan); err != nil {
@@ -84,6 +92,8 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 		Mode:       opts.Mode,
 		MTU:        mtu,
 		RDMADevice: opts.RDMADevice,
+		RDMA:       rinfo,
+		GIDCheck:   opts.GIDCheck,
 		IPv4:       req.IPv4,
 		IPv6:       req.IPv6,
 		EnableIPv6: req.EnableIPv6,
@@ -91,11 +101,15 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 		Options:    optionMap(req.Options),
 		Created:    time.Now().UTC(),
 	}
+	if err := d.writeCDI(n, log); err != nil {
+		return err
+	}
 	if err := d.store.saveNetwork(n); err != nil {
+		d.removeCDIUnlessUsed(rinfo.HCA, n.ID, log)
 		return fmt.Errorf("save network %s: %w", ShortID(n.ID), err)
 	}
 	d.networks[n.ID] = n
-	log.WithFields(logrus.Fields{"mode": n.Mode, "mtu": n.MTU, "vlan_created": created}).Info("network created")
+	log.WithFields(logrus.Fields{"mode": n.Mode, "mtu": n.MTU, "vlan_created": created, "ibdev": rinfo.HCA, "port": rinfo.Port}).Info("network created")
 	return nil
 }
 
@@ -245,6 +259,9 @@ func (d *Driver) DeleteNetwork(nid string) error {
 		return fmt.Errorf("delete state of network %s: %w", ShortID(nid), err)
 	}
 	delete(d.networks, nid)
+	if n.RDMA != nil {
+		d.removeCDIUnlessUsed(n.RDMA.HCA, nid, log)
+	}
 	log.WithField("parent", n.Parent).Info("network deleted")
 	return nil
 }

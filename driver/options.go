@@ -16,6 +16,14 @@ const (
 	OptMode       = "macvlan_mode"
 	OptMTU        = "mtu"
 	OptRDMADevice = "rdma_device"
+	OptGIDCheck   = "gid_check"
+)
+
+// gid_check values: warn logs a container whose GID entries do not appear in
+// time; strict fails its start (see ProgramExternalConnectivity).
+const (
+	GIDCheckWarn   = "warn"
+	GIDCheckStrict = "strict"
 )
 
 // Macvlan modes, as Docker's built-in macvlan driver names them.
@@ -27,7 +35,7 @@ const (
 )
 
 var (
-	networkOptionNames  = []string{OptParent, OptMode, OptMTU, OptRDMADevice}
+	networkOptionNames  = []string{OptParent, OptMode, OptMTU, OptRDMADevice, OptGIDCheck}
 	endpointOptionNames = []string{OptMTU}
 	macvlanModeNames    = []string{ModeBridge, ModePrivate, ModeVEPA, ModePassthru}
 )
@@ -55,6 +63,7 @@ type NetworkOptions struct {
 	Mode       string
 	MTU        int // 0: the parent's MTU
 	RDMADevice string
+	GIDCheck   string // GIDCheckWarn (default) or GIDCheckStrict
 }
 
 // EndpointOptions are the validated per-container
@@ -107,6 +116,12 @@ func ParseNetworkOptions(opts []Option) (NetworkOptions, error) {
 					OptRDMADevice, o.Value)
 			}
 			out.RDMADevice = o.Value
+		case OptGIDCheck:
+			if o.Value != GIDCheckWarn && o.Value != GIDCheckStrict {
+				return out, invalidf("option %s=%q: use %s (log a container whose RDMA is not ready) or %s (fail its start)",
+					OptGIDCheck, o.Value, GIDCheckWarn, GIDCheckStrict)
+			}
+			out.GIDCheck = o.Value
 		}
 	}
 	if out.Parent == "" {
@@ -115,6 +130,9 @@ func ParseNetworkOptions(opts []Option) (NetworkOptions, error) {
 	}
 	if out.Mode == "" {
 		out.Mode = ModeBridge
+	}
+	if out.GIDCheck == "" {
+		out.GIDCheck = GIDCheckWarn
 	}
 	return out, nil
 }

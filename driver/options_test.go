@@ -21,11 +21,12 @@ func TestParseNetworkOptions(t *testing.T) {
 		want    NetworkOptions
 		wantErr []string // substrings of the error; nil: success
 	}{
-		{name: "parent only defaults to bridge", in: opts("parent", "ens2f0"), want: NetworkOptions{Parent: "ens2f0", Mode: ModeBridge}},
-		{name: "all options", in: opts("parent", "ens2f0.10", "macvlan_mode", "vepa", "mtu", "4200", "rdma_device", "mlx5_0"),
-			want: NetworkOptions{Parent: "ens2f0.10", Mode: ModeVEPA, MTU: 4200, RDMADevice: "mlx5_0"}},
-		{name: "private", in: opts("parent", "p", "macvlan_mode", "private"), want: NetworkOptions{Parent: "p", Mode: ModePrivate}},
-		{name: "passthru", in: opts("parent", "p", "macvlan_mode", "passthru"), want: NetworkOptions{Parent: "p", Mode: ModePassthru}},
+		{name: "parent only defaults to bridge", in: opts("parent", "ens2f0"), want: NetworkOptions{Parent: "ens2f0", Mode: ModeBridge, GIDCheck: GIDCheckWarn}},
+		{name: "all options", in: opts("parent", "ens2f0.10", "macvlan_mode", "vepa", "mtu", "4200", "rdma_device", "mlx5_0", "gid_check", "strict"),
+			want: NetworkOptions{Parent: "ens2f0.10", Mode: ModeVEPA, MTU: 4200, RDMADevice: "mlx5_0", GIDCheck: GIDCheckStrict}},
+		{name: "private", in: opts("parent", "p", "macvlan_mode", "private"), want: NetworkOptions{Parent: "p", Mode: ModePrivate, GIDCheck: GIDCheckWarn}},
+		{name: "passthru", in: opts("parent", "p", "macvlan_mode", "passthru"), want: NetworkOptions{Parent: "p", Mode: ModePassthru, GIDCheck: GIDCheckWarn}},
+		{name: "bad gid_check", in: opts("parent", "p", "gid_check", "always"), wantErr: []string{`gid_check="always"`, "warn", "strict"}},
 		{name: "missing parent", in: opts("mtu", "1500"), wantErr: []string{"option parent is required", "-o parent="}},
 		{name: "no options", in: nil, wantErr: []string{"option parent is required"}},
 		{name: "empty parent", in: opts("parent", ""), wantErr: []string{"option parent is empty"}},
@@ -42,7 +43,7 @@ func TestParseNetworkOptions(t *testing.T) {
 		{name: "mtu huge", in: opts("parent", "p", "mtu", "99999999999999999999"), wantErr: []string{"is not an MTU"}},
 		{name: "bad rdma device", in: opts("parent", "p", "rdma_device", "mlx5/0"), wantErr: []string{"not an RDMA device name", "rdma link show"}},
 		{name: "unknown option lists valid ones", in: opts("parent", "p", "ipvlan_mode", "l2"),
-			wantErr: []string{`unknown option "ipvlan_mode"`, "parent, macvlan_mode, mtu, rdma_device"}},
+			wantErr: []string{`unknown option "ipvlan_mode"`, "parent, macvlan_mode, mtu, rdma_device, gid_check"}},
 		{name: "option of another driver", in: opts("parent", "p", "com.docker.network.bridge.name", "br0"), wantErr: []string{"unknown option"}},
 		{name: "duplicate option", in: opts("parent", "p", "parent", "q"), wantErr: []string{"option parent is given more than once"}},
 		{name: "control char in key", in: opts("parent", "p", "mt\nu", "1500"), wantErr: []string{"control character"}},

@@ -35,6 +35,13 @@ func (d *Driver) restore() error {
 			d.restoreVLAN(n, log)
 		}
 	}
+	d.reconcileCDI(log)
+	for _, e := range d.endpoints {
+		// Watches do not survive a restart: resume those that were running.
+		if n, ok := d.networks[e.NetworkID]; ok && n.RDMA != nil && e.Sandbox != "" && !e.RDMAReady {
+			d.startWatch(n, e)
+		}
+	}
 	swept, err := d.sweepOrphans(log)
 	if err != nil {
 		// Not fatal: the links stay until the next start.

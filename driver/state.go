@@ -28,6 +28,8 @@ type Network struct {
 	Mode       string            `json:"macvlan_mode"`
 	MTU        int               `json:"mtu"`
 	RDMADevice string            `json:"rdma_device,omitempty"`
+	RDMA       *NetworkRDMA      `json:"rdma,omitempty"`
+	GIDCheck   string            `json:"gid_check,omitempty"`
 	IPv4       []Subnet          `json:"ipv4,omitempty"`
 	IPv6       []Subnet          `json:"ipv6,omitempty"`
 	EnableIPv6 bool              `json:"enable_ipv6,omitempty"`
@@ -52,6 +54,12 @@ type Endpoint struct {
 	Options   map[string]string `json:"options,omitempty"`
 	Sandbox   string            `json:"sandbox,omitempty"` // set between Join and Leave
 	Created   time.Time         `json:"created"`
+	// GIDNeed is the number of GID entries the endpoint will take.
+	GIDNeed int `json:"gid_need,omitempty"`
+	// GIDs, RDMAReady and RDMAReason record the last GID watch.
+	GIDs       []EndpointGID `json:"gids,omitempty"`
+	RDMAReady  bool          `json:"rdma_ready,omitempty"`
+	RDMAReason string        `json:"rdma_reason,omitempty"`
 }
 
 // gatewayFor returns the gateway (plain IP) of the subnet of subnets that

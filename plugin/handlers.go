@@ -210,9 +210,12 @@ func leave(d *driver.Driver, body []byte) (any, error) {
 	return struct{}{}, d.Leave(req.NetworkID, req.EndpointID)
 }
 
-func programExternalConnectivity(_ *driver.Driver, body []byte) (any, error) {
+func programExternalConnectivity(d *driver.Driver, body []byte) (any, error) {
 	var req network.ProgramExternalConnectivityRequest
-	return struct{}{}, decode(body, &req)
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return struct{}{}, d.ProgramExternalConnectivity(req.NetworkID, req.EndpointID)
 }
 
 func revokeExternalConnectivity(_ *driver.Driver, body []byte) (any, error) {

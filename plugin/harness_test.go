@@ -3,17 +3,21 @@ package plugin_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/go-plugins-helpers/network"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
@@ -25,6 +29,9 @@ type env struct {
 	t        *testing.T
 	host     *netns.Handle
 	stateDir string
+	sysfs    string // fake sysfs root: one mlx5 HCA per parent
+	hcas     int
+	cdiDir   string
 	sock     string
 	c        *plugin.Client
 	stop     func()
@@ -55,7 +62,8 @@ func newEnv(t *testing.T) *env {
 	if err := host.CreateVeth("p0", "p0peer", 1500); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, host: host, stateDir: t.TempDir(), sock: filepath.Join(t.TempDir(), "p.sock")}
+	e := &env{t: t, host: host, stateDir: t.TempDir(), sysfs: t.TempDir(), cdiDir: t.TempDir(), sock: filepath.Join(t.TempDir(), "p.sock")}
+	e.addHCA("p0")
 	e.start()
 	t.Cleanup(func() { e.stop() })
 	return e
@@ -66,7 +74,8 @@ func (e *env) start() {
 	log := logrus.New()
 	log.SetOutput(testLogWriter{e.t})
 	log.SetLevel(logrus.DebugLevel)
-	d, err := driver.New(driver.Config{StateDir: e.stateDir, Links: e.host, Log: log})
+	d, err := driver.New(driver.Config{StateDir: e.stateDir, Links: e.host, Log: log,
+		Sysfs: rdma.NewSysfs(e.sysfs), CDIDir: e.cdiDir, GIDTimeout: 3 * time.Second, GIDPoll: 5 * time.Millisecond})
 	if err != nil {
 		e.t.Fatalf("driver.New: %v", err)
 	}
@@ -93,6 +102,23 @@ func (e *env) start() {
 		}
 		d.Close()
 	}
+}
+
+// addHCA gives netdev an mlx5 HCA (mlx5_0 for the first, mlx5_1, ...) in
+// the fake sysfs, with the netdev's real MAC.
+func (e *env) addHCA(netdev string) string {
+	e.t.Helper()
+	l, err := e.host.LinkByName(netdev)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	hca := fmt.Sprintf("mlx5_%d", e.hcas)
+	if err := rdmatest.BuildMLX5(e.sysfs, rdmatest.MLX5Options{HCA: hca, Netdev: netdev, MAC: l.MAC.String(),
+		Uverbs: e.hcas, PCIAddr: fmt.Sprintf("0000:%02x:00.0", 3+e.hcas)}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.hcas++
+	return hca
 }
 
 // restart stops the daemon and starts a new one on the same state.

@@ -289,6 +289,7 @@ func TestPrivilegedTornStateStillServes(t *testing.T) {
 	good, torn := id("aa61"), id("aa62")
 	e.must(e.createNetwork(good, map[string]string{"parent": "p0"}))
 	e.must(e.host.CreateVeth("p1", "p1peer", 1500))
+	e.addHCA("p1")
 	e.must(e.createNetwork(torn, map[string]string{"parent": "p1"}))
 	e.stop()
 	path := e.stateDir + "/networks/" + torn + ".json"
@@ -309,6 +310,8 @@ func TestPrivilegedBadInputLeavesNothing(t *testing.T) {
 	e := newEnv(t)
 	e.must(e.host.CreateVeth("q0", "q0peer", 1500))
 	e.must(e.host.CreateVeth("pt0", "pt0peer", 1500))
+	e.addHCA("q0")
+	e.addHCA("pt0")
 	tun := "tun0"
 	haveTun := e.host.CreateTun(tun) == nil
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 const (
@@ -74,6 +75,22 @@ func CDIDeviceName(hca string) string { return CDIKind + "=" + hca }
 // CDISpecPath is where WriteCDISpec puts the spec of hca.
 func CDISpecPath(dir, hca string) string {
 	return filepath.Join(dir, cdiFilePrefix+hca+".json")
+}
+
+// CDISpecHCAs lists the HCAs that have a spec written by WriteCDISpec in dir.
+func CDISpecHCAs(dir string) ([]string, error) {
+	paths, err := filepath.Glob(CDISpecPath(dir, "*"))
+	if err != nil {
+		return nil, fmt.Errorf("list CDI specs in %s: %w", dir, err)
+	}
+	hcas := make([]string, 0, len(paths))
+	for _, p := range paths {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(p), cdiFilePrefix), ".json")
+		if checkCDIName(name) == nil {
+			hcas = append(hcas, name)
+		}
+	}
+	return hcas, nil
 }
 
 // NewCDISpec builds the spec of one HCA: its device nodes, readable and

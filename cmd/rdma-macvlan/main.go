@@ -14,20 +14,23 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/sirupsen/logrus"
 )
 
 type config struct {
-	socket    string
-	stateDir  string
-	sysfsRoot string
-	cdiDir    string
-	logLevel  string
-	logFormat string
+	socket     string
+	stateDir   string
+	sysfsRoot  string
+	cdiDir     string
+	logLevel   string
+	logFormat  string
+	gidTimeout time.Duration
 }
 
 func main() {
@@ -46,6 +49,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI specs")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.DurationVar(&c.gidTimeout, "gid-timeout", driver.DefaultGIDTimeout, "how long to wait for a container's RoCE GID entries after it joins")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: rdma-macvlan [flags]\n\nEvery flag can also be set with RDMA_MACVLAN_<FLAG> (upper case, dashes as underscores);\na flag given on the command line wins.\n\n")
 		fs.PrintDefaults()
@@ -122,7 +126,15 @@ func run(args []string) error {
 		return err
 	}
 	defer host.Close()
-	d, err := driver.New(driver.Config{StateDir: c.stateDir, Links: host, Log: log})
+	d, err := driver.New(driver.Config{
+		StateDir:   c.stateDir,
+		Links:      host,
+		Sysfs:      rdma.NewSysfs(c.sysfsRoot),
+		NetnsMode:  host.RdmaNetnsMode,
+		CDIDir:     c.cdiDir,
+		GIDTimeout: c.gidTimeout,
+		Log:        log,
+	})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,6 +52,8 @@ type daemon struct {
 	host     *netns.Handle
 	sock     string
 	stateDir string
+	sysfs    string
+	cdiDir   string
 	cmd      *exec.Cmd
 	exited   chan error
 }
@@ -77,8 +80,8 @@ func (d *daemon) start() {
 	d.cmd.ExtraFiles = []*os.File{nsFile}
 	d.cmd.Env = append(os.Environ(),
 		"RDMA_MACVLAN_STATE_DIR="+d.stateDir,
-		"RDMA_MACVLAN_SYSFS_ROOT="+d.t.TempDir(),
-		"RDMA_MACVLAN_CDI_DIR="+d.t.TempDir())
+		"RDMA_MACVLAN_SYSFS_ROOT="+d.sysfs,
+		"RDMA_MACVLAN_CDI_DIR="+d.cdiDir)
 	logf, err := os.OpenFile(filepath.Join(d.stateDir, "..", "daemon.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		d.t.Fatal(err)
@@ -152,7 +155,13 @@ func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := t.TempDir()
-	d := &daemon{t: t, bin: buildDaemon(t), host: host, sock: filepath.Join(base, "run", "rdma-macvlan.sock"), stateDir: filepath.Join(base, "state")}
+	p0, err := host.LinkByName("p0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{t: t, bin: buildDaemon(t), host: host, sock: filepath.Join(base, "run", "rdma-macvlan.sock"),
+		stateDir: filepath.Join(base, "state"), sysfs: rdmatest.MLX5(t, rdmatest.MLX5Options{Netdev: "p0", MAC: p0.MAC.String()}),
+		cdiDir: filepath.Join(base, "cdi")}
 	t.Cleanup(func() { _ = d.stop(syscall.SIGKILL) })
 	d.start()
 	c := plugin.NewClient(d.sock)
@@ -171,6 +180,9 @@ func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 	}, nil))
 	must(c.Call("CreateEndpoint", network.CreateEndpointRequest{NetworkID: nid, EndpointID: eid1,
 		Interface: &network.EndpointInterface{Address: "10.8.0.2/24"}}, nil))
+	if _, err := os.Stat(filepath.Join(d.cdiDir, "rdma-macvlan-mlx5_0.json")); err != nil {
+		t.Fatalf("no CDI spec for mlx5_0 after CreateNetwork: %v", err)
+	}
 	var jr network.JoinResponse
 	must(c.Call("Join", network.JoinRequest{NetworkID: nid, EndpointID: eid1, SandboxKey: "/sb/1"}, &jr))
 	ctr, err := netns.New()
@@ -221,6 +233,9 @@ func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 	}
 	if err := d.stop(syscall.SIGTERM); err != nil {
 		t.Fatalf("final stop: %v", err)
+	}
+	if ents, _ := os.ReadDir(d.cdiDir); len(ents) != 0 {
+		t.Errorf("CDI specs left after the last network: %v", ents)
 	}
 	for _, sub := range []string{"networks", "endpoints"} {
 		ents, _ := os.ReadDir(filepath.Join(d.stateDir, sub))
