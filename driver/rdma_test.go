@@ -1,0 +1,485 @@
+package driver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+)
+
+func buildRoot(t *testing.T, build func(root string) error) string {
+	t.Helper()
+	root := t.TempDir()
+	if err := build(root); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func mlx5Root(t *testing.T, o rdmatest.MLX5Options) string {
+	t.Helper()
+	if o.Netdev == "" {
+		o.Netdev = "p0"
+	}
+	return buildRoot(t, func(r string) error { return rdmatest.BuildMLX5(r, o) })
+}
+
+func ep(nid, eid, ipv4 string) CreateEndpointRequest {
+	return CreateEndpointRequest{NetworkID: nid, EndpointID: eid, IPv4: ipv4}
+}
+
+// waitStatus polls the status of endpoint eid until cond holds or the
+// deadline passes.
+func waitStatus(t *testing.T, d testDriver, eid string, within time.Duration, cond func(EndpointStatus) bool) EndpointStatus {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		for _, n := range d.Status().Networks {
+			for _, e := range n.Endpoints {
+				if e.ID == eid && cond(e) {
+					return e
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("endpoint %s: condition not reached within %s; status: %+v", eid, within, d.Status())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRDMADetection(t *testing.T) {
+	links := newFakeLinks("p0")
+	d := newTestDriverAt(t, links, t.TempDir(), mlx5Root(t, rdmatest.MLX5Options{HostIPv4: "11.0.0.72"}))
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	st := d.Status().Networks[0]
+	if st.HCA != "mlx5_0" || st.Port != 1 || st.NetnsMode != "shared" || st.PortState != "ACTIVE" || st.LinkLayer != "Ethernet" ||
+		st.RoCETypes != 2 || st.CDIDevice != "rdma-macvlan/hca=mlx5_0" {
+		t.Fatalf("network status %+v", st)
+	}
+	if *st.GIDTable != (GIDTableStatus{Size: 255, Used: 4, Free: 251}) {
+		t.Fatalf("gid table %+v: want 255 slots, 4 used (default pair, host IPv4 pair)", *st.GIDTable)
+	}
+	want := []DeviceStatus{{Path: "/dev/infiniband/uverbs0", Major: 231, Minor: 192}, {Path: "/dev/infiniband/rdma_cm", Major: 10, Minor: 57}}
+	if !slices.Equal(st.Devices, want) {
+		t.Fatalf("devices %+v, want %+v", st.Devices, want)
+	}
+}
+
+func TestRDMAVLANParentUsesLowerDevice(t *testing.T) {
+	links := newFakeLinks("p0")
+	d := newTestDriverAt(t, links, t.TempDir(), mlx5Root(t, rdmatest.MLX5Options{}))
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0.10")); err != nil {
+		t.Fatal(err)
+	}
+	if st := d.Status().Networks[0]; st.HCA != "mlx5_0" {
+		t.Fatalf("VLAN parent not mapped to its lower device's HCA: %+v", st)
+	}
+}
+
+// Refusals name the parent or HCA, say how to check and fix, and leave no
+// VLAN, state or CDI spec behind.
+func TestRDMARefusals(t *testing.T) {
+	two := func(t *testing.T) string {
+		return buildRoot(t, func(r string) error {
+			if err := rdmatest.BuildMLX5(r, rdmatest.MLX5Options{Netdev: "p0"}); err != nil {
+				return err
+			}
+			return rdmatest.BuildMLX5(r, rdmatest.MLX5Options{HCA: "mlx5_1", Netdev: "q0", PCIAddr: "0000:04:00.0", Uverbs: 1, MAC: "a0:88:c2:5b:03:ed"})
+		})
+	}
+	tests := []struct {
+		name      string
+		root      func(t *testing.T) string
+		netnsMode func() (string, error)
+		req       CreateNetworkRequest
+		want      []string
+	}{
+		{name: "no RDMA device", root: func(t *testing.T) string {
+			return buildRoot(t, func(r string) error {
+				if err := rdmatest.BuildMLX5(r, rdmatest.MLX5Options{Netdev: "q0"}); err != nil {
+					return err
+				}
+				return rdmatest.AddNetdev(r, rdmatest.NetdevSpec{Name: "p0", MAC: "02:00:00:00:00:09"})
+			})
+		}, req: netReq("n1", "parent", "p0.10"), want: []string{`parent "p0.10" has no RDMA device`, "rdma link show", "rdma link add rxe0 type rxe netdev p0"}},
+		{name: "override mismatch", root: two, req: netReq("n1", "parent", "p0.10", "rdma_device", "mlx5_1"),
+			want: []string{`rdma_device "mlx5_1" does not belong to parent "p0.10"`, "mlx5_0 port 1"}},
+		{name: "override of an unknown device", root: two, req: netReq("n1", "parent", "p0", "rdma_device", "mlx5_7"),
+			want: []string{`rdma_device "mlx5_7" does not belong to parent "p0"`}},
+		{name: "exclusive netns mode from sysfs", root: func(t *testing.T) string {
+			return mlx5Root(t, rdmatest.MLX5Options{NetnsMode: "exclusive"})
+		}, req: netReq("n1", "parent", "p0.10"), want: []string{"exclusive netns mode (read from sysfs)", "rdma system set netns shared"}},
+		{name: "exclusive netns mode from netlink", root: func(t *testing.T) string { return mlx5Root(t, rdmatest.MLX5Options{}) },
+			netnsMode: func() (string, error) { return "exclusive", nil },
+			req:       netReq("n1", "parent", "p0"), want: []string{"exclusive netns mode (read from netlink)"}},
+		{name: "InfiniBand port", root: func(t *testing.T) string { return mlx5Root(t, rdmatest.MLX5Options{LinkLayer: "InfiniBand"}) },
+			req: netReq("n1", "parent", "p0.10"), want: []string{"link layer InfiniBand", "needs RoCE"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			links := newFakeLinks("p0", "q0")
+			dir := t.TempDir()
+			cdi := t.TempDir()
+			d, err := New(Config{StateDir: dir, Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(tt.root(t)), CDIDir: cdi, NetnsMode: tt.netnsMode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			before := links.names()
+			err = d.CreateNetwork(tt.req)
+			if err == nil {
+				t.Fatal("network created")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if got := links.names(); !slices.Equal(got, before) {
+				t.Errorf("links changed: %v", got)
+			}
+			if ents, _ := os.ReadDir(cdi); len(ents) != 0 {
+				t.Errorf("CDI files left: %v", ents)
+			}
+			if ents, _ := os.ReadDir(filepath.Join(dir, networksDir)); len(ents) != 0 {
+				t.Errorf("state left: %v", ents)
+			}
+		})
+	}
+}
+
+func TestRDMAPortDownIsOnlyAWarning(t *testing.T) {
+	links := newFakeLinks("p0")
+	d := newTestDriverAt(t, links, t.TempDir(), mlx5Root(t, rdmatest.MLX5Options{State: "DOWN"}))
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatalf("a down port refused the network: %v", err)
+	}
+	if st := d.Status().Networks[0]; st.PortState != "DOWN" {
+		t.Fatalf("status port state %q", st.PortState)
+	}
+}
+
+func TestRDMACDISpecLifecycle(t *testing.T) {
+	links := newFakeLinks("p0")
+	dir := t.TempDir()
+	root := mlx5Root(t, rdmatest.MLX5Options{Uverbs: 2})
+	d := newTestDriverAt(t, links, dir, root)
+	for _, n := range []string{"n1", "n2"} {
+		if err := d.CreateNetwork(netReq(n, "parent", "p0")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := rdma.CDISpecPath(d.cdiDir, "mlx5_0")
+	var spec rdma.CDISpec
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if spec.Kind != "rdma-macvlan/hca" || len(spec.Devices) != 1 || spec.Devices[0].Name != "mlx5_0" {
+		t.Fatalf("spec %+v", spec)
+	}
+	var nodes []string
+	for _, n := range spec.Devices[0].ContainerEdits.DeviceNodes {
+		nodes = append(nodes, fmt.Sprintf("%s %d:%d", n.Path, n.Major, n.Minor))
+	}
+	if !slices.Equal(nodes, []string{"/dev/infiniband/uverbs2 231:194", "/dev/infiniband/rdma_cm 10:57"}) {
+		t.Fatalf("device nodes %v: want only the HCA's uverbs and rdma_cm, numbers from sysfs", nodes)
+	}
+	if !slices.Contains(spec.Devices[0].ContainerEdits.Env, "RDMA_MACVLAN_HCA=mlx5_0") {
+		t.Fatalf("env %v", spec.Devices[0].ContainerEdits.Env)
+	}
+
+	// Kept while a network uses the HCA.
+	if err := d.DeleteNetwork("n1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal("spec removed while n2 still uses mlx5_0")
+	}
+	// Rewritten at start; stale specs of this daemon swept.
+	d.Close()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	stale := rdma.CDISpecPath(d.cdiDir, "mlx5_9")
+	if err := os.WriteFile(stale, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	foreign := filepath.Join(d.cdiDir, "vendor-gpu.json")
+	if err := os.WriteFile(foreign, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d2 := newTestDriverAt(t, links, dir, root)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal("spec of a restored network not rewritten at start")
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("stale spec of an HCA no network uses not removed")
+	}
+	if _, err := os.Stat(foreign); err != nil {
+		t.Fatal("removed another vendor's CDI spec")
+	}
+	if err := d2.DeleteNetwork("n2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("spec left after the last network on the HCA")
+	}
+}
+
+// Admission counts free slots minus what starting endpoints will take:
+// endpoints are admitted exactly up to the table's capacity.
+func TestRDMAAdmissionUpToCapacity(t *testing.T) {
+	tests := []struct {
+		name     string
+		root     func(t *testing.T) string
+		hca      string
+		admitted int
+		ipv6     bool
+	}{
+		// 12 slots, default pair used: 10 free, 2 per IPv4 address.
+		{name: "mlx5 v1+v2 pairs", root: func(t *testing.T) string { return mlx5Root(t, rdmatest.MLX5Options{TableSize: 12}) }, hca: "mlx5_0", admitted: 5},
+		// 11 slots: 9 free, the 5th endpoint misses by one entry.
+		{name: "mlx5 full by one entry", root: func(t *testing.T) string { return mlx5Root(t, rdmatest.MLX5Options{TableSize: 11}) }, hca: "mlx5_0", admitted: 4},
+		// rxe: one entry per address, default GID at 0.
+		{name: "rxe one entry per address", root: func(t *testing.T) string {
+			return buildRoot(t, func(r string) error { return rdmatest.BuildRXE(r, rdmatest.RXEOptions{Netdev: "p0", TableSize: 8}) })
+		}, hca: "rxe0", admitted: 7},
+		// IPv6 networks also pay for the link-local address.
+		{name: "mlx5 with IPv6 link-local", root: func(t *testing.T) string { return mlx5Root(t, rdmatest.MLX5Options{TableSize: 12}) }, hca: "mlx5_0", admitted: 2, ipv6: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			links := newFakeLinks("p0")
+			d := newTestDriverAt(t, links, t.TempDir(), tt.root(t))
+			req := netReq("n1", "parent", "p0")
+			req.EnableIPv6 = tt.ipv6
+			if err := d.CreateNetwork(req); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			var lastErr error
+			for i := range 20 {
+				if _, lastErr = d.CreateEndpoint(ep("n1", fmt.Sprintf("e%02d", i), fmt.Sprintf("10.5.0.%d/24", i+2))); lastErr != nil {
+					break
+				}
+				n++
+			}
+			if n != tt.admitted {
+				t.Fatalf("admitted %d endpoints, want %d (last error %v)", n, tt.admitted, lastErr)
+			}
+			for _, w := range []string{"GID table of RDMA device " + tt.hca + " port 1", "are held for", "stop or disconnect containers"} {
+				if lastErr == nil || !strings.Contains(lastErr.Error(), w) {
+					t.Fatalf("refusal %v does not say %q", lastErr, w)
+				}
+			}
+			if links.has(LinkName(fmt.Sprintf("e%02d", n))) {
+				t.Fatal("refused endpoint left its link")
+			}
+			// Freeing one endpoint makes room for one more.
+			if err := d.DeleteEndpoint("n1", "e00"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.CreateEndpoint(ep("n1", "e99", "10.5.0.99/24")); err != nil {
+				t.Fatalf("no room after a delete: %v", err)
+			}
+		})
+	}
+}
+
+// Populated endpoints count through the table, not twice.
+func TestRDMAAdmissionCountsTheTable(t *testing.T) {
+	links := newFakeLinks("p0")
+	root := mlx5Root(t, rdmatest.MLX5Options{TableSize: 8})
+	d := newTestDriverAt(t, links, t.TempDir(), root)
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	for i, ip := range []string{"10.5.0.2", "10.5.0.3"} {
+		eid := fmt.Sprintf("e%d", i)
+		if _, err := d.CreateEndpoint(ep("n1", eid, ip+"/24")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Join("n1", eid, "/sb/"+eid); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, ip, "eth0"); err != nil {
+			t.Fatal(err)
+		}
+		waitStatus(t, d, eid, 2*time.Second, func(e EndpointStatus) bool { return e.RDMAReady })
+	}
+	// 8 slots: default pair + 2 ready endpoints = 6 used, 2 free: one more.
+	if _, err := d.CreateEndpoint(ep("n1", "e2", "10.5.0.4/24")); err != nil {
+		t.Fatalf("room for one more: %v", err)
+	}
+	if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.5/24")); err == nil {
+		t.Fatal("admitted past the table's capacity")
+	}
+}
+
+func TestRDMAConcurrentAdmission(t *testing.T) {
+	links := newFakeLinks("p0")
+	// 22 slots: 20 free, room for exactly 10 IPv4 endpoints.
+	d := newTestDriverAt(t, links, t.TempDir(), mlx5Root(t, rdmatest.MLX5Options{TableSize: 22}))
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		admitted int
+	)
+	for i := range 25 {
+		wg.Go(func() {
+			_, err := d.CreateEndpoint(ep("n1", fmt.Sprintf("c%02d", i), fmt.Sprintf("10.5.1.%d/24", i+2)))
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				admitted++
+			} else if !strings.Contains(err.Error(), "too full") {
+				t.Errorf("unexpected error: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if admitted != 10 {
+		t.Fatalf("%d endpoints admitted concurrently, want exactly 10", admitted)
+	}
+}
+
+func TestRDMAReadinessLateGIDAndIndexHole(t *testing.T) {
+	links := newFakeLinks("p0")
+	// Slots 2-5 hold other containers' pairs; 2/3 then go, leaving a hole.
+	extra := append(rdmatest.Pair(2, rdmatest.IPv4GID("10.5.0.50"), "eth0"), rdmatest.Pair(4, rdmatest.IPv4GID("10.5.0.51"), "eth0")...)
+	root := mlx5Root(t, rdmatest.MLX5Options{Extra: extra})
+	dir := t.TempDir()
+	d := newTestDriverAt(t, links, dir, root)
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateEndpoint(ep("n1", "e1", "10.5.0.2/24")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rdmatest.RemoveAddress(root, "mlx5_0", 1, "10.5.0.50"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Join("n1", "e1", "/sb/e1"); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, d, "e1", time.Second, func(e EndpointStatus) bool { return true })
+	if st.RDMAReady || !strings.Contains(st.RDMAReason, "waiting") {
+		t.Fatalf("ready before the kernel added anything: %+v", st)
+	}
+	// The kernel adds the entries some time after Join: into the hole.
+	time.Sleep(50 * time.Millisecond)
+	if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "10.5.0.2", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	st = waitStatus(t, d, "e1", 2*time.Second, func(e EndpointStatus) bool { return e.RDMAReady })
+	want := []EndpointGID{{Index: 2, Type: rdma.GIDTypeRoCEv1, GID: rdmatest.IPv4GID("10.5.0.2")}, {Index: 3, Type: rdma.GIDTypeRoCEv2, GID: rdmatest.IPv4GID("10.5.0.2")}}
+	if !slices.Equal(st.GIDs, want) {
+		t.Fatalf("GIDs %+v, want %+v", st.GIDs, want)
+	}
+	// Recorded in the endpoint's state too.
+	waitRecorded(t, dir, "e1", want)
+}
+
+func waitRecorded(t *testing.T, dir, eid string, want []EndpointGID) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		var r endpointRecord
+		data, err := os.ReadFile(filepath.Join(dir, endpointsDir, eid+".json"))
+		if err == nil && json.Unmarshal(data, &r) == nil && r.Endpoint.RDMAReady && slices.Equal(r.Endpoint.GIDs, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("endpoint state does not record GIDs %+v: %s", want, data)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRDMAReadinessGIDNeverAppears(t *testing.T) {
+	links := newFakeLinks("p0")
+	root := mlx5Root(t, rdmatest.MLX5Options{})
+	d, err := New(Config{StateDir: t.TempDir(), Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
+		GIDTimeout: 150 * time.Millisecond, GIDPoll: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	td := testDriver{Driver: d}
+	for _, n := range []CreateNetworkRequest{netReq("n1", "parent", "p0"), netReq("n2", "parent", "p0", "gid_check", "strict")} {
+		if err := d.CreateNetwork(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, nid := range []string{"n1", "n2"} {
+		eid := "e" + nid
+		if _, err := d.CreateEndpoint(ep(nid, eid, "10.5.0.7/24")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Join(nid, eid, "/sb/"+eid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// warn: the container starts; status says why it is not ready.
+	if err := d.ProgramExternalConnectivity("n1", "en1"); err != nil {
+		t.Fatalf("gid_check=warn failed the start: %v", err)
+	}
+	st := waitStatus(t, td, "en1", 2*time.Second, func(e EndpointStatus) bool { return strings.Contains(e.RDMAReason, "did not appear") })
+	if st.RDMAReady || !strings.Contains(st.RDMAReason, rdmatest.IPv4GID("10.5.0.7")) || !strings.Contains(st.RDMAReason, "mlx5_0 port 1") {
+		t.Fatalf("status %+v", st)
+	}
+	// strict: the start fails with the reason.
+	err = d.ProgramExternalConnectivity("n2", "en2")
+	if err == nil || !strings.Contains(err.Error(), "gid_check=strict") || !strings.Contains(err.Error(), "did not appear") {
+		t.Fatalf("strict: %v", err)
+	}
+}
+
+func TestRDMAStrictSucceedsWhenGIDsAppear(t *testing.T) {
+	links := newFakeLinks("p0")
+	root := mlx5Root(t, rdmatest.MLX5Options{})
+	d := newTestDriverAt(t, links, t.TempDir(), root)
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0", "gid_check", "strict")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateEndpoint(ep("n1", "e1", "10.5.0.8/24")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Join("n1", "e1", "/sb/e1"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		_, _ = rdmatest.AddAddress(root, "mlx5_0", 1, "10.5.0.8", "eth0")
+	}()
+	if err := d.ProgramExternalConnectivity("n1", "e1"); err != nil {
+		t.Fatalf("strict start failed although the GIDs appeared: %v", err)
+	}
+	// Leave forgets the GIDs (the addresses go with the move back).
+	if err := d.Leave("n1", "e1"); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, d, "e1", time.Second, func(EndpointStatus) bool { return true })
+	if st.RDMAReady {
+		t.Fatalf("ready after Leave: %+v", st)
+	}
+}
