@@ -6,11 +6,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/go-plugins-helpers/network"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )
 
 func TestPrivilegedLifecycle(t *testing.T) {
@@ -403,5 +406,53 @@ func TestPrivilegedBadInputLeavesNothing(t *testing.T) {
 				t.Errorf("state changed: %v, want %v", got, wantState)
 			}
 		})
+	}
+}
+
+// The daemon path of RDMA awareness on a real veth parent: the fake sysfs
+// plays the kernel's part (adding the GID entries when the address lands).
+func TestPrivilegedRDMAStatusAndCDI(t *testing.T) {
+	e := newEnv(t)
+	nid, eid := id("aa71"), id("ee71")
+	e.must(e.createNetwork(nid, map[string]string{"parent": "p0"}, "10.71.0.0/24"))
+	cdi := rdma.CDISpecPath(e.cdiDir, "mlx5_0")
+	if _, err := os.Stat(cdi); err != nil {
+		t.Fatalf("no CDI spec: %v", err)
+	}
+	_, err := e.createEndpoint(nid, eid, "10.71.0.2/24", "", nil)
+	e.must(err)
+	res, err := e.join(nid, eid)
+	e.must(err)
+	ctr := sandbox(t)
+	e.must(e.host.MoveInto(ctr, res.InterfaceName.SrcName, "eth0", nil, cidr(t, "10.71.0.2/24")))
+	if _, err := rdmatest.AddAddress(e.sysfs, "mlx5_0", 1, "10.71.0.2", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	var ep driver.EndpointStatus
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		st, err := e.c.Status()
+		e.must(err)
+		ep = st.Networks[0].Endpoints[0]
+		if ep.RDMAReady || time.Now().After(deadline) {
+			if st.Networks[0].HCA != "mlx5_0" || st.Networks[0].GIDTable.Used != 4 || len(st.Networks[0].Devices) != 2 {
+				t.Fatalf("network status %+v", st.Networks[0])
+			}
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !ep.RDMAReady || len(ep.GIDs) != 2 || ep.GIDs[0].Index != 2 || ep.GIDs[1].Type != rdma.GIDTypeRoCEv2 {
+		t.Fatalf("endpoint status %+v", ep)
+	}
+	e.must(e.c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid}, nil))
+	e.must(ctr.MoveBack(e.host, "eth0", res.InterfaceName.SrcName))
+	if _, err := rdmatest.RemoveAddress(e.sysfs, "mlx5_0", 1, "10.71.0.2"); err != nil {
+		t.Fatal(err)
+	}
+	e.must(e.c.Call("DeleteEndpoint", network.DeleteEndpointRequest{NetworkID: nid, EndpointID: eid}, nil))
+	e.must(e.c.Call("DeleteNetwork", network.DeleteNetworkRequest{NetworkID: nid}, nil))
+	if _, err := os.Stat(cdi); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("CDI spec left after the last network: %v", err)
 	}
 }
