@@ -25,7 +25,10 @@ func Current() (*Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get current netns: %w", err)
 	}
-	nl, err := netlink.NewHandleAt(ns)
+	// NewHandle, not NewHandleAt: the latter calls setns even into the
+	// current namespace, which needs CAP_SYS_ADMIN; the managed plugin has
+	// only CAP_NET_ADMIN.
+	nl, err := netlink.NewHandle()
 	if err != nil {
 		_ = ns.Close()
 		return nil, fmt.Errorf("open netlink socket: %w", err)
