@@ -40,13 +40,20 @@ type Config struct {
 	// (default DefaultGIDTimeout); GIDPoll is the polling interval.
 	GIDTimeout time.Duration
 	GIDPoll    time.Duration
-	Log        *logrus.Logger // nil: logrus.StandardLogger()
+	// UnjoinedGrace is how long an endpoint found at start without a
+	// sandbox may wait for its Join before it is deleted (default
+	// DefaultUnjoinedGrace): Docker never joins an endpoint whose
+	// CreateEndpoint answer a crash lost.
+	UnjoinedGrace time.Duration
+	Log           *logrus.Logger // nil: logrus.StandardLogger()
 }
 
 // Defaults of Config.
 const (
 	DefaultGIDTimeout = 10 * time.Second
 	DefaultGIDPoll    = 25 * time.Millisecond
+
+	DefaultUnjoinedGrace = 2 * time.Minute
 )
 
 // Driver implements the network driver. Calls arrive concurrently; one mutex
@@ -60,6 +67,8 @@ type Driver struct {
 	cdiDir     string
 	gidTimeout time.Duration
 	gidPoll    time.Duration
+	grace      time.Duration
+	gcTimer    *time.Timer // deletes endpoints never joined after a restart
 
 	mu        sync.Mutex
 	networks  map[string]*Network  // guarded by mu
@@ -86,6 +95,9 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.GIDPoll <= 0 {
 		cfg.GIDPoll = DefaultGIDPoll
 	}
+	if cfg.UnjoinedGrace <= 0 {
+		cfg.UnjoinedGrace = DefaultUnjoinedGrace
+	}
 	log := cfg.Log
 	if log == nil {
 		log = logrus.StandardLogger()
@@ -103,6 +115,7 @@ func New(cfg Config) (*Driver, error) {
 		cdiDir:     cfg.CDIDir,
 		gidTimeout: cfg.GIDTimeout,
 		gidPoll:    cfg.GIDPoll,
+		grace:      cfg.UnjoinedGrace,
 		networks:   make(map[string]*Network),
 		endpoints:  make(map[string]*Endpoint),
 		watches:    make(map[string]*gidWatch),
@@ -117,6 +130,11 @@ func New(cfg Config) (*Driver, error) {
 // Close releases the state directory. It leaves every link as it is: running
 // containers keep their network across a plugin restart.
 func (d *Driver) Close() {
+	d.mu.Lock()
+	if d.gcTimer != nil {
+		d.gcTimer.Stop()
+	}
+	d.mu.Unlock()
 	d.stopWatches()
 	d.store.close()
 }

@@ -410,3 +410,50 @@ func TestConcurrentEndpoints(t *testing.T) {
 		t.Fatalf("%d links, want lo, p0 and 16 endpoint links: %v", n, links.names())
 	}
 }
+
+func TestUnjoinedEndpointsDeletedAfterGrace(t *testing.T) {
+	links := newFakeLinks("p0")
+	dir := t.TempDir()
+	root := hosts(t, "p0")
+	d := newTestDriverAt(t, links, dir, root)
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	for _, eid := range []string{"lost", "running", "late"} {
+		if _, err := d.CreateEndpoint(CreateEndpointRequest{NetworkID: "n1", EndpointID: eid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.Join("n1", "running", "/sb/running"); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+
+	d2, err := New(Config{StateDir: dir, Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
+		UnjoinedGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	// Docker joins "late" within the grace: it stays.
+	if _, err := d2.Join("n1", "late", "/sb/late"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for links.has(LinkName("lost")) {
+		if time.Now().After(deadline) {
+			t.Fatal("endpoint never joined after the restart was not deleted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var ids []string
+	for _, e := range d2.Status().Networks[0].Endpoints {
+		ids = append(ids, e.ID)
+	}
+	if !slices.Equal(ids, []string{"late", "running"}) {
+		t.Fatalf("endpoints after the grace: %v", ids)
+	}
+	if _, err := os.Stat(filepath.Join(dir, endpointsDir, "lost.json")); !os.IsNotExist(err) {
+		t.Fatalf("state of the deleted endpoint left: %v", err)
+	}
+}

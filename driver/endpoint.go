@@ -104,6 +104,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 	if err != nil {
 		return resp, fmt.Errorf("container link for endpoint %s on parent %q: %w", ShortID(req.EndpointID), n.Parent, err)
 	}
+	crashPoint("create-endpoint:link-created")
 	defer func() {
 		if retErr != nil {
 			if err := d.links.DeleteLink(ifname); err != nil {
@@ -133,6 +134,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 	if err := d.store.saveEndpoint(e); err != nil {
 		return resp, fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
 	}
+	crashPoint("create-endpoint:state-written")
 	d.endpoints[e.ID] = e
 	if req.MAC == "" {
 		resp.MAC = e.MAC
@@ -173,10 +175,12 @@ func (d *Driver) deleteEndpointLocked(e *Endpoint, log *logrus.Entry) error {
 		if err := d.links.DeleteLink(e.Ifname); err != nil {
 			return fmt.Errorf("delete link %s of endpoint %s: %w", e.Ifname, ShortID(e.ID), err)
 		}
+		crashPoint("delete-endpoint:link-deleted")
 	}
 	if err := d.store.deleteEndpoint(e.ID); err != nil {
 		return fmt.Errorf("delete state of endpoint %s: %w", ShortID(e.ID), err)
 	}
+	crashPoint("delete-endpoint:state-deleted")
 	delete(d.endpoints, e.ID)
 	log.WithField("ifname", e.Ifname).Info("endpoint deleted")
 	return nil

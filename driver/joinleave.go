@@ -47,6 +47,7 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 			*e = prev
 			return resp, fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
 		}
+		crashPoint("join:state-written")
 	}
 	n, nok := d.networks[e.NetworkID]
 	if nok && n.RDMA != nil {
@@ -84,6 +85,7 @@ func (d *Driver) ensureLink(e *Endpoint, log *logrus.Entry) error {
 		return fmt.Errorf("re-create link %s of endpoint %s on parent %q: %w", e.Ifname, ShortID(e.ID), e.Parent, err)
 	}
 	log.WithField("ifname", e.Ifname).Info("endpoint link re-created")
+	crashPoint("join:link-recreated")
 	return nil
 }
 
@@ -113,6 +115,7 @@ func (d *Driver) Leave(nid, eid string) error {
 		*e = prev
 		return fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
 	}
+	crashPoint("leave:state-written")
 	log.WithField("ifname", e.Ifname).Info("endpoint left")
 	return nil
 }

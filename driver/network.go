@@ -75,6 +75,7 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 			return err
 		}
 		created = true
+		crashPoint("create-network:vlan-created")
 		defer func() {
 			if retErr != nil {
 				if err := d.links.DeleteLink(opts.Parent); err != nil {
@@ -104,10 +105,12 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 	if err := d.writeCDI(n, log); err != nil {
 		return err
 	}
+	crashPoint("create-network:cdi-written")
 	if err := d.store.saveNetwork(n); err != nil {
 		d.removeCDIUnlessUsed(rinfo.HCA, n.ID, log)
 		return fmt.Errorf("save network %s: %w", ShortID(n.ID), err)
 	}
+	crashPoint("create-network:state-written")
 	d.networks[n.ID] = n
 	log.WithFields(logrus.Fields{"mode": n.Mode, "mtu": n.MTU, "vlan_created": created, "ibdev": rinfo.HCA, "port": rinfo.Port}).Info("network created")
 	return nil
@@ -254,10 +257,12 @@ func (d *Driver) DeleteNetwork(nid string) error {
 			return err
 		}
 		log.WithField("parent", n.Parent).Info("vlan sub-interface deleted")
+		crashPoint("delete-network:vlan-deleted")
 	}
 	if err := d.store.deleteNetwork(nid); err != nil {
 		return fmt.Errorf("delete state of network %s: %w", ShortID(nid), err)
 	}
+	crashPoint("delete-network:state-deleted")
 	delete(d.networks, nid)
 	if n.RDMA != nil {
 		d.removeCDIUnlessUsed(n.RDMA.HCA, nid, log)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/sirupsen/logrus"
@@ -42,6 +43,15 @@ func (d *Driver) restore() error {
 			d.startWatch(n, e)
 		}
 	}
+	var unjoined []string
+	for _, e := range d.endpoints {
+		if e.Sandbox == "" {
+			unjoined = append(unjoined, e.ID)
+		}
+	}
+	if len(unjoined) > 0 {
+		d.gcTimer = time.AfterFunc(d.grace, func() { d.deleteUnjoined(unjoined) })
+	}
 	swept, err := d.sweepOrphans(log)
 	if err != nil {
 		// Not fatal: the links stay until the next start.
@@ -49,6 +59,27 @@ func (d *Driver) restore() error {
 	}
 	log.WithFields(logrus.Fields{"networks": len(d.networks), "endpoints": len(d.endpoints), "orphans_deleted": swept}).Info("state restored")
 	return nil
+}
+
+// deleteUnjoined deletes the endpoints of ids that are still not in a
+// sandbox: their CreateEndpoint answer was lost in a crash (Docker then
+// never joins nor deletes them), or their DeleteEndpoint was.
+func (d *Driver) deleteUnjoined(ids []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	log := d.logFor("gc", nil)
+	for _, id := range ids {
+		e, ok := d.endpoints[id]
+		if !ok || e.Sandbox != "" {
+			continue
+		}
+		l := log.WithFields(logrus.Fields{"eid": ShortID(id), "nid": ShortID(e.NetworkID)})
+		if err := d.deleteEndpointLocked(e, l); err != nil {
+			l.WithError(err).Warn("could not delete an endpoint never joined since the restart")
+			continue
+		}
+		l.WithField("grace", d.grace).Info("endpoint never joined since the restart: deleted")
+	}
 }
 
 // restoreVLAN re-creates a VLAN sub-interface the driver owns that is

@@ -215,6 +215,7 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) (retErr error) 
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", f.Name(), err)
 	}
+	crashPoint("store:temp-written")
 	if err := os.Rename(f.Name(), path); err != nil {
 		return fmt.Errorf("rename %s to %s: %w", f.Name(), path, err)
 	}

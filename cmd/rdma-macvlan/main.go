@@ -31,6 +31,7 @@ type config struct {
 	logLevel   string
 	logFormat  string
 	gidTimeout time.Duration
+	grace      time.Duration
 }
 
 func main() {
@@ -49,6 +50,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI specs")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.DurationVar(&c.grace, "unjoined-grace", driver.DefaultUnjoinedGrace, "after a restart, how long an endpoint without a container may wait for Docker's Join before it is deleted")
 	fs.DurationVar(&c.gidTimeout, "gid-timeout", driver.DefaultGIDTimeout, "how long to wait for a container's RoCE GID entries after it joins")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: rdma-macvlan [flags]\n\nEvery flag can also be set with RDMA_MACVLAN_<FLAG> (upper case, dashes as underscores);\na flag given on the command line wins.\n\n")
@@ -127,13 +129,14 @@ func run(args []string) error {
 	}
 	defer host.Close()
 	d, err := driver.New(driver.Config{
-		StateDir:   c.stateDir,
-		Links:      host,
-		Sysfs:      rdma.NewSysfs(c.sysfsRoot),
-		NetnsMode:  host.RdmaNetnsMode,
-		CDIDir:     c.cdiDir,
-		GIDTimeout: c.gidTimeout,
-		Log:        log,
+		StateDir:      c.stateDir,
+		Links:         host,
+		Sysfs:         rdma.NewSysfs(c.sysfsRoot),
+		NetnsMode:     host.RdmaNetnsMode,
+		CDIDir:        c.cdiDir,
+		GIDTimeout:    c.gidTimeout,
+		UnjoinedGrace: c.grace,
+		Log:           log,
 	})
 	if err != nil {
 		return err

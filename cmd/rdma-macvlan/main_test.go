@@ -54,14 +54,20 @@ type daemon struct {
 	stateDir string
 	sysfs    string
 	cdiDir   string
+	env      []string // extra environment
+	args     []string // extra flags
 	cmd      *exec.Cmd
 	exited   chan error
 }
 
-func buildDaemon(t *testing.T) string {
+func buildDaemon(t *testing.T, tags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "rdma-macvlan")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -76,12 +82,13 @@ func (d *daemon) start() {
 	}
 	nsFile := os.NewFile(uintptr(fd), "netns")
 	defer nsFile.Close()
-	d.cmd = exec.Command("nsenter", "--net=/proc/self/fd/3", d.bin, "--socket", d.sock, "--log-level", "debug")
+	d.cmd = exec.Command("nsenter", append([]string{"--net=/proc/self/fd/3", d.bin, "--socket", d.sock, "--log-level", "debug"}, d.args...)...)
 	d.cmd.ExtraFiles = []*os.File{nsFile}
 	d.cmd.Env = append(os.Environ(),
 		"RDMA_MACVLAN_STATE_DIR="+d.stateDir,
 		"RDMA_MACVLAN_SYSFS_ROOT="+d.sysfs,
 		"RDMA_MACVLAN_CDI_DIR="+d.cdiDir)
+	d.cmd.Env = append(d.cmd.Env, d.env...)
 	logf, err := os.OpenFile(filepath.Join(d.stateDir, "..", "daemon.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		d.t.Fatal(err)
