@@ -6,6 +6,8 @@ TOOLS := build/tools
 STATICCHECK_VERSION := v0.8.2
 PLUGIN_NAME ?= rdma-macvlan
 
+export PLUGIN_NAME
+
 .PHONY: help build test test-root lint check plugin install clean deps
 
 help: ## list the targets
@@ -28,6 +30,12 @@ lint: $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck (pinned), shellcheck
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
 	shellcheck scripts/*.sh .ci/run
+
+plugin: ## build the managed plugin and create $(PLUGIN_NAME):latest on the daemon DOCKER_HOST points at (FORCE=1 replaces it)
+	bash scripts/plugin.sh build && bash scripts/plugin.sh create $(if $(FORCE),-f)
+
+install: ## plugin + the host directories its mounts need + enable it
+	bash scripts/plugin.sh build && bash scripts/plugin.sh install $(if $(FORCE),-f)
 
 deps: ## install the Debian packages the tests need (idempotent)
 	bash scripts/deps.sh
