@@ -73,13 +73,23 @@ func (d *Driver) admit(n *Network, e *Endpoint) error {
 		return fmt.Errorf("read GID table: %w", err)
 	}
 	free := pi.GIDTableSize - len(table)
+	inTable := make(map[string]int, len(table))
+	for _, g := range table {
+		inTable[g.GID]++
+	}
+	// Endpoints still starting will take what they need and do not have
+	// yet; entries already in the table are counted there, not twice.
 	held, starting := 0, 0
 	for _, o := range d.endpoints {
 		on, ok := d.networks[o.NetworkID]
 		if !ok || on.RDMA == nil || on.RDMA.HCA != r.HCA || on.RDMA.Port != r.Port || o.RDMAReady {
 			continue
 		}
-		held += o.GIDNeed
+		have := 0
+		for _, g := range wantedGIDs(o, on.ipv6()) {
+			have += inTable[g]
+		}
+		held += max(o.GIDNeed-have, 0)
 		starting++
 	}
 	if e.GIDNeed <= free-held {

@@ -483,3 +483,37 @@ func TestRDMAStrictSucceedsWhenGIDsAppear(t *testing.T) {
 		t.Fatalf("ready after Leave: %+v", st)
 	}
 }
+
+// An endpoint whose entries are in the table but whose watch has not seen
+// them yet is not counted twice.
+func TestRDMAAdmissionNoDoubleCount(t *testing.T) {
+	links := newFakeLinks("p0")
+	root := mlx5Root(t, rdmatest.MLX5Options{TableSize: 8})
+	d, err := New(Config{StateDir: t.TempDir(), Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
+		GIDTimeout: time.Hour, GIDPoll: time.Hour}) // the watch looks once, at Join
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	for i, ip := range []string{"10.5.0.2", "10.5.0.3"} {
+		eid := fmt.Sprintf("e%d", i)
+		if _, err := d.CreateEndpoint(ep("n1", eid, ip+"/24")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Join("n1", eid, "/sb/"+eid); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, ip, "eth0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.CreateEndpoint(ep("n1", "e2", "10.5.0.4/24")); err != nil {
+		t.Fatalf("room for one more (6 of 8 used): %v", err)
+	}
+	if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.5/24")); err == nil {
+		t.Fatal("admitted past the table's capacity")
+	}
+}
