@@ -1,0 +1,291 @@
+// Package runflags reads the arguments of `docker rdma run` the way `docker
+// run` reads them (to find IMAGE, the networks and the user's own --device,
+// --cap-add and --ulimit memlock) and builds the `docker run` command line
+// that adds what RDMA needs, passing every other argument through as given.
+package runflags
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Own are the flags of docker rdma run itself. They may appear anywhere
+// before IMAGE and are taken out of the arguments given to docker run.
+type Own struct {
+	// Memlock is the RLIMIT_MEMLOCK to ask for ("" means unlimited).
+	Memlock string
+	// DryRun prints the docker command instead of running it.
+	DryRun bool
+	// DeviceMode is how devices are given: auto (""), cdi or nodes.
+	DeviceMode string
+	// Plugin and Socket override how the rdma-macvlan daemon is found.
+	Plugin, Socket string
+}
+
+// ownValue and ownBool are the names of the Own flags.
+var (
+	ownValue = setOf("memlock", "device-mode", "plugin", "socket")
+	ownBool  = setOf("dry-run")
+)
+
+// Network is one --net/--network of the run.
+type Network struct {
+	// Value is the flag's value as given.
+	Value string
+	// Name is the network's name or ID: Value itself, or the name= field
+	// of the advanced syntax (--network name=NET,driver-opt=k=v,...).
+	Name string
+}
+
+// Parsed is a docker rdma run command line taken apart.
+type Parsed struct {
+	Own Own
+	// Args are the user's docker run arguments, Own flags taken out,
+	// otherwise exactly as given.
+	Args []string
+	// Image is the index of IMAGE in Args; -1 when there is none.
+	Image int
+	// Networks are the --net/--network flags in order.
+	Networks []Network
+	// UlimitMemlock is the user's --ulimit memlock=... value, "" if none.
+	UlimitMemlock string
+	// Devices are the values of the user's --device flags.
+	Devices []string
+	// CapAdd and CapDrop are the values of --cap-add and --cap-drop.
+	CapAdd, CapDrop []string
+	// Privileged is set by --privileged.
+	Privileged bool
+	// Unknown are flags not in the table of docker run flags; they are
+	// passed on and assumed to take no value.
+	Unknown []string
+}
+
+// ErrUsage marks an argument docker run would refuse too.
+var ErrUsage = errors.New("invalid docker run arguments")
+
+// Parse takes a docker rdma run command line apart: the arguments after
+// "run", up to and including IMAGE and its command.
+func Parse(args []string) (*Parsed, error) {
+	p := &Parsed{Image: -1}
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			// End of flags: IMAGE follows, then its command, untouched.
+			out = append(out, a)
+			if i+1 < len(args) {
+				p.Image = len(out)
+				out = append(out, args[i+1:]...)
+			}
+			p.Args = out
+			return p, nil
+		case a == "-" || !strings.HasPrefix(a, "-"):
+			p.Image = len(out)
+			p.Args = append(out, args[i:]...)
+			return p, nil
+		case strings.HasPrefix(a, "--"):
+			name, val, hasVal := strings.Cut(a[2:], "=")
+			if ownValue[name] || ownBool[name] {
+				if ownValue[name] && !hasVal {
+					if i+1 >= len(args) {
+						return nil, fmt.Errorf("%w: flag --%s needs a value", ErrUsage, name)
+					}
+					i++
+					val = args[i]
+				}
+				if err := p.setOwn(name, val, hasVal); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			takes, known := TakesValue(name)
+			if !known {
+				p.Unknown = append(p.Unknown, a)
+			}
+			out = append(out, a)
+			if takes && !hasVal {
+				if i+1 >= len(args) {
+					return nil, fmt.Errorf("%w: flag --%s needs a value", ErrUsage, name)
+				}
+				i++
+				val = args[i]
+				out = append(out, val)
+			}
+			p.record(name, val, takes || hasVal)
+		default:
+			n, err := p.shortGroup(args, i)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, args[i:i+n]...)
+			i += n - 1
+		}
+	}
+	p.Args = out
+	return p, nil
+}
+
+// shortGroup reads a group of one-letter flags (-it, -e X, -eX, -p80:80,
+// -d=false) starting at args[i], the way pflag does, and returns how many
+// arguments it used (1, or 2 when a value follows).
+func (p *Parsed) shortGroup(args []string, i int) (int, error) {
+	a := args[i]
+	for j := 1; j < len(a); j++ {
+		c := a[j]
+		long, isValue := shortValue[c]
+		if !isValue {
+			var isBool bool
+			if long, isBool = shortBool[c]; !isBool {
+				p.Unknown = append(p.Unknown, "-"+string(c))
+				long = ""
+			}
+		}
+		switch {
+		case j+1 < len(a) && a[j+1] == '=':
+			// -e=X, -d=false: the rest is this flag's value.
+			p.record(long, a[j+2:], true)
+			return 1, nil
+		case isValue && j+1 < len(a):
+			p.record(long, a[j+1:], true)
+			return 1, nil
+		case isValue:
+			if i+1 >= len(args) {
+				return 0, fmt.Errorf("%w: flag -%c needs a value", ErrUsage, c)
+			}
+			p.record(long, args[i+1], true)
+			return 2, nil
+		default:
+			p.record(long, "", false)
+		}
+	}
+	return 1, nil
+}
+
+func (p *Parsed) setOwn(name, val string, hasVal bool) error {
+	switch name {
+	case "memlock":
+		p.Own.Memlock = val
+	case "device-mode":
+		switch val {
+		case "auto", "cdi", "nodes":
+			p.Own.DeviceMode = val
+		default:
+			return fmt.Errorf("%w: --device-mode %q: want auto, cdi or nodes", ErrUsage, val)
+		}
+	case "plugin":
+		p.Own.Plugin = val
+	case "socket":
+		p.Own.Socket = val
+	case "dry-run":
+		b, err := parseBool(val, hasVal)
+		if err != nil {
+			return fmt.Errorf("%w: --dry-run=%s: %w", ErrUsage, val, err)
+		}
+		p.Own.DryRun = b
+	}
+	return nil
+}
+
+// record notes the flags docker rdma run looks at.
+func (p *Parsed) record(name, val string, hasVal bool) {
+	switch name {
+	case "net", "network":
+		p.Networks = append(p.Networks, Network{Value: val, Name: networkName(val)})
+	case "ulimit":
+		if strings.HasPrefix(val, "memlock=") {
+			p.UlimitMemlock = val
+		}
+	case "device":
+		p.Devices = append(p.Devices, val)
+	case "cap-add":
+		p.CapAdd = append(p.CapAdd, val)
+	case "cap-drop":
+		p.CapDrop = append(p.CapDrop, val)
+	case "privileged":
+		if b, err := parseBool(val, hasVal); err == nil {
+			p.Privileged = b
+		}
+	}
+}
+
+func parseBool(val string, hasVal bool) (bool, error) {
+	if !hasVal {
+		return true, nil
+	}
+	switch strings.ToLower(val) {
+	case "1", "t", "true":
+		return true, nil
+	case "0", "f", "false":
+		return false, nil
+	}
+	return false, errors.New("not a boolean")
+}
+
+// networkName returns the network of a --network value: the value itself,
+// or the name= field of the advanced syntax
+// (name=NET,alias=A,driver-opt=k=v,...), which docker reads as CSV.
+func networkName(v string) string {
+	if !strings.Contains(v, "=") {
+		return v
+	}
+	r := csv.NewReader(strings.NewReader(v))
+	fields, err := r.Read()
+	if err != nil {
+		return v
+	}
+	for _, f := range fields {
+		if k, val, ok := strings.Cut(f, "="); ok && strings.TrimSpace(strings.ToLower(k)) == "name" {
+			return val
+		}
+	}
+	return v
+}
+
+// HasDevice reports whether the user already passes the device node at
+// hostPath (--device /dev/x or --device /dev/x:/dev/y:rw) or the CDI device
+// cdiName.
+func (p *Parsed) HasDevice(hostPath, cdiName string) bool {
+	for _, d := range p.Devices {
+		if cdiName != "" && d == cdiName {
+			return true
+		}
+		host, _, _ := strings.Cut(d, ":")
+		if hostPath != "" && host == hostPath {
+			return true
+		}
+	}
+	return false
+}
+
+// capName normalises a capability: IPC_LOCK, cap_ipc_lock -> IPC_LOCK.
+func capName(c string) string {
+	return strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(c)), "CAP_")
+}
+
+// AddsCap reports whether the user's flags already give capability c
+// (--cap-add c, --cap-add ALL or --privileged).
+func (p *Parsed) AddsCap(c string) bool {
+	if p.Privileged {
+		return true
+	}
+	for _, a := range p.CapAdd {
+		if n := capName(a); n == capName(c) || n == "ALL" {
+			return true
+		}
+	}
+	return false
+}
+
+// DropsCap reports whether the user drops capability c by name (not by
+// --cap-drop ALL, which --cap-add overrides).
+func (p *Parsed) DropsCap(c string) bool {
+	for _, d := range p.CapDrop {
+		if capName(d) == capName(c) {
+			return true
+		}
+	}
+	return false
+}
