@@ -1,0 +1,125 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
+)
+
+// Metadata is what a Docker CLI plugin answers to docker-cli-plugin-metadata.
+type Metadata struct {
+	SchemaVersion    string
+	Vendor           string
+	Version          string
+	ShortDescription string
+	URL              string `json:",omitempty"`
+}
+
+// metadataCommand is how the docker CLI asks a plugin who it is.
+const metadataCommand = "docker-cli-plugin-metadata"
+
+// pluginName is the CLI plugin's name: docker rdma ..., binary docker-rdma.
+const pluginName = "rdma"
+
+const usage = `Usage:  docker rdma [--plugin NAME] [--socket PATH] COMMAND
+
+Containers with RDMA on rdma-macvlan networks: their HCA's devices,
+CAP_IPC_LOCK and a locked-memory limit, and what the host needs.
+
+Commands:
+  run       docker run with the RDMA devices, --cap-add IPC_LOCK and --ulimit memlock
+  ls        rdma-macvlan networks: parent, HCA, port, GID table use, device flags
+  inspect   a container's or network's interfaces, GIDs, readiness and RDMA env
+  doctor    check the host, the engine and the plugin; exit 1 when RDMA is blocked
+  version   print the version
+
+Options:
+      --plugin NAME   the rdma-macvlan plugin (default: any plugin whose name
+                      starts with rdma-macvlan; env RDMA_MACVLAN_PLUGIN)
+      --socket PATH   the daemon's socket instead of finding it through Docker
+                      (env RDMA_MACVLAN_SOCKET)
+
+Run 'docker rdma COMMAND --help' for more on a command.
+`
+
+// Main runs docker rdma with args (without the program name) and returns
+// the exit status. It takes both forms: as a CLI plugin the docker CLI runs
+// "docker-rdma [DOCKER OPTIONS] rdma COMMAND ..."; run directly it is
+// "docker-rdma [DOCKER OPTIONS] COMMAND ...".
+func Main(args []string, env *Env, version string) int {
+	if len(args) > 0 && args[0] == metadataCommand {
+		b, _ := json.Marshal(Metadata{
+			SchemaVersion:    "0.1.0",
+			Vendor:           "rdma-macvlan",
+			Version:          version,
+			ShortDescription: "Run containers with RDMA on rdma-macvlan networks",
+			URL:              "https://github.com/rdma-macvlan/rdma-macvlan",
+		})
+		fmt.Fprintln(env.Stdout, string(b))
+		return 0
+	}
+	global, rest, err := docker.SplitGlobal(args)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "docker rdma: %v\n", err)
+		return exitUsage
+	}
+	if len(rest) > 0 && rest[0] == pluginName {
+		rest = rest[1:]
+	}
+	opts := options{plugin: env.Getenv(envPlugin), socket: env.Getenv(envSocket)}
+	for len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
+		name, val, hasVal := strings.Cut(rest[0], "=")
+		switch name {
+		case "-h", "--help":
+			fmt.Fprint(env.Stdout, usage)
+			return 0
+		case "-v", "--version":
+			fmt.Fprintf(env.Stdout, "docker rdma version %s\n", version)
+			return 0
+		case "--plugin", "--socket":
+			if !hasVal {
+				if len(rest) < 2 {
+					fmt.Fprintf(env.Stderr, "docker rdma: %s needs a value\n", name)
+					return exitUsage
+				}
+				val, rest = rest[1], rest[1:]
+			}
+			if name == "--plugin" {
+				opts.plugin = val
+			} else {
+				opts.socket = val
+			}
+			rest = rest[1:]
+		default:
+			fmt.Fprintf(env.Stderr, "docker rdma: unknown option %s\n\n%s", rest[0], usage)
+			return exitUsage
+		}
+	}
+	if len(rest) == 0 {
+		fmt.Fprint(env.Stderr, usage)
+		return exitUsage
+	}
+	s := newSession(context.Background(), env, global, opts)
+	switch cmd, args := rest[0], rest[1:]; cmd {
+	case "run":
+		return s.cmdRun(args)
+	case "ls", "list":
+		return s.cmdLs(args)
+	case "inspect":
+		return s.cmdInspect(args)
+	case "doctor":
+		return s.cmdDoctor(args)
+	case "version":
+		fmt.Fprintf(env.Stdout, "docker rdma version %s\n", version)
+		return 0
+	case "help":
+		fmt.Fprint(env.Stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(env.Stderr, "docker rdma: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+}

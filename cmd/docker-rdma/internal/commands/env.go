@@ -1,0 +1,148 @@
+// Package commands implements docker rdma: run, ls, inspect and doctor. It
+// asks Docker through the docker CLI (package docker) and the rdma-macvlan
+// daemon through its socket (GET /v1/status), and falls back on what Docker,
+// sysfs and the CDI specs show when the socket cannot be read.
+package commands
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
+)
+
+// Env is what the commands use from the outside world, so tests can run
+// them against a fake docker, a fake daemon socket and a fake sysfs tree.
+type Env struct {
+	// Stdin, Stdout and Stderr are given to docker run; when they are
+	// terminals docker sees the terminals.
+	Stdin          *os.File
+	Stdout, Stderr io.Writer
+	// Getenv reads the environment.
+	Getenv func(string) string
+	// PluginsDir is where Docker keeps plugin sockets: managed plugins in
+	// <dir>/<plugin-id>/<socket>, legacy plugins as <dir>/<name>.sock.
+	PluginsDir string
+	// DevRoot is the root under which doctor looks for /dev/infiniband.
+	DevRoot string
+	// Hostname is this host's name, compared with the daemon's to tell
+	// whether Docker runs here (only then are sysfs and the socket the
+	// daemon's).
+	Hostname func() (string, error)
+	// UID is the user's id, for messages about permissions.
+	UID int
+	// DieBy ends the process with a signal (docker run was killed by it);
+	// nil leaves the exit status 128+signal.
+	DieBy func(syscall.Signal)
+}
+
+// System is the real environment.
+func System() *Env {
+	return &Env{
+		Stdin:      os.Stdin,
+		Stdout:     os.Stdout,
+		Stderr:     os.Stderr,
+		Getenv:     os.Getenv,
+		PluginsDir: "/run/docker/plugins",
+		DevRoot:    "/",
+		Hostname:   os.Hostname,
+		UID:        os.Getuid(),
+		DieBy:      DieBy,
+	}
+}
+
+// reexecEnv is how the docker CLI tells a CLI plugin which docker binary
+// ran it; docker rdma runs the same one.
+const reexecEnv = "DOCKER_CLI_PLUGIN_ORIGINAL_CLI_COMMAND"
+
+// Environment variables of docker rdma's own options.
+const (
+	envPlugin = "RDMA_MACVLAN_PLUGIN"
+	envSocket = "RDMA_MACVLAN_SOCKET"
+)
+
+// dockerPath returns the docker executable to run: the one that ran this
+// plugin, else docker from PATH.
+func (e *Env) dockerPath() string {
+	if p := e.Getenv(reexecEnv); p != "" {
+		return p
+	}
+	return "docker"
+}
+
+// devPath returns p under DevRoot.
+func (e *Env) devPath(p string) string {
+	if e.DevRoot == "" || e.DevRoot == "/" {
+		return p
+	}
+	return filepath.Join(e.DevRoot, p)
+}
+
+// session holds what one command learned about Docker and the daemons, so
+// that each is asked once.
+type session struct {
+	env  *Env
+	cli  *docker.CLI
+	opts options
+	ctx  context.Context
+
+	infoDone bool
+	info     docker.Info
+	infoErr  error
+
+	pluginsDone bool
+	plugins     []docker.Plugin
+	pluginsErr  error
+
+	backends map[string]*backend // by socket path
+
+	// sysfsRootFlag is --sysfs-root; "" picks the root per plugin.
+	sysfsRootFlag string
+}
+
+// options are docker rdma's own global options.
+type options struct {
+	plugin string // --plugin / RDMA_MACVLAN_PLUGIN
+	socket string // --socket / RDMA_MACVLAN_SOCKET
+}
+
+func newSession(ctx context.Context, env *Env, global []string, opts options) *session {
+	return &session{
+		env:      env,
+		cli:      &docker.CLI{Path: env.dockerPath(), Global: global},
+		opts:     opts,
+		ctx:      ctx,
+		backends: map[string]*backend{},
+	}
+}
+
+func (s *session) dockerInfo() (docker.Info, error) {
+	if !s.infoDone {
+		s.info, s.infoErr = s.cli.Info(s.ctx)
+		s.infoDone = true
+	}
+	return s.info, s.infoErr
+}
+
+// local reports whether the Docker daemon runs on this host, so that its
+// plugin sockets, sysfs and CDI directories are the ones here. When it
+// cannot tell, it says yes: a wrong guess only makes a socket or file
+// lookup fail.
+func (s *session) local() (bool, string) {
+	info, err := s.dockerInfo()
+	if err != nil || info.Name == "" {
+		return true, ""
+	}
+	h, err := s.env.Hostname()
+	if err != nil || h == "" {
+		return true, ""
+	}
+	if strings.EqualFold(h, info.Name) || strings.EqualFold(strings.SplitN(h, ".", 2)[0], strings.SplitN(info.Name, ".", 2)[0]) {
+		return true, ""
+	}
+	return false, info.Name
+}

@@ -1,0 +1,513 @@
+package commands
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
+	"github.com/rdma-macvlan/rdma-macvlan/driver"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
+)
+
+// inspectEndpoint is one container's endpoint on an rdma-macvlan network.
+type inspectEndpoint struct {
+	ID          string `json:"id"`
+	Container   string `json:"container,omitempty"`
+	ContainerID string `json:"container_id,omitempty"`
+	// Ifname is the interface's name in the container, from the GID table
+	// (empty when not known); HostIfname the link's name in the host
+	// namespace before Docker moved it.
+	Ifname     string               `json:"ifname,omitempty"`
+	HostIfname string               `json:"host_ifname,omitempty"`
+	IPv4       string               `json:"ipv4,omitempty"`
+	IPv6       string               `json:"ipv6,omitempty"`
+	MAC        string               `json:"mac,omitempty"`
+	GIDs       []driver.EndpointGID `json:"gids"`
+	// GIDIndex is the RoCE v2 GID index of the endpoint's IPv4 address (of
+	// its IPv6 address on IPv6-only networks): what NCCL_IB_GID_INDEX and
+	// ib_write_bw -x want. Nil when the entry is not in the table.
+	GIDIndex *int `json:"gid_index"`
+	// RDMAReady is the daemon's word; nil when it could not be asked.
+	RDMAReady  *bool  `json:"rdma_ready"`
+	RDMAReason string `json:"rdma_reason,omitempty"`
+}
+
+// inspectNetwork is a network with the endpoints shown.
+type inspectNetwork struct {
+	lsNetwork
+	Endpoints []inspectEndpoint `json:"endpoints"`
+}
+
+// inspectContainer is one container and its rdma-macvlan networks.
+type inspectContainer struct {
+	Name    string `json:"name"`
+	ID      string `json:"id"`
+	Running bool   `json:"running"`
+	// Devices are the container's --device host paths and CDI devices.
+	Devices  []string         `json:"devices"`
+	IPCLock  bool             `json:"ipc_lock"`
+	Memlock  string           `json:"memlock"`
+	Networks []inspectNetwork `json:"networks"`
+	// Env is the environment an RDMA application in the container needs.
+	Env      []string `json:"env"`
+	Problems []string `json:"problems,omitempty"`
+}
+
+type inspectOutput struct {
+	Containers []inspectContainer `json:"containers"`
+	Networks   []inspectNetwork   `json:"networks"`
+}
+
+func (s *session) cmdInspect(args []string) int {
+	fs, format := newFlagSet("inspect", s.env)
+	s.commonFlags(fs)
+	fs.StringVar(&s.sysfsRootFlag, "sysfs-root", "", "read sysfs under this root (default: the plugin's sysfs mount, else /)")
+	names, status, ok := parseFlags(fs, args, s.env.Stdout)
+	if !ok {
+		return status
+	}
+	if err := checkFormat(*format); err != nil {
+		fmt.Fprintf(s.env.Stderr, "docker rdma inspect: %v\n", err)
+		return exitUsage
+	}
+	if len(names) == 0 {
+		fmt.Fprintf(s.env.Stderr, "Usage:  %s\n", usages["inspect"])
+		return exitUsage
+	}
+	out := inspectOutput{Containers: []inspectContainer{}, Networks: []inspectNetwork{}}
+	failed := false
+	for _, name := range names {
+		if c, cerr := s.cli.ContainerInspect(s.ctx, name); cerr == nil {
+			ic, err := s.inspectContainer(c)
+			if err != nil {
+				fmt.Fprintf(s.env.Stderr, "docker rdma inspect: %s: %v\n", name, err)
+				failed = true
+				continue
+			}
+			out.Containers = append(out.Containers, ic)
+			continue
+		}
+		n, nerr := s.cli.NetworkInspect(s.ctx, name)
+		if nerr != nil {
+			fmt.Fprintf(s.env.Stderr, "docker rdma inspect: %s: no such container or network\n", name)
+			failed = true
+			continue
+		}
+		if !s.isRDMADriver(n.Driver) {
+			fmt.Fprintf(s.env.Stderr, "docker rdma inspect: network %s has driver %s, not rdma-macvlan\n", n.Name, n.Driver)
+			failed = true
+			continue
+		}
+		out.Networks = append(out.Networks, s.inspectNetwork(n))
+	}
+	if *format == "json" {
+		writeJSON(s.env.Stdout, out)
+	} else {
+		renderInspect(s.env.Stdout, out)
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// describeNetwork resolves a network into its row; a missing or disabled
+// plugin is a problem of the row.
+func (s *session) describeNetwork(n docker.Network) (inspectNetwork, *netView) {
+	in := inspectNetwork{lsNetwork: lsNetwork{Name: n.Name, ID: n.ID, Driver: n.Driver, Parent: n.Options["parent"],
+		Containers: len(n.Containers), DeviceFlags: []string{}}, Endpoints: []inspectEndpoint{}}
+	v, err := s.resolveNetwork(n)
+	if err != nil {
+		in.Problems = append(in.Problems, err.Error())
+		return in, v
+	}
+	in.Parent = v.Parent
+	in.HCA, in.Port, in.PortState, in.LinkLayer, in.NetnsMode = v.HCA, v.Port, v.PortState, v.LinkLayer, v.NetnsMode
+	in.GIDTable, in.CDIDevice, in.Source = v.GIDTable, v.CDIDevice, v.Source
+	in.Missing, in.Problems = v.Missing, v.Problems
+	for _, d := range v.Nodes {
+		in.DeviceNodes = append(in.DeviceNodes, d.Path)
+	}
+	if useCDI, _ := s.cdiSpecInEngine(v.HCA, v.CDIDevice); useCDI {
+		in.DeviceFlags = []string{"--device", v.CDIDevice}
+	} else {
+		for _, p := range in.DeviceNodes {
+			in.DeviceFlags = append(in.DeviceFlags, "--device", p)
+		}
+	}
+	return in, v
+}
+
+func (s *session) inspectNetwork(n docker.Network) inspectNetwork {
+	in, v := s.describeNetwork(n)
+	if v == nil {
+		return in
+	}
+	byEndpoint := map[string]string{}
+	ids := make([]string, 0, len(n.Containers))
+	for id, c := range n.Containers {
+		byEndpoint[c.EndpointID] = id
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return n.Containers[ids[i]].Name < n.Containers[ids[j]].Name })
+	seen := map[string]bool{}
+	for _, id := range ids {
+		c := n.Containers[id]
+		ep := s.endpoint(v, c.EndpointID, addrOnly(c.IPv4Address), addrOnly(c.IPv6Address), c.MacAddress)
+		ep.Container, ep.ContainerID = c.Name, id
+		seen[c.EndpointID] = true
+		in.Endpoints = append(in.Endpoints, ep)
+	}
+	if v.Status != nil {
+		// Endpoints the daemon has and Docker does not show (not yet
+		// joined, or left behind).
+		for _, e := range v.Status.Endpoints {
+			if !seen[e.ID] {
+				in.Endpoints = append(in.Endpoints, s.endpoint(v, e.ID, "", "", ""))
+			}
+		}
+	}
+	return in
+}
+
+// endpoint describes one endpoint from the daemon's status, or else from
+// Docker's addresses and the GID table in sysfs.
+func (s *session) endpoint(v *netView, id, ipv4, ipv6, mac string) inspectEndpoint {
+	ep := inspectEndpoint{ID: id, IPv4: ipv4, IPv6: ipv6, MAC: mac, GIDs: []driver.EndpointGID{}}
+	var st *driver.EndpointStatus
+	if v.Status != nil {
+		for i := range v.Status.Endpoints {
+			if v.Status.Endpoints[i].ID == id {
+				st = &v.Status.Endpoints[i]
+			}
+		}
+	}
+	sys := v.sys
+	if sys == nil && v.HCA != "" {
+		if local, _ := s.local(); local {
+			sys = rdma.NewSysfs(s.sysfsRoot(v.Backend))
+		}
+	}
+	var table []rdma.GID
+	if sys != nil && v.HCA != "" {
+		table, _ = sys.GIDs(v.HCA, v.Port)
+	}
+	if st != nil {
+		ep.HostIfname = st.Ifname
+		ep.IPv4, ep.IPv6, ep.MAC = firstNonEmpty(st.IPv4, ep.IPv4), firstNonEmpty(st.IPv6, ep.IPv6), firstNonEmpty(st.MAC, ep.MAC)
+		ep.GIDs = append(ep.GIDs, st.GIDs...)
+		ready := st.RDMAReady
+		ep.RDMAReady, ep.RDMAReason = &ready, st.RDMAReason
+	} else {
+		for _, ip := range []string{ep.IPv4, ep.IPv6} {
+			if a := net.ParseIP(ip); a != nil {
+				for _, g := range rdma.GIDsWithIP(table, a) {
+					ep.GIDs = append(ep.GIDs, driver.EndpointGID{Index: g.Index, Type: g.Type, GID: g.GID})
+				}
+			}
+		}
+	}
+	if i := roceV2Index(ep.GIDs, ep.IPv4, ep.IPv6); i >= 0 {
+		ep.GIDIndex = &i
+		for _, g := range table {
+			if g.Index == i {
+				ep.Ifname = g.Ndev
+			}
+		}
+	}
+	return ep
+}
+
+// roceV2Index returns the index of the RoCE v2 entry of the IPv4 address,
+// else of the IPv6 address, or -1.
+func roceV2Index(gids []driver.EndpointGID, ipv4, ipv6 string) int {
+	for _, ip := range []string{ipv4, ipv6} {
+		a := net.ParseIP(ip)
+		if a == nil || a.IsLinkLocalUnicast() {
+			continue
+		}
+		want := rdma.GIDFromIP(a)
+		for _, g := range gids {
+			if g.Type == rdma.GIDTypeRoCEv2 && strings.EqualFold(g.GID, want) {
+				return g.Index
+			}
+		}
+	}
+	return -1
+}
+
+func (s *session) inspectContainer(c docker.Container) (inspectContainer, error) {
+	ic := inspectContainer{Name: strings.TrimPrefix(c.Name, "/"), ID: c.ID, Running: c.State.Running,
+		Devices: []string{}, Networks: []inspectNetwork{}, Env: []string{}}
+	for _, d := range c.HostConfig.Devices {
+		ic.Devices = append(ic.Devices, d.PathOnHost)
+	}
+	for _, r := range c.HostConfig.DeviceRequests {
+		if r.Driver == "cdi" {
+			ic.Devices = append(ic.Devices, r.DeviceIDs...)
+		}
+	}
+	caps := &runflags.Parsed{CapAdd: c.HostConfig.CapAdd, Privileged: c.HostConfig.Privileged}
+	ic.IPCLock = caps.AddsCap(runflags.IPCLock)
+	ic.Memlock = "engine default"
+	for _, u := range c.HostConfig.Ulimits {
+		if u.Name == "memlock" {
+			ic.Memlock = limitText(u.Soft) + ":" + limitText(u.Hard)
+		}
+	}
+	names := make([]string, 0, len(c.NetworkSettings.Networks))
+	for name := range c.NetworkSettings.Networks {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		es := c.NetworkSettings.Networks[name]
+		n, err := s.cli.NetworkInspect(s.ctx, firstNonEmpty(es.NetworkID, name))
+		if err != nil || !s.isRDMADriver(n.Driver) {
+			continue
+		}
+		in, v := s.describeNetwork(n)
+		if v != nil {
+			ep := s.endpoint(v, es.EndpointID, es.IPAddress, es.GlobalIPv6Address, es.MacAddress)
+			ep.Container, ep.ContainerID = ic.Name, c.ID
+			in.Endpoints = append(in.Endpoints, ep)
+			if !hasDevices(ic.Devices, c.HostConfig.Privileged, v) {
+				ic.Problems = append(ic.Problems, fmt.Sprintf("no device of %s was given to the container: RDMA software in it will find no RDMA devices (run it with docker rdma run, or add %s)",
+					firstNonEmpty(v.HCA, "the network's HCA"), strings.Join(in.DeviceFlags, " ")))
+			}
+		}
+		ic.Networks = append(ic.Networks, in)
+	}
+	if len(ic.Networks) == 0 {
+		return ic, fmt.Errorf("container %s is on no rdma-macvlan network", ic.Name)
+	}
+	if !ic.IPCLock {
+		ic.Problems = append(ic.Problems, "no CAP_IPC_LOCK (docker rdma run adds --cap-add IPC_LOCK)")
+	}
+	if ic.Memlock == "engine default" {
+		ic.Problems = append(ic.Problems, "no --ulimit memlock: pinned memory is limited to the engine's default (often 64 KiB or 8 MiB); ibv_reg_mr fails with ENOMEM above it")
+	}
+	ic.Env = containerEnv(ic.Networks)
+	return ic, nil
+}
+
+// hasDevices reports whether the container was given the network's HCA:
+// its CDI device, or every node, or everything (--privileged).
+func hasDevices(devices []string, privileged bool, v *netView) bool {
+	if privileged {
+		return true
+	}
+	if v.HCA != "" && contains(devices, rdma.CDIDeviceName(v.HCA)) {
+		return true
+	}
+	if len(v.Nodes) == 0 {
+		return true // not known: do not accuse
+	}
+	for _, n := range v.Nodes {
+		if !contains(devices, n.Path) {
+			return false
+		}
+	}
+	return true
+}
+
+// containerEnv is the environment RDMA software in the container needs to
+// pick the right device, port and GID: NCCL's and UCX's names.
+func containerEnv(nets []inspectNetwork) []string {
+	var hcas, ifnames []string
+	index, indexKnown, indexSame := -1, false, true
+	for _, n := range nets {
+		if n.HCA == "" || len(n.Endpoints) == 0 {
+			continue
+		}
+		hcas = append(hcas, n.HCA+":"+strconv.Itoa(max(n.Port, 1)))
+		ep := n.Endpoints[0]
+		if ep.Ifname != "" {
+			ifnames = append(ifnames, ep.Ifname)
+		}
+		if ep.GIDIndex != nil {
+			if indexKnown && *ep.GIDIndex != index {
+				indexSame = false
+			}
+			index, indexKnown = *ep.GIDIndex, true
+		}
+	}
+	if len(hcas) == 0 {
+		return []string{}
+	}
+	list := strings.Join(hcas, ",")
+	// "=" makes NCCL match the names exactly (mlx5_1 is not mlx5_10).
+	env := []string{"NCCL_IB_HCA==" + list}
+	if indexKnown && indexSame {
+		env = append(env, "NCCL_IB_GID_INDEX="+strconv.Itoa(index))
+	}
+	if len(ifnames) > 0 {
+		env = append(env, "NCCL_SOCKET_IFNAME="+strings.Join(ifnames, ","))
+	}
+	env = append(env, "UCX_NET_DEVICES="+list)
+	if indexKnown && indexSame {
+		env = append(env, "UCX_IB_GID_INDEX="+strconv.Itoa(index))
+	}
+	return env
+}
+
+func renderInspect(w io.Writer, out inspectOutput) {
+	for i, c := range out.Containers {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		state := "not running"
+		if c.Running {
+			state = "running"
+		}
+		fmt.Fprintf(w, "container %s (%s), %s\n", c.Name, shortID(c.ID), state)
+		fmt.Fprintf(w, "  devices    %s\n", dash(strings.Join(c.Devices, " ")))
+		fmt.Fprintf(w, "  IPC_LOCK   %s\n", yesNo(c.IPCLock))
+		fmt.Fprintf(w, "  memlock    %s\n", c.Memlock)
+		for _, n := range c.Networks {
+			fmt.Fprintln(w)
+			renderNetworkHead(w, n.lsNetwork)
+			for _, ep := range n.Endpoints {
+				renderEndpoint(w, ep)
+			}
+		}
+		for _, p := range c.Problems {
+			fmt.Fprintf(w, "problem: %s\n", p)
+		}
+		if len(c.Env) > 0 {
+			fmt.Fprintf(w, "\n# environment for RDMA applications in %s (docker exec -e, or an env file)\n", c.Name)
+			for _, e := range c.Env {
+				fmt.Fprintln(w, e)
+			}
+		} else {
+			fmt.Fprintln(w, "\n# environment not known: the network's HCA could not be found")
+		}
+	}
+	for i, n := range out.Networks {
+		if i > 0 || len(out.Containers) > 0 {
+			fmt.Fprintln(w)
+		}
+		renderNetworkHead(w, n.lsNetwork)
+		fmt.Fprintf(w, "  containers %d\n\n", n.Containers)
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "CONTAINER\tINTERFACE\tIPV4\tIPV6\tGID INDEX\tGIDS\tRDMA")
+		for _, ep := range n.Endpoints {
+			idx := "-"
+			if ep.GIDIndex != nil {
+				idx = strconv.Itoa(*ep.GIDIndex)
+			}
+			var gids []string
+			for _, g := range ep.GIDs {
+				gids = append(gids, strconv.Itoa(g.Index))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash(firstNonEmpty(ep.Container, "? endpoint "+shortID(ep.ID))),
+				dash(ep.Ifname), dash(ep.IPv4), dash(ep.IPv6), idx, dash(strings.Join(gids, ",")), readiness(ep))
+		}
+		_ = tw.Flush()
+	}
+}
+
+func renderNetworkHead(w io.Writer, n lsNetwork) {
+	fmt.Fprintf(w, "network %s (%s), driver %s\n", n.Name, shortID(n.ID), n.Driver)
+	port := "-"
+	if n.HCA != "" {
+		port = fmt.Sprintf("%s port %d", n.HCA, n.Port)
+		if n.PortState != "" {
+			port += " " + n.PortState
+		}
+		if n.LinkLayer != "" {
+			port += " " + n.LinkLayer
+		}
+	}
+	fmt.Fprintf(w, "  parent     %s\n", dash(n.Parent))
+	fmt.Fprintf(w, "  HCA        %s\n", port)
+	if n.NetnsMode != "" {
+		fmt.Fprintf(w, "  netns mode %s\n", n.NetnsMode)
+	}
+	fmt.Fprintf(w, "  GID table  %s\n", gidCell(n.GIDTable))
+	fmt.Fprintf(w, "  devices    %s\n", dash(strings.Join(n.DeviceFlags, " ")))
+	for _, p := range n.Problems {
+		fmt.Fprintf(w, "  problem:   %s\n", p)
+	}
+	for _, m := range n.Missing {
+		fmt.Fprintf(w, "  not known: %s\n", m)
+	}
+}
+
+func renderEndpoint(w io.Writer, ep inspectEndpoint) {
+	ifname := dash(ep.Ifname)
+	if ep.HostIfname != "" {
+		ifname += " (host link " + ep.HostIfname + ")"
+	}
+	fmt.Fprintf(w, "  interface  %s\n", ifname)
+	var addrs []string
+	for _, a := range []struct{ k, v string }{{"IPv4", ep.IPv4}, {"IPv6", ep.IPv6}, {"MAC", ep.MAC}} {
+		if a.v != "" {
+			addrs = append(addrs, a.k+" "+a.v)
+		}
+	}
+	fmt.Fprintf(w, "  addresses  %s\n", dash(strings.Join(addrs, ", ")))
+	if len(ep.GIDs) == 0 {
+		fmt.Fprintf(w, "  GIDs       -\n")
+	}
+	for i, g := range ep.GIDs {
+		label := "  GIDs       "
+		if i > 0 {
+			label = "             "
+		}
+		fmt.Fprintf(w, "%s%d  %-10s  %s\n", label, g.Index, g.Type, g.GID)
+	}
+	fmt.Fprintf(w, "  RDMA       %s\n", readiness(ep))
+}
+
+func readiness(ep inspectEndpoint) string {
+	switch {
+	case ep.RDMAReady == nil:
+		if ep.GIDIndex != nil {
+			return "GID entries present (readiness not known without the daemon)"
+		}
+		return "not known (the daemon could not be asked)"
+	case *ep.RDMAReady:
+		return "ready"
+	case ep.RDMAReason != "":
+		return "not ready: " + ep.RDMAReason
+	}
+	return "not ready"
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func limitText(v int64) string {
+	if v < 0 {
+		return "unlimited"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func firstNonEmpty(a ...string) string {
+	for _, s := range a {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// addrOnly strips a prefix length: 192.168.7.2/24 -> 192.168.7.2.
+func addrOnly(cidr string) string {
+	if ip, _, err := net.ParseCIDR(cidr); err == nil {
+		return ip.String()
+	}
+	return cidr
+}

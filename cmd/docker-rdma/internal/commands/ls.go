@@ -1,0 +1,173 @@
+package commands
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/rdma-macvlan/rdma-macvlan/driver"
+)
+
+// lsNetwork is one row of docker rdma ls (and its JSON form).
+type lsNetwork struct {
+	Name       string                 `json:"name"`
+	ID         string                 `json:"id"`
+	Driver     string                 `json:"driver"`
+	Parent     string                 `json:"parent"`
+	HCA        string                 `json:"hca,omitempty"`
+	Port       int                    `json:"port,omitempty"`
+	PortState  string                 `json:"port_state,omitempty"`
+	LinkLayer  string                 `json:"link_layer,omitempty"`
+	NetnsMode  string                 `json:"netns_mode,omitempty"`
+	GIDTable   *driver.GIDTableStatus `json:"gid_table,omitempty"`
+	Containers int                    `json:"containers"`
+	// DeviceFlags are the docker run flags that give a container the
+	// network's devices on this engine, one argument per element.
+	DeviceFlags []string `json:"device_flags"`
+	CDIDevice   string   `json:"cdi_device,omitempty"`
+	DeviceNodes []string `json:"device_nodes,omitempty"`
+	Source      string   `json:"source,omitempty"`
+	Missing     []string `json:"missing,omitempty"`
+	Problems    []string `json:"problems,omitempty"`
+}
+
+type lsOutput struct {
+	Networks []lsNetwork `json:"networks"`
+}
+
+func (s *session) cmdLs(args []string) int {
+	fs, format := newFlagSet("ls", s.env)
+	s.commonFlags(fs)
+	fs.StringVar(&s.sysfsRootFlag, "sysfs-root", "", "read sysfs under this root when the daemon cannot be asked (default: the plugin's sysfs mount, else /)")
+	rest, status, ok := parseFlags(fs, args, s.env.Stdout)
+	if !ok {
+		return status
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(s.env.Stderr, "docker rdma ls: unexpected argument %q\n", rest[0])
+		return exitUsage
+	}
+	if err := checkFormat(*format); err != nil {
+		fmt.Fprintf(s.env.Stderr, "docker rdma ls: %v\n", err)
+		return exitUsage
+	}
+	nets, err := s.rdmaNetworks()
+	if err != nil {
+		fmt.Fprintf(s.env.Stderr, "docker rdma ls: %v\n", err)
+		return 1
+	}
+	out := lsOutput{Networks: []lsNetwork{}}
+	for _, n := range nets {
+		row := lsNetwork{Name: n.Name, ID: n.ID, Driver: n.Driver, Parent: n.Options["parent"], Containers: len(n.Containers), DeviceFlags: []string{}}
+		v, err := s.resolveNetwork(n)
+		if err != nil {
+			row.Problems = append(row.Problems, err.Error())
+			out.Networks = append(out.Networks, row)
+			continue
+		}
+		row.Parent = v.Parent
+		row.HCA, row.Port, row.PortState, row.LinkLayer, row.NetnsMode = v.HCA, v.Port, v.PortState, v.LinkLayer, v.NetnsMode
+		row.GIDTable, row.CDIDevice, row.Source = v.GIDTable, v.CDIDevice, v.Source
+		row.Missing, row.Problems = v.Missing, v.Problems
+		for _, d := range v.Nodes {
+			row.DeviceNodes = append(row.DeviceNodes, d.Path)
+		}
+		if useCDI, _ := s.cdiSpecInEngine(v.HCA, v.CDIDevice); useCDI {
+			row.DeviceFlags = []string{"--device", v.CDIDevice}
+		} else {
+			for _, p := range row.DeviceNodes {
+				row.DeviceFlags = append(row.DeviceFlags, "--device", p)
+			}
+		}
+		out.Networks = append(out.Networks, row)
+	}
+	if *format == "json" {
+		return writeJSON(s.env.Stdout, out)
+	}
+	renderLs(s.env.Stdout, out)
+	if len(out.Networks) == 0 {
+		fmt.Fprintln(s.env.Stderr, "no rdma-macvlan networks; create one: docker network create -d rdma-macvlan -o parent=<RoCE netdev> --subnet <CIDR> NAME")
+	}
+	return 0
+}
+
+// renderLs prints the table and, under it, each network's problems and
+// what could not be found out.
+func renderLs(w io.Writer, out lsOutput) {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDRIVER\tPARENT\tHCA\tPORT\tSTATE\tCONTAINERS\tGID TABLE\tDEVICE FLAGS")
+	for _, n := range out.Networks {
+		port := ""
+		if n.Port > 0 {
+			port = strconv.Itoa(n.Port)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
+			n.Name, n.Driver, dash(n.Parent), dash(n.HCA), dash(port), dash(n.PortState), n.Containers,
+			gidCell(n.GIDTable), dash(strings.Join(n.DeviceFlags, " ")))
+	}
+	_ = tw.Flush()
+	notes := map[string][]string{}
+	for _, n := range out.Networks {
+		for _, p := range n.Problems {
+			fmt.Fprintf(w, "%s: problem: %s\n", n.Name, p)
+		}
+		for _, m := range n.Missing {
+			notes[m] = append(notes[m], n.Name)
+		}
+	}
+	keys := make([]string, 0, len(notes))
+	for k := range notes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "%s: not known: %s\n", strings.Join(notes[k], ", "), k)
+	}
+}
+
+// barWidth is the width of a GID table bar between its brackets.
+const barWidth = 10
+
+// bar draws how full a table is: [###.......]. Any use shows at least one
+// mark and only a full table is all marks.
+func bar(used, size int) string {
+	if size <= 0 {
+		return "[" + strings.Repeat("?", barWidth) + "]"
+	}
+	used = min(max(used, 0), size)
+	fill := (used*barWidth + size/2) / size
+	if used > 0 && fill == 0 {
+		fill = 1
+	}
+	if used < size && fill == barWidth {
+		fill = barWidth - 1
+	}
+	return "[" + strings.Repeat("#", fill) + strings.Repeat(".", barWidth-fill) + "]"
+}
+
+func gidCell(t *driver.GIDTableStatus) string {
+	if t == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s %d/%d", bar(t.Used, t.Size), t.Used, t.Size)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func writeJSON(w io.Writer, v any) int {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,316 @@
+package commands
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
+	"github.com/rdma-macvlan/rdma-macvlan/driver"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
+)
+
+// netView is what docker rdma knows about one rdma-macvlan network: from
+// the daemon's status when it can read it, else from Docker's network
+// options, sysfs and the CDI spec, with what is missing said in Missing.
+type netView struct {
+	Name, ID, Driver string
+	Parent           string
+	Backend          *backend
+	// Status is the daemon's view of the network; nil when unknown.
+	Status *driver.NetworkStatus
+
+	HCA                  string
+	Port                 int
+	PortState, LinkLayer string
+	NetnsMode            string
+	GIDTable             *driver.GIDTableStatus
+	Nodes                []driver.DeviceStatus
+	// CDIDevice is the CDI name of the HCA's device when the daemon or a
+	// spec on disk says there is one.
+	CDIDevice string
+	// Source is where the RDMA facts come from: daemon, sysfs or CDI spec.
+	Source   string
+	Missing  []string
+	Problems []string
+	// sys is the sysfs tree the facts were read from, nil when none was.
+	sys *rdma.Sysfs
+}
+
+// resolveNetwork builds the view of one Docker network known to be
+// rdma-macvlan. An error means the plugin is missing or disabled.
+func (s *session) resolveNetwork(n docker.Network) (*netView, error) {
+	v := &netView{Name: n.Name, ID: n.ID, Driver: n.Driver, Parent: n.Options["parent"]}
+	b, err := s.backendFor(n.Driver)
+	if err != nil {
+		return v, err
+	}
+	v.Backend = b
+	st, stErr := s.status(b)
+	if ns := findNetwork(st, n.ID); ns != nil {
+		v.fromStatus(ns)
+		return v, nil
+	}
+	if stErr != nil {
+		v.Missing = append(v.Missing, "daemon status: "+stErr.Error())
+	} else {
+		v.Missing = append(v.Missing, fmt.Sprintf("the daemon at %s does not know network %s (its state was lost? containers on it will fail: recreate the network)", b.Socket, shortID(n.ID)))
+	}
+	s.fallback(v, n.Options["rdma_device"])
+	return v, nil
+}
+
+func (v *netView) fromStatus(ns *driver.NetworkStatus) {
+	v.Status = ns
+	v.Source = "daemon"
+	if v.Parent == "" {
+		v.Parent = ns.Parent
+	}
+	v.HCA, v.Port = ns.HCA, ns.Port
+	v.PortState, v.LinkLayer, v.NetnsMode = ns.PortState, ns.LinkLayer, ns.NetnsMode
+	v.GIDTable = ns.GIDTable
+	v.Nodes = ns.Devices
+	v.CDIDevice = ns.CDIDevice
+	v.Problems = append(v.Problems, ns.Problems...)
+	if ns.HCA == "" {
+		v.Problems = append(v.Problems, "the daemon has no RDMA device for this network")
+	}
+}
+
+// sysfsRoot is the root sysfs is read under: --sysfs-root, else the source
+// of the managed plugin's sysfs mount when it is a .../sys directory (so a
+// plugin pointed at a test tree is read the same way), else /.
+func (s *session) sysfsRoot(b *backend) string {
+	if s.sysfsRootFlag != "" {
+		return s.sysfsRootFlag
+	}
+	if b != nil && b.Plugin != nil {
+		if src := b.Plugin.MountSource("sysfs"); filepath.Base(src) == "sys" && src != "/sys" {
+			return filepath.Dir(src)
+		}
+	}
+	return "/"
+}
+
+// fallback fills in the view from sysfs and CDI specs on this host.
+func (s *session) fallback(v *netView, rdmaDevice string) {
+	if local, host := s.local(); !local {
+		v.Missing = append(v.Missing, "the RDMA device: Docker runs on "+host+", whose sysfs and CDI specs cannot be read from here")
+		return
+	}
+	sys := rdma.NewSysfs(s.sysfsRoot(v.Backend))
+	hca, port := rdmaDevice, 0
+	var detectErr error
+	if hca == "" && v.Parent != "" {
+		for _, dev := range parentCandidates(v.Parent) {
+			h, p, err := sys.HCAForNetdev(dev)
+			if err == nil {
+				hca, port = h, p
+				break
+			}
+			if detectErr == nil {
+				detectErr = err
+			}
+		}
+	}
+	if hca != "" {
+		v.sysfsFacts(sys, hca, port)
+	}
+	spec, specHCA, err := s.findCDISpec(v.Backend, hca)
+	switch {
+	case err != nil:
+		v.Missing = append(v.Missing, err.Error())
+	case spec != nil && hca == "":
+		// The only HCA with a spec: the network most likely uses it.
+		v.HCA, v.Source = specHCA, "CDI spec"
+		for _, d := range spec.Devices {
+			for _, n := range d.ContainerEdits.DeviceNodes {
+				v.Nodes = append(v.Nodes, driver.DeviceStatus{Path: n.Path, Major: uint32(n.Major), Minor: uint32(n.Minor)})
+			}
+		}
+		v.CDIDevice = rdma.CDIDeviceName(specHCA)
+		v.Missing = append(v.Missing, "which HCA serves parent "+v.Parent+" (taken from the only rdma-macvlan CDI spec, "+specHCA+")")
+	case spec != nil:
+		v.CDIDevice = rdma.CDIDeviceName(hca)
+	}
+	if v.HCA == "" {
+		why := "no parent in the network's options"
+		if detectErr != nil {
+			why = detectErr.Error()
+		} else if v.Parent != "" {
+			why = "parent " + v.Parent + " not found in " + sys.Root
+		}
+		v.Missing = append(v.Missing, "the RDMA device: "+why)
+	}
+	v.Missing = append(v.Missing, missingReadiness)
+}
+
+// missingReadiness is what the fallback can never know.
+const missingReadiness = "GID readiness of endpoints (only the daemon knows which are its own)"
+
+// sysfsFacts reads an HCA port's state, GID table and device nodes.
+func (v *netView) sysfsFacts(sys *rdma.Sysfs, hca string, port int) {
+	v.HCA, v.Source, v.sys = hca, "sysfs", sys
+	if port == 0 {
+		if ports, err := sys.Ports(hca); err == nil && len(ports) > 0 {
+			port = ports[0]
+		}
+	}
+	v.Port = port
+	if pi, err := sys.Port(hca, port); err != nil {
+		v.Problems = append(v.Problems, err.Error())
+	} else {
+		v.PortState, v.LinkLayer = pi.State, pi.LinkLayer
+		if gids, err := sys.GIDs(hca, port); err == nil {
+			v.GIDTable = &driver.GIDTableStatus{Size: pi.GIDTableSize, Used: len(gids), Free: max(pi.GIDTableSize-len(gids), 0)}
+		}
+	}
+	nodes, err := sys.DeviceNodes(hca)
+	if err != nil {
+		v.Problems = append(v.Problems, err.Error())
+	}
+	for _, n := range nodes {
+		v.Nodes = append(v.Nodes, driver.DeviceStatus{Path: n.Path, Major: n.Major, Minor: n.Minor})
+	}
+	if mode, err := sys.NetnsModeFromSysfs(); err == nil {
+		v.NetnsMode = mode
+	}
+}
+
+// parentCandidates are the netdevs to look up for a parent: itself, and
+// for IFNAME.VLAN the real device, whose HCA the VLAN uses.
+func parentCandidates(parent string) []string {
+	c := []string{parent}
+	if i := strings.LastIndex(parent, "."); i > 0 {
+		c = append(c, parent[:i])
+	}
+	return c
+}
+
+// cdiDirs are the directories to look for rdma-macvlan CDI specs in: the
+// managed plugin's cdi mount, the engine's CDI spec dirs, and the CDI
+// defaults.
+func (s *session) cdiDirs(b *backend) []string {
+	var dirs []string
+	if b != nil && b.Plugin != nil {
+		if src := b.Plugin.MountSource("cdi"); src != "" {
+			dirs = append(dirs, src)
+		}
+	}
+	if info, err := s.dockerInfo(); err == nil {
+		dirs = append(dirs, info.CDISpecDirs...)
+	}
+	dirs = append(dirs, "/etc/cdi", "/var/run/cdi")
+	seen := map[string]bool{}
+	out := dirs[:0]
+	for _, d := range dirs {
+		d = filepath.Clean(d)
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// findCDISpec reads the rdma-macvlan CDI spec of hca, or when hca is ""
+// the spec of the only HCA that has one. It returns nil without an error
+// when there is none.
+func (s *session) findCDISpec(b *backend, hca string) (*rdma.CDISpec, string, error) {
+	dirs := s.cdiDirs(b)
+	if hca == "" {
+		found := map[string]string{}
+		for _, d := range dirs {
+			hcas, _ := rdma.CDISpecHCAs(d)
+			for _, h := range hcas {
+				if _, ok := found[h]; !ok {
+					found[h] = rdma.CDISpecPath(d, h)
+				}
+			}
+		}
+		if len(found) != 1 {
+			return nil, "", nil
+		}
+		for h := range found {
+			hca = h
+		}
+	}
+	for _, d := range dirs {
+		p := rdma.CDISpecPath(d, hca)
+		data, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("read CDI spec %s: %w", p, err)
+		}
+		var spec rdma.CDISpec
+		if err := json.Unmarshal(data, &spec); err != nil {
+			return nil, "", fmt.Errorf("decode CDI spec %s: %w", p, err)
+		}
+		return &spec, hca, nil
+	}
+	return nil, "", nil
+}
+
+// cdiSpecInEngine reports whether the engine resolves the CDI device of
+// hca: it reads CDI specs (Docker >= 25 with CDI on) and one of its spec
+// directories holds the spec. When Docker runs elsewhere the directories
+// cannot be looked at, and the daemon's word (cdiDevice) is taken.
+func (s *session) cdiSpecInEngine(hca, cdiDevice string) (bool, string) {
+	info, err := s.dockerInfo()
+	if err != nil {
+		return false, "docker info failed: " + err.Error()
+	}
+	if len(info.CDISpecDirs) == 0 {
+		return false, fmt.Sprintf("Docker %s does not resolve CDI devices (needs Docker >= 25 with CDI on; 28.2 and later have it on by default)", info.ServerVersion)
+	}
+	if hca == "" {
+		return false, "the HCA is not known"
+	}
+	if local, _ := s.local(); !local {
+		return cdiDevice != "", "the engine's CDI directories are on another host"
+	}
+	for _, d := range info.CDISpecDirs {
+		if _, err := os.Stat(rdma.CDISpecPath(d, hca)); err == nil {
+			return true, ""
+		}
+	}
+	return false, fmt.Sprintf("no rdma-macvlan CDI spec for %s in the engine's CDI directories (%s); the plugin writes specs to its --cdi-dir (managed plugin: the cdi mount)",
+		hca, strings.Join(info.CDISpecDirs, ", "))
+}
+
+// rdmaNetworks lists Docker's rdma-macvlan networks, inspected, sorted by
+// name.
+func (s *session) rdmaNetworks() ([]docker.Network, error) {
+	list, err := s.cli.Networks(s.ctx)
+	if err != nil {
+		return nil, err
+	}
+	var nets []docker.Network
+	for _, n := range list {
+		if !s.isRDMADriver(n.Driver) {
+			continue
+		}
+		full, err := s.cli.NetworkInspect(s.ctx, n.ID)
+		if err != nil {
+			// Removed between ls and inspect.
+			continue
+		}
+		nets = append(nets, full)
+	}
+	sort.Slice(nets, func(i, j int) bool { return nets[i].Name < nets[j].Name })
+	return nets, nil
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,206 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
+)
+
+// exitRunFailed is docker run's status when docker itself (not the
+// container) failed; docker rdma run uses it for its own errors too.
+const exitRunFailed = 125
+
+const runUsage = `Usage:  docker rdma run [OPTIONS] --network NETWORK IMAGE [COMMAND] [ARG...]
+
+Runs docker run with what RDMA needs on an rdma-macvlan network: the HCA's
+devices (its CDI device where the engine resolves CDI, else --device for its
+uverbs node and rdma_cm), --cap-add IPC_LOCK and --ulimit memlock. Every
+docker run option is passed on as given; an option of your own (--device,
+--cap-add IPC_LOCK, --ulimit memlock=...) is kept and not repeated.
+
+Options (anywhere before IMAGE):
+      --memlock SIZE        locked-memory limit: -1/unlimited (default), bytes,
+                            or with K/M/G; SOFT:HARD sets both
+      --device-mode MODE    auto (default), cdi or nodes
+      --dry-run             print the docker command instead of running it
+      --plugin NAME         the rdma-macvlan plugin (default: any whose name
+                            starts with rdma-macvlan; env RDMA_MACVLAN_PLUGIN)
+      --socket PATH         the daemon's socket (env RDMA_MACVLAN_SOCKET)
+`
+
+// cmdRun is docker rdma run: it finds the rdma-macvlan networks of the run,
+// works out their devices and runs docker run with them, exiting with
+// docker's status.
+func (s *session) cmdRun(args []string) int {
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(s.env.Stderr, runUsage)
+		return exitRunFailed
+	case args[0] == "--help":
+		fmt.Fprint(s.env.Stdout, runUsage)
+		return 0
+	}
+	p, err := runflags.Parse(args)
+	if err != nil {
+		return s.runFail("%v\nSee 'docker rdma run --help'.", err)
+	}
+	if p.Own.Plugin != "" {
+		s.opts.plugin = p.Own.Plugin
+	}
+	if p.Own.Socket != "" {
+		s.opts.socket = p.Own.Socket
+	}
+	if p.Image < 0 {
+		return s.runFail("no IMAGE: docker rdma run [OPTIONS] --network NETWORK IMAGE [COMMAND]")
+	}
+	memlock, err := runflags.ParseMemlock(p.Own.Memlock)
+	if err != nil {
+		return s.runFail("--memlock: %v", err)
+	}
+	if len(p.Networks) == 0 {
+		return s.runFail("no --network: docker rdma run needs an rdma-macvlan network (--network NETWORK); list them with: docker rdma ls")
+	}
+	devs, err := s.runDevices(p)
+	if err != nil {
+		return s.runFail("%v", err)
+	}
+	plan := runflags.Build(p, devs, memlock)
+	argv := s.cli.Argv(plan.Argv...)
+	if p.Own.DryRun {
+		for _, n := range plan.Notes {
+			fmt.Fprintf(s.env.Stderr, "# %s\n", n)
+		}
+		fmt.Fprintln(s.env.Stdout, shellJoin(append([]string{s.cli.Path}, argv...)))
+		return 0
+	}
+	return superviseDocker(s.env, s.cli.Path, argv, memlock)
+}
+
+func (s *session) runFail(format string, a ...any) int {
+	fmt.Fprintf(s.env.Stderr, "docker rdma run: "+format+"\n", a...)
+	return exitRunFailed
+}
+
+// runDevices resolves the run's networks and returns the devices its
+// rdma-macvlan networks need. At least one network must be rdma-macvlan.
+func (s *session) runDevices(p *runflags.Parsed) (runflags.Devices, error) {
+	var devs runflags.Devices
+	var others []string
+	seen := map[string]bool{}
+	nRDMA := 0
+	for _, n := range p.Networks {
+		name := n.Name
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if name == "" || name == "default" || strings.HasPrefix(name, "container:") {
+			others = append(others, fmt.Sprintf("%q", name))
+			continue
+		}
+		dn, err := s.cli.NetworkInspect(s.ctx, name)
+		if err != nil {
+			return devs, fmt.Errorf("network %q: %w (list networks: docker network ls)", name, err)
+		}
+		if !s.isRDMADriver(dn.Driver) {
+			others = append(others, fmt.Sprintf("%s (driver %s)", name, dn.Driver))
+			continue
+		}
+		nRDMA++
+		v, err := s.resolveNetwork(dn)
+		if err != nil {
+			return devs, fmt.Errorf("network %s: %w", name, err)
+		}
+		for _, pr := range v.Problems {
+			fmt.Fprintf(s.env.Stderr, "docker rdma run: warning: network %s: %s\n", name, pr)
+		}
+		if v.PortState != "" && v.PortState != "ACTIVE" {
+			fmt.Fprintf(s.env.Stderr, "docker rdma run: warning: network %s: port %s/%d is %s (check the cable and: rdma link show)\n", name, v.HCA, v.Port, v.PortState)
+		}
+		if err := s.addDevices(&devs, v, p.Own.DeviceMode); err != nil {
+			return devs, fmt.Errorf("network %s: %w", name, err)
+		}
+	}
+	if nRDMA == 0 {
+		what := "networks " + strings.Join(others, ", ") + " are"
+		if len(others) == 1 {
+			what = "network " + others[0] + " is"
+		}
+		return devs, fmt.Errorf("%s not rdma-macvlan: give --network an rdma-macvlan network (list them: docker rdma ls; create one: docker network create -d rdma-macvlan -o parent=<RoCE netdev> --subnet ... NAME)", what)
+	}
+	return devs, nil
+}
+
+var errNoDevices = errors.New("cannot tell which RDMA devices the network needs")
+
+// addDevices adds the devices of one network: its CDI device when the
+// engine resolves it (mode auto) or when asked (cdi), else its nodes.
+func (s *session) addDevices(devs *runflags.Devices, v *netView, mode string) error {
+	useCDI := mode == "cdi"
+	if mode == "" || mode == "auto" {
+		useCDI, _ = s.cdiSpecInEngine(v.HCA, v.CDIDevice)
+	}
+	if useCDI {
+		if v.HCA == "" {
+			return fmt.Errorf("%w: %s", errNoDevices, strings.Join(v.Missing, "; "))
+		}
+		name := rdma.CDIDeviceName(v.HCA)
+		if !contains(devs.CDI, name) {
+			devs.CDI = append(devs.CDI, name)
+		}
+		return nil
+	}
+	if len(v.Nodes) == 0 {
+		var why []string
+		for _, m := range append(append([]string{}, v.Problems...), v.Missing...) {
+			if m != missingReadiness {
+				why = append(why, m)
+			}
+		}
+		return fmt.Errorf("%w: %s (pass --device yourself, or run docker rdma as root so it can ask the daemon)", errNoDevices, strings.Join(why, "; "))
+	}
+	for _, n := range v.Nodes {
+		if !contains(devs.Nodes, n.Path) {
+			devs.Nodes = append(devs.Nodes, n.Path)
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// shellJoin quotes args for a POSIX shell where needed.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+func shellQuote(a string) string {
+	if a == "" {
+		return "''"
+	}
+	safe := true
+	for _, r := range a {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,+@%", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return a
+	}
+	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+}

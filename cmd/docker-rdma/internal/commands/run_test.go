@@ -1,0 +1,287 @@
+package commands
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+)
+
+func TestRunDryRun(t *testing.T) {
+	nodes := "--device /dev/infiniband/uverbs0 --device /dev/infiniband/rdma_cm"
+	tests := []struct {
+		name string
+		cdi  bool // the engine reads CDI specs and has mlx5_0's
+		args []string
+		want string // the command after "<docker> run "
+	}{
+		{
+			name: "engine without CDI gets device nodes",
+			args: []string{"run", "--dry-run", "-it", "--rm", "--network", "roce", "img", "sh"},
+			want: nodes + " --cap-add IPC_LOCK --ulimit memlock=-1:-1 -it --rm --network roce img sh",
+		},
+		{
+			name: "engine with CDI gets the CDI device",
+			cdi:  true,
+			args: []string{"run", "--dry-run", "--net=roce", "img"},
+			want: "--device rdma-macvlan/hca=mlx5_0 --cap-add IPC_LOCK --ulimit memlock=-1:-1 --net=roce img",
+		},
+		{
+			name: "device-mode nodes on a CDI engine",
+			cdi:  true,
+			args: []string{"run", "--dry-run", "--device-mode", "nodes", "--net", "roce", "img"},
+			want: nodes + " --cap-add IPC_LOCK --ulimit memlock=-1:-1 --net roce img",
+		},
+		{
+			name: "memlock, advanced network syntax, env and a command with flags",
+			args: []string{"run", "--memlock", "8M", "--dry-run", "-e", "A=b c", "--network", "name=roce,driver-opt=mtu=1400", "img", "sh", "-c", "echo $A"},
+			want: nodes + ` --cap-add IPC_LOCK --ulimit memlock=8388608:8388608 -e 'A=b c' --network name=roce,driver-opt=mtu=1400 img sh -c 'echo $A'`,
+		},
+		{
+			name: "the user's own ulimit memlock, device and cap-add are kept",
+			args: []string{"run", "--dry-run", "--ulimit", "memlock=65536:65536", "--device", "/dev/infiniband/uverbs0", "--cap-add=IPC_LOCK", "--net", "roce", "img"},
+			want: "--device /dev/infiniband/rdma_cm --ulimit memlock=65536:65536 --device /dev/infiniband/uverbs0 --cap-add=IPC_LOCK --net roce img",
+		},
+		{
+			name: "a non-RDMA network beside the RDMA one",
+			args: []string{"run", "--dry-run", "--network", "plain", "--network", "roce", "img"},
+			want: nodes + " --cap-add IPC_LOCK --ulimit memlock=-1:-1 --network plain --network roce img",
+		},
+		{
+			name: "two RDMA networks on two HCAs",
+			args: []string{"run", "--dry-run", "--network", "roce", "--network", "roce2", "img"},
+			want: nodes + " --device /dev/infiniband/uverbs1 --cap-add IPC_LOCK --ulimit memlock=-1:-1 --network roce --network roce2 img",
+		},
+		{
+			name: "the network by ID",
+			args: []string{"run", "--dry-run", "--network", netRoce, "--", "img", "--network", "x"},
+			want: nodes + " --cap-add IPC_LOCK --ulimit memlock=-1:-1 --network " + netRoce + " -- img --network x",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var w *world
+			if tt.cdi {
+				dir := t.TempDir()
+				writeCDISpec(t, dir, "mlx5_0")
+				w = standardWorld(t, dir)
+			} else {
+				w = standardWorld(t)
+			}
+			if rc := w.run(tt.args...); rc != 0 {
+				t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+			}
+			want := w.docker.path + " run " + tt.want + "\n"
+			if got := w.stdout.String(); got != want {
+				t.Errorf("dry run printed\n  %s\nwant\n  %s", got, want)
+			}
+			if c := w.docker.lastCall("run"); c != nil {
+				t.Errorf("dry run ran docker run: %q", c)
+			}
+		})
+	}
+}
+
+// TestRunGlobalOptions: the docker CLI runs a plugin as
+// docker-rdma [GLOBAL OPTIONS] rdma ...; every docker call carries them.
+func TestRunGlobalOptions(t *testing.T) {
+	w := newWorld(t)
+	global := []string{"--context", "lab", "-D"}
+	w.docker.onFirst("--context", "", "fake docker: unexpected call", 98)
+	w.docker.on(append(global, "info", "--format", "{{json .}}"), `{"Name":"testhost","ServerVersion":"20.10.24"}`, "", 0)
+	w.docker.on(append(global, "network", "inspect", "--", "roce"), `[{"Name":"roce","Id":"`+netRoce+`","Driver":"rdma-macvlan:latest","Options":{"parent":"ens3np0"}}]`, "", 0)
+	w.docker.on(append(global, "plugin", "ls", "--no-trunc", "--format", "{{.ID}}"), pluginID+"\n", "", 0)
+	w.docker.on(append(global, "plugin", "inspect", pluginID), `[{"Id":"`+pluginID+`","Name":"rdma-macvlan:latest","Enabled":true,"Config":{"Interface":{"Types":["docker.networkdriver/1.0"],"Socket":"rdma-macvlan.sock"}}}]`, "", 0)
+	w.daemon(pluginID, readFixture(t, "status.json"))
+	if rc := w.run("--context", "lab", "-D", "rdma", "run", "--dry-run", "--net", "roce", "img"); rc != 0 {
+		t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+	}
+	want := w.docker.path + " --context lab -D run --device /dev/infiniband/uverbs0 --device /dev/infiniband/rdma_cm --cap-add IPC_LOCK --ulimit memlock=-1:-1 --net roce img\n"
+	if got := w.stdout.String(); got != want {
+		t.Errorf("printed\n  %s\nwant\n  %s", got, want)
+	}
+	for _, c := range w.docker.calls() {
+		if !reflect.DeepEqual(c[:len(global)], global) {
+			t.Errorf("docker called without the global options: %q", c)
+		}
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(w *world)
+		args  []string
+		want  []string // substrings of stderr
+	}{
+		{name: "no network", args: []string{"run", "--rm", "img"}, want: []string{"no --network", "docker rdma ls"}},
+		{name: "not an RDMA network", args: []string{"run", "--network", "plain", "img"}, want: []string{"network plain (driver bridge) is not rdma-macvlan", "docker network create -d rdma-macvlan"}},
+		{name: "network mode", args: []string{"run", "--network", "container:x", "img"}, want: []string{`"container:x" is not rdma-macvlan`}},
+		{name: "no such network", args: []string{"run", "--network", "nope", "img"}, want: []string{`network "nope"`, "docker network ls"}},
+		{name: "no IMAGE", args: []string{"run", "--network", "roce"}, want: []string{"no IMAGE"}},
+		{name: "bad memlock", args: []string{"run", "--memlock", "lots", "--network", "roce", "img"}, want: []string{"--memlock", "lots"}},
+		{name: "flag without value", args: []string{"run", "--network"}, want: []string{"--network needs a value"}},
+		{
+			name: "plugin disabled",
+			setup: func(w *world) {
+				w.plugins = nil
+				w.plugin("rdma-macvlan:latest", pluginID, false, nil)
+			},
+			args: []string{"run", "--network", "roce", "img"},
+			want: []string{"disabled", "docker plugin enable rdma-macvlan:latest"},
+		},
+		{
+			name: "plugin missing",
+			setup: func(w *world) {
+				w.plugins = nil
+				w.setPlugins()
+			},
+			args: []string{"run", "--network", "roce", "img"},
+			want: []string{"no rdma-macvlan plugin serves network driver rdma-macvlan:latest", "docker plugin install"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := standardWorld(t)
+			if tt.setup != nil {
+				tt.setup(w)
+			}
+			rc := w.run(tt.args...)
+			t.Logf("stderr: %s", w.stderr.String())
+			if rc != exitRunFailed {
+				t.Errorf("status %d, want %d", rc, exitRunFailed)
+			}
+			for _, s := range tt.want {
+				if !strings.Contains(w.stderr.String(), s) {
+					t.Errorf("stderr does not say %q:\n%s", s, w.stderr.String())
+				}
+			}
+			if c := w.docker.lastCall("run"); c != nil {
+				t.Errorf("docker run ran: %q", c)
+			}
+		})
+	}
+}
+
+func TestRunExecutesDocker(t *testing.T) {
+	t.Run("exit status and arguments", func(t *testing.T) {
+		w := standardWorld(t)
+		w.docker.onFirst("run", "hello from the container\n", "", 7)
+		rc := w.run("run", "--rm", "--net", "roce", "img", "sh", "-c", "exit 7")
+		if rc != 7 {
+			t.Errorf("status %d, want docker's 7; stderr:\n%s", rc, w.stderr.String())
+		}
+		want := []string{"run", "--device", "/dev/infiniband/uverbs0", "--device", "/dev/infiniband/rdma_cm", "--cap-add", "IPC_LOCK",
+			"--ulimit", "memlock=-1:-1", "--rm", "--net", "roce", "img", "sh", "-c", "exit 7"}
+		if got := w.docker.lastCall("run"); !reflect.DeepEqual(got, want) {
+			t.Errorf("docker ran with\n  %q\nwant\n  %q", got, want)
+		}
+		if w.stdout.String() != "hello from the container\n" {
+			t.Errorf("stdout = %q", w.stdout.String())
+		}
+	})
+	t.Run("memlock refused", func(t *testing.T) {
+		w := standardWorld(t)
+		msg := "docker: Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error setting rlimits for ready process: error setting rlimit type 8: operation not permitted: unknown.\n"
+		w.docker.onFirst("run", "", msg, 126)
+		rc := w.run("run", "--net", "roce", "img")
+		if rc != 126 {
+			t.Errorf("status %d, want docker's 126", rc)
+		}
+		for _, s := range []string{msg, "could not set the locked-memory limit memlock=-1:-1", "--memlock 8M", "LimitMEMLOCK=infinity"} {
+			if !strings.Contains(w.stderr.String(), s) {
+				t.Errorf("stderr does not say %q:\n%s", s, w.stderr.String())
+			}
+		}
+	})
+	t.Run("other failures are not blamed on memlock", func(t *testing.T) {
+		w := standardWorld(t)
+		w.docker.onFirst("run", "", "docker: Error response from daemon: No such image: img.\n", 125)
+		if rc := w.run("run", "--net", "roce", "img"); rc != 125 {
+			t.Errorf("status %d, want 125", rc)
+		}
+		if strings.Contains(w.stderr.String(), "locked-memory") {
+			t.Errorf("blamed memlock:\n%s", w.stderr.String())
+		}
+	})
+}
+
+// TestRunWithoutDaemon: when the daemon's socket cannot be read, the
+// devices come from sysfs (the plugin's sysfs mount) or the CDI spec.
+func TestRunWithoutDaemon(t *testing.T) {
+	root := rdmatest.MLX5(t, rdmatest.MLX5Options{Netdev: "ens3np0", Uverbs: 2, RdmaCM: "10:58"})
+	t.Run("sysfs", func(t *testing.T) {
+		w := newWorld(t)
+		w.info("20.10.24")
+		// Enabled, but its socket is not there (as for a user who cannot
+		// reach it).
+		w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": filepath.Join(root, "sys"), "cdi": t.TempDir()})
+		w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "ens3np0"}, nil)
+		if rc := w.run("run", "--dry-run", "--net", "roce", "img"); rc != 0 {
+			t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+		}
+		want := " run --device /dev/infiniband/uverbs2 --device /dev/infiniband/rdma_cm --cap-add IPC_LOCK"
+		if !strings.Contains(w.stdout.String(), want) {
+			t.Errorf("printed %q, want %q", w.stdout.String(), want)
+		}
+	})
+	t.Run("VLAN parent", func(t *testing.T) {
+		w := newWorld(t)
+		w.info("20.10.24")
+		w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": filepath.Join(root, "sys")})
+		w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "ens3np0.10"}, nil)
+		if rc := w.run("run", "--dry-run", "--net", "roce", "img"); rc != 0 {
+			t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+		}
+		if !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs2") {
+			t.Errorf("printed %q", w.stdout.String())
+		}
+	})
+	t.Run("CDI spec", func(t *testing.T) {
+		cdi := t.TempDir()
+		writeCDISpec(t, cdi, "mlx5_7")
+		w := newWorld(t)
+		w.info("28.2.2", cdi)
+		w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": "/nonexistent/sys", "cdi": cdi})
+		w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "ens9"}, nil)
+		if rc := w.run("run", "--dry-run", "--net", "roce", "img"); rc != 0 {
+			t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+		}
+		if !strings.Contains(w.stdout.String(), "--device rdma-macvlan/hca=mlx5_7 ") {
+			t.Errorf("printed %q", w.stdout.String())
+		}
+	})
+	t.Run("nothing to go on", func(t *testing.T) {
+		w := newWorld(t)
+		w.info("20.10.24")
+		w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": "/nonexistent/sys", "cdi": t.TempDir()})
+		w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "ens9"}, nil)
+		if rc := w.run("run", "--net", "roce", "img"); rc != exitRunFailed {
+			t.Fatalf("status %d", rc)
+		}
+		t.Logf("stderr: %s", w.stderr.String())
+		for _, s := range []string{"cannot tell which RDMA devices", "does not exist", "run docker rdma as root"} {
+			if !strings.Contains(w.stderr.String(), s) {
+				t.Errorf("stderr does not say %q:\n%s", s, w.stderr.String())
+			}
+		}
+	})
+}
+
+// TestRunFindsDockerOnPath: without the docker CLI's hint, docker rdma
+// runs the docker found on PATH.
+func TestRunFindsDockerOnPath(t *testing.T) {
+	w := standardWorld(t)
+	delete(w.vars, reexecEnv)
+	t.Setenv("PATH", filepath.Dir(w.docker.path)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	w.docker.onFirst("run", "", "", 3)
+	if rc := w.run("run", "--net", "roce", "img"); rc != 3 {
+		t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+	}
+	if w.docker.lastCall("run") == nil {
+		t.Error("the docker on PATH was not run")
+	}
+}
