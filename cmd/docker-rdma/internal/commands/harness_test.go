@@ -77,7 +77,6 @@ func (f *fakeDocker) answer(key, stdout, stderr string, rc int) {
 	}
 }
 
-
 // calls returns every invocation's arguments, in order.
 func (f *fakeDocker) calls() [][]string {
 	data, err := os.ReadFile(filepath.Join(f.dir, "calls"))

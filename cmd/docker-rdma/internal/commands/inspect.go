@@ -431,7 +431,7 @@ func renderNetworkHead(w io.Writer, n lsNetwork) {
 		fmt.Fprintf(w, "  netns mode %s\n", n.NetnsMode)
 	}
 	fmt.Fprintf(w, "  GID table  %s\n", gidCell(n.GIDTable))
-	fmt.Fprintf(w, "  devices    %s\n", dash(strings.Join(n.DeviceFlags, " ")))
+	fmt.Fprintf(w, "  run flags  %s\n", dash(strings.Join(n.DeviceFlags, " ")))
 	for _, p := range n.Problems {
 		fmt.Fprintf(w, "  problem:   %s\n", p)
 	}

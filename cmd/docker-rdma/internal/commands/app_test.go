@@ -1,0 +1,111 @@
+package commands
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestMetadata(t *testing.T) {
+	w := newWorld(t)
+	if rc := w.run("docker-cli-plugin-metadata"); rc != 0 {
+		t.Fatalf("status %d", rc)
+	}
+	var m map[string]string
+	if err := json.Unmarshal(w.stdout.Bytes(), &m); err != nil {
+		t.Fatalf("not JSON: %v: %q", err, w.stdout.String())
+	}
+	if m["SchemaVersion"] != "0.1.0" || m["Vendor"] != "rdma-macvlan" || m["Version"] != "1.2.3" || m["ShortDescription"] == "" {
+		t.Errorf("metadata %v", m)
+	}
+	if len(w.docker.calls()) != 0 {
+		t.Errorf("metadata ran docker: %q", w.docker.calls())
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	tests := []struct {
+		args   []string
+		rc     int
+		stdout string
+		stderr string
+	}{
+		{args: []string{"rdma", "--help"}, rc: 0, stdout: "Usage:  docker rdma"},
+		{args: []string{"--help"}, rc: 0, stdout: "Commands:"},
+		{args: []string{"rdma", "help"}, rc: 0, stdout: "doctor"},
+		{args: []string{"rdma"}, rc: exitUsage, stderr: "Usage:  docker rdma"},
+		{args: []string{"rdma", "frob"}, rc: exitUsage, stderr: `unknown command "frob"`},
+		{args: []string{"rdma", "--frob", "ls"}, rc: exitUsage, stderr: "unknown option --frob"},
+		{args: []string{"rdma", "version"}, rc: 0, stdout: "docker rdma version 1.2.3"},
+		{args: []string{"-D", "rdma", "ls", "--help"}, rc: 0, stdout: "docker rdma ls [--format table|json]"},
+		{args: []string{"rdma", "run", "--help"}, rc: 0, stdout: "--memlock SIZE"},
+		{args: []string{"rdma", "run"}, rc: exitRunFailed, stderr: "Usage:  docker rdma run"},
+		{args: []string{"rdma", "doctor", "--memlock", "x"}, rc: exitUsage, stderr: "--memlock"},
+		{args: []string{"rdma", "inspect", "--format", "xml", "c"}, rc: exitUsage, stderr: `--format "xml"`},
+		{args: []string{"rdma", "--plugin"}, rc: exitUsage, stderr: "--plugin needs a value"},
+	}
+	for _, tt := range tests {
+		w := newWorld(t)
+		rc := w.run(tt.args...)
+		if rc != tt.rc || !strings.Contains(w.stdout.String(), tt.stdout) || !strings.Contains(w.stderr.String(), tt.stderr) {
+			t.Errorf("%q: status %d (want %d)\nstdout: %s\nstderr: %s", tt.args, rc, tt.rc, w.stdout.String(), w.stderr.String())
+		}
+	}
+}
+
+// TestPluginOption: --plugin (or RDMA_MACVLAN_PLUGIN) names a plugin whose
+// name does not start with rdma-macvlan, and its networks are RDMA ones.
+func TestPluginOption(t *testing.T) {
+	w := newWorld(t)
+	w.info("20.10.24")
+	w.plugin("roce-net:v2", pluginID, true, nil)
+	w.daemon(pluginID, readFixture(t, "status.json"))
+	w.network("roce", netRoce, "roce-net:v2", map[string]string{"parent": "ens3np0"}, nil)
+	if rc := w.run("rdma", "run", "--dry-run", "--net", "roce", "img"); rc != exitRunFailed || !strings.Contains(w.stderr.String(), "driver roce-net:v2) is not rdma-macvlan") {
+		t.Errorf("without --plugin: status %d, stderr %s", rc, w.stderr.String())
+	}
+	if rc := w.run("rdma", "--plugin", "roce-net", "run", "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0") {
+		t.Errorf("--plugin before the command: status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
+	}
+	if rc := w.run("rdma", "run", "--plugin=roce-net:v2", "--dry-run", "--net", "roce", "img"); rc != 0 {
+		t.Errorf("--plugin among run's flags: status %d\n%s", rc, w.stderr.String())
+	}
+	w.vars[envPlugin] = "roce-net"
+	if rc := w.run("rdma", "ls"); rc != 0 || !strings.Contains(w.stdout.String(), "roce-net:v2") {
+		t.Errorf("RDMA_MACVLAN_PLUGIN: status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
+	}
+}
+
+func TestSocketOption(t *testing.T) {
+	w := newWorld(t)
+	w.info("20.10.24")
+	sock := w.daemon("elsewhere", readFixture(t, "status.json"))
+	w.network("roce", netRoce, "rdma-macvlan", map[string]string{"parent": "ens3np0"}, nil)
+	if rc := w.run("rdma", "run", "--socket", sock, "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0") {
+		t.Errorf("status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
+	}
+	w.vars[envSocket] = sock
+	if rc := w.run("rdma", "ls"); rc != 0 || !strings.Contains(w.stdout.String(), "mlx5_0") {
+		t.Errorf("RDMA_MACVLAN_SOCKET: status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		same bool
+	}{
+		{"rdma-macvlan", "rdma-macvlan:latest", true},
+		{"rdma-macvlan:latest", "rdma-macvlan:latest", true},
+		{"rdma-macvlan:v1", "rdma-macvlan:latest", false},
+		{"localhost:5000/rdma-macvlan", "localhost:5000/rdma-macvlan:latest", true},
+		{"localhost:5000/rdma-macvlan", "rdma-macvlan", false},
+	} {
+		if got := sameName(tt.a, tt.b); got != tt.same {
+			t.Errorf("sameName(%q, %q) = %v", tt.a, tt.b, got)
+		}
+	}
+	if baseName("registry.example.com:5000/team/rdma-macvlan:v1") != "rdma-macvlan" {
+		t.Error("baseName")
+	}
+}

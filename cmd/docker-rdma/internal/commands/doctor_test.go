@@ -1,0 +1,316 @@
+package commands
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+)
+
+// healthyStatus is testdata/status.json without its second network (whose
+// port is down).
+func healthyStatus(t *testing.T) []byte {
+	var st map[string][]any
+	if err := json.Unmarshal(readFixture(t, "status.json"), &st); err != nil {
+		t.Fatal(err)
+	}
+	st["networks"] = st["networks"][:1]
+	b, _ := json.Marshal(st)
+	return b
+}
+
+// mknodAll creates the device nodes of the mlx5 fixture under the world's
+// DevRoot; it skips the test when this user cannot make device nodes.
+func mknodAll(t *testing.T, w *world, mode uint32) {
+	t.Helper()
+	dir := filepath.Join(w.env.DevRoot, "dev/infiniband")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []struct {
+		name         string
+		major, minor uint32
+	}{{"uverbs0", 231, 192}, {"rdma_cm", 10, 57}} {
+		p := filepath.Join(dir, n.name)
+		if err := unix.Mknod(p, unix.S_IFCHR|mode, int(unix.Mkdev(n.major, n.minor))); err != nil {
+			if errors.Is(err, unix.EPERM) {
+				t.Skipf("cannot make device nodes here: %v", err)
+			}
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, os.FileMode(mode)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// doctorWorld is an engine with the plugin (its daemon answering with a
+// healthy status) and an mlx5 host built with o.
+func doctorWorld(t *testing.T, o rdmatest.MLX5Options) (*world, string) {
+	w := newWorld(t)
+	w.info("20.10.24")
+	w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": "/sys", "cdi": "/var/run/cdi"})
+	w.daemon(pluginID, healthyStatus(t))
+	w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "ens3np0"}, nil)
+	return w, rdmatest.MLX5(t, o)
+}
+
+// checkOf returns the status and detail of the first check called name.
+func checkOf(out doctorOutput, name string) (check, bool) {
+	for _, c := range out.Checks {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return check{}, false
+}
+
+func runDoctor(t *testing.T, w *world, args ...string) (int, doctorOutput) {
+	t.Helper()
+	rc := w.run(append([]string{"doctor", "--format", "json"}, args...)...)
+	var out doctorOutput
+	if err := json.Unmarshal(w.stdout.Bytes(), &out); err != nil {
+		t.Fatalf("not JSON (status %d): %v\n%s\n%s", rc, err, w.stdout.String(), w.stderr.String())
+	}
+	return rc, out
+}
+
+func TestDoctorHealthyHost(t *testing.T) {
+	w, root := doctorWorld(t, rdmatest.MLX5Options{HostIPv4: "10.0.0.1"})
+	mknodAll(t, w, 0o666)
+	rc := w.run("doctor", "--sysfs-root", root)
+	t.Logf("\n%s", w.stdout.String())
+	if rc != 0 {
+		t.Fatalf("status %d for a healthy host:\n%s", rc, w.stdout.String())
+	}
+	out := w.stdout.String()
+	for _, s := range []string{
+		"OK    docker",
+		"OK    plugin",
+		"managed plugin rdma-macvlan:latest (id 9f1e2d3c4b5a) is enabled",
+		"answers on ",
+		"1 network(s), 2 endpoint(s), 1 RDMA-ready",
+		"OK    netns mode",
+		"shared (from sysfs)",
+		"OK    port mlx5_0/1",
+		"ACTIVE LinkUp Ethernet, netdev ens3np0",
+		"OK    GIDs mlx5_0/1",
+		"[#.........] 4/255 used, room for 125 more IPv4 container(s) (2 entries each)",
+		"OK    devices mlx5_0",
+		"/dev/infiniband/uverbs0 231:192, /dev/infiniband/rdma_cm 10:57",
+		"INFO  CDI",
+		"does not resolve CDI devices",
+		"INFO  memlock",
+		"not measured (pass --image IMAGE",
+		"WARN  network roce",
+		"is not RDMA-ready: waiting for the kernel",
+		"nothing blocks RDMA; 1 warning(s)",
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("doctor does not say %q", s)
+		}
+	}
+}
+
+func TestDoctorFindsProblems(t *testing.T) {
+	tests := []struct {
+		name   string
+		opts   rdmatest.MLX5Options
+		nodes  bool
+		setup  func(t *testing.T, w *world, root string) string // returns the sysfs root to use
+		args   []string
+		check  string
+		status string
+		detail string
+		fix    string
+	}{
+		{
+			name: "exclusive netns mode", opts: rdmatest.MLX5Options{NetnsMode: "exclusive"}, nodes: true,
+			check: "netns mode", status: statusFail, detail: "exclusive (from sysfs)", fix: "rdma system set netns shared",
+		},
+		{
+			name: "port down", opts: rdmatest.MLX5Options{State: "DOWN"}, nodes: true,
+			check: "RDMA ports", status: statusFail, detail: "no active RoCE (Ethernet) port", fix: "ip link set",
+		},
+		{
+			name: "InfiniBand port", opts: rdmatest.MLX5Options{LinkLayer: "InfiniBand"}, nodes: true,
+			check: "RDMA ports", status: statusFail, detail: "no active RoCE",
+		},
+		{
+			name: "GID table full", opts: rdmatest.MLX5Options{TableSize: 6, HostIPv4: "10.0.0.1", Extra: rdmatest.Pair(4, rdmatest.IPv4GID("10.0.0.2"), "eth0")}, nodes: true,
+			check: "GIDs mlx5_0/1", status: statusFail, detail: "[##########] 6/6 used, room for 0 more", fix: "remove stopped containers",
+		},
+		{
+			name: "GID table nearly full", opts: rdmatest.MLX5Options{TableSize: 20, HostIPv4: "10.0.0.1", Extra: pairs(4, 7)}, nodes: true,
+			check: "GIDs mlx5_0/1", status: statusWarn, detail: "18/20 used, room for 1 more",
+		},
+		{
+			name: "no device nodes", nodes: false,
+			check: "devices mlx5_0", status: statusFail, detail: "/dev/infiniband/uverbs0 (231:192) missing", fix: "mknod -m 666 /dev/infiniband/uverbs0 c 231 192",
+		},
+		{
+			name: "no rdma_cm", opts: rdmatest.MLX5Options{NoRdmaCM: true}, nodes: true,
+			check: "rdma_cm", status: statusWarn, detail: "rdma_cm is not registered", fix: "modprobe rdma_ucm",
+		},
+		{
+			name: "no RDMA stack", nodes: true,
+			setup: func(t *testing.T, w *world, root string) string { return t.TempDir() },
+			check: "RDMA devices", status: statusFail, detail: "is ib_core loaded?",
+		},
+		{
+			name: "no plugin", nodes: true,
+			setup: func(t *testing.T, w *world, root string) string {
+				w.plugins = nil
+				w.setPlugins()
+				return root
+			},
+			check: "plugin", status: statusFail, detail: "no rdma-macvlan plugin", fix: "docker plugin install",
+		},
+		{
+			name: "plugin disabled", nodes: true,
+			setup: func(t *testing.T, w *world, root string) string {
+				w.plugins = nil
+				w.plugin("rdma-macvlan:latest", pluginID, false, nil)
+				return root
+			},
+			check: "plugin", status: statusFail, detail: "is disabled", fix: "docker plugin enable rdma-macvlan:latest",
+		},
+		{
+			name: "daemon not answering", nodes: true,
+			setup: func(t *testing.T, w *world, root string) string {
+				w.plugins = nil
+				w.plugin("rdma-macvlan:latest", "deadbeef", true, nil)
+				return root
+			},
+			check: "daemon", status: statusFail, detail: "does not exist",
+		},
+		{
+			name: "CDI specs where the engine does not look", nodes: true,
+			setup: func(t *testing.T, w *world, root string) string {
+				w.info("28.2.2", "/etc/cdi", "/var/run/cdi")
+				w.plugins = nil
+				w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"cdi": "/srv/cdi"})
+				return root
+			},
+			check: "CDI", status: statusOK, detail: "the engine reads CDI specs from /etc/cdi, /var/run/cdi",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, root := doctorWorld(t, tt.opts)
+			if tt.nodes {
+				mknodAll(t, w, 0o666)
+			}
+			if tt.setup != nil {
+				root = tt.setup(t, w, root)
+			}
+			rc, out := runDoctor(t, w, append([]string{"--sysfs-root", root}, tt.args...)...)
+			c, ok := checkOf(out, tt.check)
+			if !ok {
+				t.Fatalf("no check %q in %+v", tt.check, out.Checks)
+			}
+			if c.Status != tt.status || !strings.Contains(c.Detail, tt.detail) || !strings.Contains(c.Fix, tt.fix) {
+				t.Errorf("check %s = %+v\nwant status %s, detail ~%q, fix ~%q", tt.check, c, tt.status, tt.detail, tt.fix)
+			}
+			wantRC := 0
+			if out.Failures > 0 {
+				wantRC = 1
+			}
+			if rc != wantRC || out.OK != (rc == 0) {
+				t.Errorf("status %d, ok %v with %d failures", rc, out.OK, out.Failures)
+			}
+			if tt.status == statusFail && rc == 0 {
+				t.Errorf("a blocking problem and status 0")
+			}
+		})
+	}
+}
+
+// pairs returns n v1/v2 pairs of container addresses from index on.
+func pairs(index, n int) []rdmatest.Entry {
+	var e []rdmatest.Entry
+	for i := 0; i < n; i++ {
+		e = append(e, rdmatest.Pair(index+2*i, rdmatest.IPv4GID("10.1.0."+strconv.Itoa(i+2)), "eth0")...)
+	}
+	return e
+}
+
+func TestDoctorCDIMismatch(t *testing.T) {
+	w, root := doctorWorld(t, rdmatest.MLX5Options{})
+	mknodAll(t, w, 0o666)
+	w.info("28.2.2", "/etc/cdi", "/var/run/cdi")
+	w.plugins = nil
+	w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"cdi": "/srv/cdi"})
+	_, out := runDoctor(t, w, "--sysfs-root", root)
+	var found bool
+	for _, c := range out.Checks {
+		if c.Name == "CDI" && c.Status == statusWarn && strings.Contains(c.Detail, "writes its CDI specs to /srv/cdi, which the engine does not read") &&
+			strings.Contains(c.Fix, "docker plugin set rdma-macvlan:latest cdi.source=/etc/cdi") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no CDI warning in %+v", out.Checks)
+	}
+}
+
+func TestDoctorNodePermissions(t *testing.T) {
+	w, root := doctorWorld(t, rdmatest.MLX5Options{})
+	mknodAll(t, w, 0o600)
+	_, out := runDoctor(t, w, "--sysfs-root", root)
+	c, _ := checkOf(out, "devices mlx5_0")
+	if c.Status != statusWarn || !strings.Contains(c.Detail, "only root in a container can open it") {
+		t.Errorf("devices check = %+v", c)
+	}
+}
+
+func TestDoctorMemlock(t *testing.T) {
+	limits := "Limit                     Soft Limit           Hard Limit           Units\nMax locked memory         8388608              8388608              bytes\n"
+	base := []string{"run", "--rm", "--pull", "never", "--network", "none", "--entrypoint", "cat"}
+	refused := "docker: Error response from daemon: ... error setting rlimit type 8: operation not permitted: unknown.\n"
+	t.Run("refused", func(t *testing.T) {
+		w, root := doctorWorld(t, rdmatest.MLX5Options{})
+		mknodAll(t, w, 0o666)
+		w.docker.on(append(base, "img", "/proc/self/limits"), limits, "", 0)
+		w.docker.on(append(base, "--ulimit", "memlock=-1:-1", "img", "/proc/self/limits"), "", refused, 126)
+		rc, out := runDoctor(t, w, "--sysfs-root", root, "--image", "img")
+		c, _ := checkOf(out, "memlock")
+		if rc != 1 || c.Status != statusFail || !strings.Contains(c.Detail, "containers get 8388608:8388608 by default; the engine refuses memlock=-1:-1") ||
+			!strings.Contains(c.Fix, "LimitMEMLOCK=infinity") {
+			t.Errorf("status %d, memlock check %+v", rc, c)
+		}
+	})
+	t.Run("accepted", func(t *testing.T) {
+		w, root := doctorWorld(t, rdmatest.MLX5Options{})
+		mknodAll(t, w, 0o666)
+		w.docker.on(append(base, "img", "/proc/self/limits"), limits, "", 0)
+		w.docker.on(append(base, "--ulimit", "memlock=4194304:8388608", "img", "/proc/self/limits"),
+			strings.Replace(limits, "8388608              8388608", "4194304              8388608", 1), "", 0)
+		rc, out := runDoctor(t, w, "--sysfs-root", root, "--image", "img", "--memlock", "4M:8M")
+		c, _ := checkOf(out, "memlock")
+		if rc != 0 || c.Status != statusOK || !strings.Contains(c.Detail, "memlock=4194304:8388608 is accepted (gives 4194304:8388608)") {
+			t.Errorf("status %d, memlock check %+v", rc, c)
+		}
+	})
+}
+
+func TestDoctorWithoutDocker(t *testing.T) {
+	w := newWorld(t)
+	w.docker.on([]string{"info", "--format", "{{json .}}"}, "", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n", 1)
+	root := rdmatest.MLX5(t, rdmatest.MLX5Options{})
+	rc, out := runDoctor(t, w, "--sysfs-root", root)
+	c, _ := checkOf(out, "docker")
+	if rc != 1 || c.Status != statusFail || !strings.Contains(c.Detail, "Cannot connect to the Docker daemon") {
+		t.Errorf("status %d, docker check %+v", rc, c)
+	}
+	if _, ok := checkOf(out, "port mlx5_0/1"); !ok {
+		t.Errorf("host checks skipped without Docker: %+v", out.Checks)
+	}
+}

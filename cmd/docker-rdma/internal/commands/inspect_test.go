@@ -1,0 +1,180 @@
+package commands
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+)
+
+func containerJSON(name, id, netName, netID, eid, ip string, withRDMA bool) map[string]any {
+	hc := map[string]any{}
+	if withRDMA {
+		hc = map[string]any{
+			"CapAdd": []string{"IPC_LOCK"},
+			"Devices": []map[string]string{
+				{"PathOnHost": "/dev/infiniband/uverbs0", "PathInContainer": "/dev/infiniband/uverbs0", "CgroupPermissions": "rwm"},
+				{"PathOnHost": "/dev/infiniband/rdma_cm", "PathInContainer": "/dev/infiniband/rdma_cm", "CgroupPermissions": "rwm"},
+			},
+			"Ulimits": []map[string]any{{"Name": "memlock", "Soft": 8388608, "Hard": 8388608}},
+		}
+	}
+	return map[string]any{
+		"Id": id, "Name": "/" + name, "State": map[string]any{"Running": true, "Status": "running"},
+		"HostConfig": hc,
+		"NetworkSettings": map[string]any{"Networks": map[string]any{
+			netName: map[string]any{"NetworkID": netID, "EndpointID": eid, "IPAddress": ip, "IPPrefixLen": 24, "MacAddress": "02:42:c0:a8:07:02"},
+		}},
+	}
+}
+
+func TestInspectContainer(t *testing.T) {
+	w := standardWorld(t)
+	w.container("c1", containerJSON("c1", "c1c1c1c1c1c1c1c1", "roce", netRoce, "aaaa00000001"+strings.Repeat("0", 52), "192.168.7.2", true))
+	if rc := w.run("inspect", "c1"); rc != 0 {
+		t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+	}
+	out := w.stdout.String()
+	t.Logf("\n%s", out)
+	for _, s := range []string{
+		"container c1 (c1c1c1c1c1c1), running",
+		"devices    /dev/infiniband/uverbs0 /dev/infiniband/rdma_cm",
+		"IPC_LOCK   yes",
+		"memlock    8388608:8388608",
+		"network roce (111111111111), driver rdma-macvlan:latest",
+		"HCA        mlx5_0 port 1 ACTIVE Ethernet",
+		"interface  - (host link rmvaaaa00000001)",
+		"addresses  IPv4 192.168.7.2, MAC 02:42:c0:a8:07:02",
+		"GIDs       4  IB/RoCE v1  0000:0000:0000:0000:0000:ffff:c0a8:0702",
+		"           5  RoCE v2     0000:0000:0000:0000:0000:ffff:c0a8:0702",
+		"RDMA       ready",
+		"\nNCCL_IB_HCA==mlx5_0:1\nNCCL_IB_GID_INDEX=5\nUCX_NET_DEVICES=mlx5_0:1\nUCX_IB_GID_INDEX=5\n",
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q", s)
+		}
+	}
+	if strings.Contains(out, "problem") {
+		t.Errorf("problems reported for a well set up container:\n%s", out)
+	}
+
+	if rc := w.run("inspect", "--format", "json", "c1"); rc != 0 {
+		t.Fatalf("json: status %d", rc)
+	}
+	var got inspectOutput
+	if err := json.Unmarshal(w.stdout.Bytes(), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, w.stdout.String())
+	}
+	if len(got.Containers) != 1 || len(got.Containers[0].Networks) != 1 || len(got.Containers[0].Networks[0].Endpoints) != 1 {
+		t.Fatalf("shape: %s", w.stdout.String())
+	}
+	c := got.Containers[0]
+	ep := c.Networks[0].Endpoints[0]
+	if ep.GIDIndex == nil || *ep.GIDIndex != 5 || ep.RDMAReady == nil || !*ep.RDMAReady || ep.IPv4 != "192.168.7.2" || len(ep.GIDs) != 2 {
+		t.Errorf("endpoint = %+v", ep)
+	}
+	wantEnv := []string{"NCCL_IB_HCA==mlx5_0:1", "NCCL_IB_GID_INDEX=5", "UCX_NET_DEVICES=mlx5_0:1", "UCX_IB_GID_INDEX=5"}
+	if !reflect.DeepEqual(c.Env, wantEnv) || !c.IPCLock || c.Memlock != "8388608:8388608" {
+		t.Errorf("container = %+v", c)
+	}
+}
+
+func TestInspectContainerWithoutRDMASetup(t *testing.T) {
+	w := standardWorld(t)
+	w.container("c2", containerJSON("c2", "c2c2c2c2c2c2c2c2", "roce", netRoce, "bbbb00000002"+strings.Repeat("0", 52), "192.168.7.3", false))
+	if rc := w.run("inspect", "c2"); rc != 0 {
+		t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+	}
+	out := w.stdout.String()
+	for _, s := range []string{
+		"RDMA       not ready: waiting for the kernel to add its GID entries",
+		"problem: no device of mlx5_0 was given to the container: RDMA software in it will find no RDMA devices",
+		"problem: no CAP_IPC_LOCK",
+		"problem: no --ulimit memlock",
+		"NCCL_IB_HCA==mlx5_0:1\nUCX_NET_DEVICES=mlx5_0:1\n",
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+	if strings.Contains(out, "GID_INDEX") {
+		t.Errorf("a GID index without GID entries:\n%s", out)
+	}
+}
+
+func TestInspectNetwork(t *testing.T) {
+	w := standardWorld(t)
+	if rc := w.run("inspect", "roce"); rc != 0 {
+		t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+	}
+	out := w.stdout.String()
+	t.Logf("\n%s", out)
+	lines := strings.Split(out, "\n")
+	var rows []string
+	for i, l := range lines {
+		if strings.HasPrefix(l, "CONTAINER") {
+			for _, r := range lines[i+1:] {
+				if r != "" {
+					rows = append(rows, strings.Join(strings.Fields(r), " "))
+				}
+			}
+		}
+	}
+	want := []string{
+		"c1 - 192.168.7.2 - 5 4,5 ready",
+		"c2 - 192.168.7.3 - - - not ready: waiting for the kernel to add its GID entries",
+	}
+	if !reflect.DeepEqual(rows, want) {
+		t.Errorf("rows\n  %q\nwant\n  %q", rows, want)
+	}
+}
+
+func TestInspectErrors(t *testing.T) {
+	w := standardWorld(t)
+	if rc := w.run("inspect", "nothing"); rc != 1 || !strings.Contains(w.stderr.String(), "nothing: no such container or network") {
+		t.Errorf("status %d, stderr %q", rc, w.stderr.String())
+	}
+	if rc := w.run("inspect", "plain"); rc != 1 || !strings.Contains(w.stderr.String(), "network plain has driver bridge, not rdma-macvlan") {
+		t.Errorf("status %d, stderr %q", rc, w.stderr.String())
+	}
+	if rc := w.run("inspect"); rc != exitUsage {
+		t.Errorf("no argument: status %d", rc)
+	}
+	w.container("web", map[string]any{"Id": "w", "Name": "/web", "NetworkSettings": map[string]any{"Networks": map[string]any{"plain": map[string]any{"NetworkID": netOther}}}})
+	if rc := w.run("inspect", "web"); rc != 1 || !strings.Contains(w.stderr.String(), "container web is on no rdma-macvlan network") {
+		t.Errorf("status %d, stderr %q", rc, w.stderr.String())
+	}
+}
+
+// TestInspectWithoutDaemon: without the daemon's status the GID index and
+// the interface name come from the GID table in sysfs.
+func TestInspectWithoutDaemon(t *testing.T) {
+	root := rdmatest.MLX5(t, rdmatest.MLX5Options{
+		Netdev: "ens3np0", HostIPv4: "10.0.0.1",
+		Extra: rdmatest.Pair(4, rdmatest.IPv4GID("192.168.7.2"), "eth1"),
+	})
+	w := newWorld(t)
+	w.info("20.10.24")
+	w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": filepath.Join(root, "sys")})
+	w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "ens3np0"}, nil)
+	w.container("c1", containerJSON("c1", "c1c1c1c1c1c1c1c1", "roce", netRoce, "e1", "192.168.7.2", true))
+	if rc := w.run("inspect", "c1"); rc != 0 {
+		t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+	}
+	out := w.stdout.String()
+	t.Logf("\n%s", out)
+	for _, s := range []string{
+		"interface  eth1",
+		"GIDs       4  IB/RoCE v1",
+		"RDMA       GID entries present (readiness not known without the daemon)",
+		"not known: daemon status: the daemon's socket",
+		"NCCL_IB_HCA==mlx5_0:1\nNCCL_IB_GID_INDEX=5\nNCCL_SOCKET_IFNAME=eth1\n",
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q", s)
+		}
+	}
+}
