@@ -141,6 +141,10 @@ func (d *doctor) checkPlugins() {
 				continue
 			}
 			d.add("plugin", statusOK, fmt.Sprintf("managed plugin %s (id %s) is enabled", p.Name, shortID(p.ID)), "")
+			if src := p.MountSource("sysfs"); src != "" && filepath.Clean(src) != filepath.Join(d.root, "sys") {
+				d.add("plugin", statusInfo, fmt.Sprintf("plugin %s reads sysfs from %s; the checks below read %s", p.Name, src, filepath.Join(d.root, "sys")),
+					"to check what the plugin sees: docker rdma doctor --sysfs-root "+filepath.Dir(src))
+			}
 			backends = append(backends, s.backendAt(s.pluginSocket(p), &ps[i], "managed plugin "+p.Name))
 		}
 		legacy := filepath.Join(s.env.PluginsDir, driverPrefix+".sock")

@@ -95,6 +95,7 @@ func TestDoctorHealthyHost(t *testing.T) {
 		"OK    docker",
 		"OK    plugin",
 		"managed plugin rdma-macvlan:latest (id 9f1e2d3c4b5a) is enabled",
+		"plugin rdma-macvlan:latest reads sysfs from /sys; the checks below read " + root + "/sys",
 		"answers on ",
 		"1 network(s), 2 endpoint(s), 1 RDMA-ready",
 		"OK    netns mode",

@@ -385,6 +385,9 @@ func renderInspect(w io.Writer, out inspectOutput) {
 			for _, e := range c.Env {
 				fmt.Fprintln(w, e)
 			}
+			if !hasPrefix(c.Env, "NCCL_IB_GID_INDEX=") {
+				fmt.Fprintln(w, "# NCCL_IB_GID_INDEX not known yet: the GID table has no RoCE v2 entry for the container's address (look again once RDMA is ready)")
+			}
 		} else {
 			fmt.Fprintln(w, "\n# environment not known: the network's HCA could not be found")
 		}
@@ -479,6 +482,15 @@ func readiness(ep inspectEndpoint) string {
 		return "not ready: " + ep.RDMAReason
 	}
 	return "not ready"
+}
+
+func hasPrefix(list []string, prefix string) bool {
+	for _, s := range list {
+		if strings.HasPrefix(s, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 func yesNo(b bool) string {

@@ -100,8 +100,11 @@ func TestInspectContainerWithoutRDMASetup(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", s, out)
 		}
 	}
-	if strings.Contains(out, "GID_INDEX") {
+	if strings.Contains(out, "GID_INDEX=") {
 		t.Errorf("a GID index without GID entries:\n%s", out)
+	}
+	if !strings.Contains(out, "# NCCL_IB_GID_INDEX not known yet") {
+		t.Errorf("the missing GID index is not explained:\n%s", out)
 	}
 }
 
