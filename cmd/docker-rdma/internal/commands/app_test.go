@@ -2,6 +2,7 @@ package commands
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -107,5 +108,41 @@ func TestNames(t *testing.T) {
 	}
 	if baseName("registry.example.com:5000/team/rdma-macvlan:v1") != "rdma-macvlan" {
 		t.Error("baseName")
+	}
+}
+
+// TestLegacyPlugin: a daemon run by hand serves <plugins dir>/rdma-macvlan.sock
+// and the driver is called rdma-macvlan.
+func TestLegacyPlugin(t *testing.T) {
+	w := newWorld(t)
+	w.info("20.10.24")
+	w.daemonAt(filepath.Join(w.pluginsDir, "rdma-macvlan.sock"), readFixture(t, "status.json"))
+	w.network("roce", netRoce, "rdma-macvlan", map[string]string{"parent": "ens3np0"}, nil)
+	if rc := w.run("run", "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0") {
+		t.Errorf("status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
+	}
+	if rc := w.run("ls", "--format", "json"); rc != 0 || !strings.Contains(w.stdout.String(), `"source": "daemon"`) {
+		t.Errorf("ls: status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
+	}
+}
+
+// TestRemoteEngine: when Docker runs on another host, neither the plugin
+// socket nor sysfs here are the engine's; docker rdma says so instead of
+// reading them.
+func TestRemoteEngine(t *testing.T) {
+	w := standardWorld(t)
+	w.docker.on([]string{"info", "--format", "{{json .}}"}, `{"Name":"otherhost","ServerVersion":"28.2.2","CDISpecDirs":[]}`, "", 0)
+	if rc := w.run("run", "--net", "roce", "img"); rc != exitRunFailed {
+		t.Errorf("status %d", rc)
+	}
+	for _, s := range []string{"the Docker daemon runs on otherhost", "whose sysfs and CDI specs cannot be read from here"} {
+		if !strings.Contains(w.stderr.String(), s) {
+			t.Errorf("stderr does not say %q:\n%s", s, w.stderr.String())
+		}
+	}
+	// With --socket the user points at a daemon they can reach.
+	sock := w.daemon("tunnel", readFixture(t, "status.json"))
+	if rc := w.run("run", "--socket", sock, "--dry-run", "--net", "roce", "img"); rc != 0 {
+		t.Errorf("--socket: status %d\n%s", rc, w.stderr.String())
 	}
 }

@@ -223,7 +223,12 @@ func (w *world) container(name string, c map[string]any) {
 // socket of plugin id.
 func (w *world) daemon(id string, status []byte) string {
 	w.t.Helper()
-	sock := filepath.Join(w.pluginsDir, id, "rdma-macvlan.sock")
+	return w.daemonAt(filepath.Join(w.pluginsDir, id, "rdma-macvlan.sock"), status)
+}
+
+// daemonAt serves status as GET /v1/status on the socket sock.
+func (w *world) daemonAt(sock string, status []byte) string {
+	w.t.Helper()
 	if err := os.MkdirAll(filepath.Dir(sock), 0o700); err != nil {
 		w.t.Fatal(err)
 	}
