@@ -81,9 +81,16 @@ work=""     # the run's directory: built binaries, fake tree, engine dir
 engine_dir=""
 made_dev="" # /dev/infiniband when this run made it
 
+summarised=""
 cleanup() {
 	local status=$?
 	set +e
+	if [[ -z $summarised ]] && ((status != 130)); then
+		# A setup step failed under errexit: say so in the same format.
+		not_ok "a setup step failed (status $status; see the messages above)"
+		printf '%d passed, %d failed\n' "$passed" "$failed"
+		((status == 0)) && status=1
+	fi
 	if [[ -n $engine_dir && -S $engine_dir/docker.sock ]]; then
 		DOCKER_HOST=unix://$engine_dir/docker.sock docker rm -f "$net-c1" "$net-c2" "$net-bg" >/dev/null 2>&1
 		DOCKER_HOST=unix://$engine_dir/docker.sock docker network rm "$net" >/dev/null 2>&1
@@ -365,5 +372,6 @@ for e in "${engines[@]}"; do
 	e2e "$e"
 done
 say "total $((SECONDS - start)) s"
+summarised=1
 printf '%d passed, %d failed\n' "$passed" "$failed"
 ((failed == 0))
