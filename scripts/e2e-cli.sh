@@ -340,12 +340,16 @@ e2e() {
 		check "$engine: the network's CDI spec went with it" '[[ ! -e $cdi/rdma-macvlan-mlx5_0.json ]]'
 	fi
 	say "$engine: checks took $((SECONDS - t1)) s, $((SECONDS - t0)) s with setup"
+}
 
-	# Tear down this engine before the next one.
+# teardown_engine removes what e2e made for one engine, however far it got.
+teardown_engine() {
 	unset DOCKER_HOST PLUGIN_DIR
-	bash "$here/dockerd.sh" stop "$engine_dir" 2>/dev/null
-	engine_dir=""
-	ip link del "$parent"
+	if [[ -n $engine_dir ]]; then
+		bash "$here/dockerd.sh" stop "$engine_dir" 2>/dev/null || say "warning: dockerd.sh stop $engine_dir failed"
+		engine_dir=""
+	fi
+	ip link del "$parent" 2>/dev/null || true
 	if [[ -n $made_dev ]]; then
 		rm -rf "$made_dev"
 		made_dev=""
@@ -370,6 +374,7 @@ start=$SECONDS
 setup_run
 for e in "${engines[@]}"; do
 	e2e "$e"
+	teardown_engine
 done
 say "total $((SECONDS - start)) s"
 summarised=1
