@@ -5,16 +5,19 @@ BIN := build/bin
 TOOLS := build/tools
 STATICCHECK_VERSION := v0.8.2
 PLUGIN_NAME ?= rdma-macvlan
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+CLI_PLUGINS_DIR ?= /usr/local/lib/docker/cli-plugins
 
 export PLUGIN_NAME
 
-.PHONY: help build test test-root lint check plugin install clean deps
+.PHONY: help build test test-root lint check plugin install install-cli e2e-cli clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## build the daemon into build/bin
+build: ## build the daemon and the docker rdma CLI plugin into build/bin
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/rdma-macvlan ./cmd/rdma-macvlan
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/docker-rdma ./cmd/docker-rdma
 
 test: ## unit tests (any user; privileged tests skip without root)
 	$(GO) test -race -count=1 ./...
@@ -34,8 +37,15 @@ lint: $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck (pinned), shellcheck
 plugin: ## build the managed plugin and create $(PLUGIN_NAME):latest on the daemon DOCKER_HOST points at (FORCE=1 replaces it)
 	bash scripts/plugin.sh build && bash scripts/plugin.sh create $(if $(FORCE),-f)
 
-install: ## plugin + the host directories its mounts need + enable it
+install: ## plugin + the host directories its mounts need + enable it + the docker rdma CLI plugin
 	bash scripts/plugin.sh build && bash scripts/plugin.sh install $(if $(FORCE),-f)
+	$(MAKE) install-cli
+
+install-cli: build ## install docker rdma as a Docker CLI plugin into CLI_PLUGINS_DIR (~/.docker/cli-plugins for one user)
+	install -D -m 0755 $(BIN)/docker-rdma $(CLI_PLUGINS_DIR)/docker-rdma
+
+e2e-cli: ## docker rdma end to end on private engines (root)
+	bash scripts/e2e-cli.sh
 
 deps: ## install the Debian packages the tests need (idempotent)
 	bash scripts/deps.sh
