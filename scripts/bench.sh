@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# bench.sh: the benchmarks of rdma-macvlan (`make bench`); writes BENCHMARKS.md and docs/bench-*.png.
+#
+# 1. Container start: `docker run --rm` on rdma-macvlan (managed plugin, fake mlx5 sysfs for a veth
+#    parent) and on the built-in macvlan, same parent and engine, in interleaved pairs whose order
+#    alternates; on Debian's engine and on the current one when scripts/engines.sh has built it.
+# 2.-3. Endpoint life cycle at the daemon's socket with 10/100/1000 live endpoints, restart time
+#    and memory with 1000 endpoints in state (bench/cmd/endpoints, in its own namespaces).
+# 4. Data plane: TCP throughput (iperf3) and request/response latency (bench/cmd/tcprr) between
+#    two containers on rdma-macvlan, built-in macvlan and a user-defined bridge, run inside the
+#    containers' namespaces with nsenter; traffic only between those two containers.
+# Then bench/cmd/report prints the table, writes BENCHMARKS.md, docs/bench-*.png and the raw
+# samples under docs/bench/.
+#
+# Needs: root, Debian (apt), Go. Installs what is missing: Debian's Docker engine (via
+#   scripts/engines.sh), iperf3, gnuplot-nox. Never builds the current engine (slow); it is used
+#   when `scripts/engines.sh bindir` finds it.
+# Leaves behind: BENCHMARKS.md, docs/bench-*.png, docs/bench/*; nothing else of a run (links,
+#   engines, plugins, containers, processes, temporary directories), also when a step fails.
+#
+# Usage: bench.sh [debian] [current]      (default: debian, and current when built)
+# Environment:
+#   BENCH_PAIRS     interleaved start pairs per engine (default 40; at least 30 is the brief)
+#   BENCH_CYCLES    endpoint life cycles per level and pass (default 100)
+#   BENCH_ROUNDS    data-plane rounds (default 5); BENCH_IPERF_SECONDS per iperf3 run (default 3)
+#   BENCH_OUT       where raw results go (default: a temporary directory, removed at the end)
+#   BENCH_NO_WRITE  1: print the table only; leave BENCHMARKS.md and docs/ alone
+#   BENCH_PARTS     which parts run (default "endpoints docker")
+#   BENCH_GIDS      present (default): the fake GID table holds the entries of the addresses the
+#                   timed containers get, as the kernel would add them; absent: it never does
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+PAIRS=${BENCH_PAIRS:-40}
+CYCLES=${BENCH_CYCLES:-100}
+ROUNDS=${BENCH_ROUNDS:-5}
+IPERF_SECONDS=${BENCH_IPERF_SECONDS:-3}
+PARTS=${BENCH_PARTS:-endpoints docker}
+# Addresses the timed runs cycle through (their GID entries fit an mlx5 table: 2 per address).
+IPS=50
+IMAGE=rdma-macvlan-test/busybox:latest
+PLUGIN_NAME=rmvbench
+PLUGIN=$PLUGIN_NAME:latest
+# What long-lived containers run: a sleep that exits at once on SIGTERM.
+SLEEPER=(sh -c 'trap "exit 0" TERM; sleep 3600 & wait')
+
+t_start=$SECONDS
+say() { printf 'bench: [%4ds] %s\n' "$((SECONDS - t_start))" "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# Names unique to this run.
+id=$(printf '%04x' $(((($$ << 8) ^ $(date +%s%N | cut -c10-15)) & 0xffff)))
+parent=rmvb${id}p
+peer=rmvb${id}q
+
+# Cleanup state: what this run made.
+work=""
+dir=""
+loadpid=""
+bgpids=()
+policy=""
+cleanup() {
+	local rc=$? p
+	set +e
+	for p in "${bgpids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	if [[ -n $dir ]]; then
+		bash "$here/dockerd.sh" stop "$dir" 2>/dev/null || rc=1
+		dir=""
+	fi
+	ip link del "$parent" 2>/dev/null
+	if [[ -n $loadpid ]]; then kill "$loadpid" 2>/dev/null; wait "$loadpid" 2>/dev/null; fi
+	[[ -n $policy ]] && rm -f "$policy"
+	if [[ -n $work && -z ${BENCH_OUT:-} ]]; then rm -rf "$work"; fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# docker runs the CLI without its warning about IPv4 forwarding (off on purpose in these engines).
+docker() { command docker "$@" 2> >(grep -v 'IPv4 forwarding is disabled' >&2); }
+
+install_tools() {
+	local need=()
+	command -v iperf3 >/dev/null || need+=(iperf3)
+	command -v gnuplot >/dev/null || need+=(gnuplot-nox)
+	command -v nsenter >/dev/null || need+=(util-linux)
+	((${#need[@]})) || return 0
+	say "apt-get install ${need[*]}"
+	if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+		# iperf3's package would start its own server on the host.
+		policy=/usr/sbin/policy-rc.d
+		printf '#!/bin/sh\nexit 101\n' >"$policy"
+		chmod 0755 "$policy"
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+	if [[ -n $policy ]]; then rm -f "$policy"; policy=""; fi
+}
+
+# now_us prints the wall clock in microseconds (no fork).
+now_us() { local t=${EPOCHREALTIME/./}; printf '%s\n' "$t"; }
+
+# timed_run NET IP: one `docker run --rm` on NET with address IP; prints its wall time in ms.
+timed_run() {
+	local t0 t1
+	t0=$(now_us)
+	docker run --rm --network "$1" --ip "$2" "$IMAGE" true >/dev/null || return 1
+	t1=$(now_us)
+	printf '%d.%03d\n' $(((t1 - t0) / 1000)) $(((t1 - t0) % 1000))
+}
+
+# wait_listen PID PORT: waits up to 5 s for a TCP listener on PORT in the netns of PID.
+wait_listen() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		nsenter -t "$1" -n ss -Hltn "sport = :$2" 2>/dev/null | grep -q . && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+container_pid() { docker inspect -f '{{.State.Pid}}' "$1"; }
+container_ip() { docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$1"; }
+
+# dataplane ENGINE: iperf3 and tcprr between two containers on each network, in rounds whose
+# network order rotates.
+dataplane() {
+	local engine=$1 net r k i a b pa pb ipa spid
+	local nets=(rdma macvlan bridge)
+	for net in "${nets[@]}"; do
+		docker run -d --name "rmvb-$net-a" --network "rmvb-$net" "$IMAGE" "${SLEEPER[@]}" >/dev/null
+		docker run -d --name "rmvb-$net-b" --network "rmvb-$net" "$IMAGE" "${SLEEPER[@]}" >/dev/null
+	done
+	for ((r = 1; r <= ROUNDS; r++)); do
+		for ((k = 0; k < 3; k++)); do
+			i=$(((k + r) % 3))
+			net=${nets[i]}
+			a=rmvb-$net-a b=rmvb-$net-b
+			pa=$(container_pid "$a") pb=$(container_pid "$b") ipa=$(container_ip "$a")
+			[[ -n $ipa ]] || die "$engine: $a has no IP address"
+			# nsenter execs iperf3: $! is the server's pid.
+			nsenter -t "$pa" -n iperf3 -s -p 5201 >"$work/iperf-server.log" 2>&1 &
+			spid=$!
+			bgpids+=("$spid")
+			wait_listen "$pa" 5201 || die "$engine: iperf3 server in $a did not listen: $(cat "$work/iperf-server.log")"
+			nsenter -t "$pb" -n iperf3 -c "$ipa" -p 5201 -t "$IPERF_SECONDS" -J >"$work/res/iperf-$engine-$net-$r.json" ||
+				die "$engine: iperf3 from $b to $a ($ipa) failed: $(grep '"error"' "$work/res/iperf-$engine-$net-$r.json")"
+			kill "$spid" 2>/dev/null || true
+			wait "$spid" 2>/dev/null || true
+			nsenter -t "$pa" -n "$work/bin/tcprr" -listen "$ipa:7001" -timeout 60s &
+			spid=$!
+			bgpids+=("$spid")
+			wait_listen "$pa" 7001 || die "$engine: tcprr server in $a did not listen"
+			nsenter -t "$pb" -n "$work/bin/tcprr" -connect "$ipa:7001" -n 5000 -size 64 >"$work/res/rr-$engine-$net-$r.json" ||
+				die "$engine: tcprr from $b to $a ($ipa) failed"
+			wait "$spid" || die "$engine: tcprr server in $a failed"
+			say "$engine: data plane round $r: $net done"
+		done
+	done
+	for net in "${nets[@]}"; do docker rm -f "rmvb-$net-a" "rmvb-$net-b" >/dev/null; done
+	bgpids=()
+}
+
+engine_bench() {
+	local engine=$1 mac sysfs i order d1 d2 t1 t2 sub host
+	local -A net_octet=([rdma]=1 [macvlan]=2)
+	sub=$((RANDOM % 200 + 20))
+	say "$engine: parent $parent, private dockerd"
+	ip link show "$parent" >/dev/null 2>&1 && die "link $parent exists already"
+	ip link add "$parent" type veth peer name "$peer"
+	ip link set "$parent" up
+	ip link set "$peer" up
+	mac=$(cat "/sys/class/net/$parent/address")
+	sysfs=$work/sysfs-$engine
+	"$work/bin/fakesysfs" -root "$sysfs" -kind mlx5 -netdev "$parent" -mac "$mac"
+	mkdir -p "$work/state-$engine" "$work/cdi-$engine"
+
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/rmvb.XXXXXX")
+	bash "$here/dockerd.sh" start "$dir" "$engine" >/dev/null
+	export DOCKER_HOST=unix://$dir/docker.sock
+	printf 'engine_%s=%s\n' "$engine" "$(docker version -f '{{.Server.Version}} (API {{.Server.APIVersion}})')" >>"$work/res/machine.env"
+	bash "$here/mkimage.sh" 2>/dev/null
+	PLUGIN_NAME=$PLUGIN_NAME PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" create 2>/dev/null
+	docker plugin set "$PLUGIN" sysfs.source="$sysfs/sys" state.source="$work/state-$engine" cdi.source="$work/cdi-$engine"
+	docker plugin enable "$PLUGIN" >/dev/null
+
+	docker network create -d "$PLUGIN" --subnet "10.$sub.1.0/24" -o parent="$parent" rmvb-rdma >/dev/null
+	docker network create -d macvlan --subnet "10.$sub.2.0/24" -o parent="$parent" rmvb-macvlan >/dev/null
+	docker network create -d bridge --subnet "10.$sub.3.0/24" rmvb-bridge >/dev/null
+
+	# The kernel adds a container's GID entries once its address is set; the fake table gets the
+	# entries of the addresses the timed runs use beforehand, so each GID watch ends at its first
+	# look (BENCH_GIDS=absent: they never appear and every watch polls until its container exits).
+	if [[ ${BENCH_GIDS:-present} == present ]]; then
+		for ((i = 10; i < 10 + IPS; i++)); do
+			"$work/bin/fakesysfs" add-ip -root "$sysfs" -hca mlx5_0 -ip "10.$sub.1.$i" -ndev eth0 >/dev/null
+		done
+	fi
+	say "$engine: warm-up"
+	for i in 1 2 3; do timed_run rmvb-rdma "10.$sub.1.$((10 + i))" >/dev/null; timed_run rmvb-macvlan "10.$sub.2.$((10 + i))" >/dev/null; done
+	say "$engine: $PAIRS interleaved pairs of docker run --rm"
+	for ((i = 1; i <= PAIRS; i++)); do
+		if ((i % 2)); then order=(rdma macvlan); else order=(macvlan rdma); fi
+		host=$((10 + i % IPS))
+		t1=$(timed_run "rmvb-${order[0]}" "10.$sub.${net_octet[${order[0]}]}.$host")
+		t2=$(timed_run "rmvb-${order[1]}" "10.$sub.${net_octet[${order[1]}]}.$host")
+		d1=${order[0]} d2=${order[1]}
+		printf '%s,%d,%s,1,%s\n%s,%d,%s,2,%s\n' "$engine" "$i" "$d1" "$t1" "$engine" "$i" "$d2" "$t2" >>"$work/res/start.csv"
+		((i % 10)) || say "$engine: $i pairs"
+	done
+
+	if [[ $engine == "${DATAPLANE_ENGINE:-debian}" ]]; then
+		say "$engine: data plane, $ROUNDS rounds"
+		dataplane "$engine"
+	fi
+
+	docker network rm rmvb-rdma rmvb-macvlan rmvb-bridge >/dev/null
+	PLUGIN_NAME=$PLUGIN_NAME bash "$here/plugin.sh" remove 2>/dev/null
+	unset DOCKER_HOST
+	bash "$here/dockerd.sh" stop "$dir" 2>/dev/null
+	dir=""
+	ip link del "$parent"
+	say "$engine: done"
+}
+
+main() {
+	local engines=("$@") e
+	[[ $(id -u) -eq 0 ]] || die "needs root"
+	if ((${#engines[@]} == 0)); then
+		engines=(debian)
+		bash "$here/engines.sh" bindir >/dev/null 2>&1 && engines+=(current)
+	fi
+	if [[ -n ${BENCH_OUT:-} ]]; then
+		work=$BENCH_OUT
+		mkdir -p "$work"
+	else
+		work=$(mktemp -d "${TMPDIR:-/tmp}/rmv-bench.XXXXXX")
+	fi
+	mkdir -p "$work/res" "$work/bin"
+
+	say "installing what is missing"
+	bash "$here/engines.sh" install debian
+	install_tools
+
+	# Load on this shared machine, every 2 s, for the report's noise figures.
+	(while :; do printf '%s,%s\n' "$(date +%s)" "$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ,)"; sleep 2; done) >"$work/res/load.csv" &
+	loadpid=$!
+
+	say "building the plugin and the bench tools"
+	PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" build 2>/dev/null
+	(cd "$repo" && for t in endpoints tcprr report; do go build -o "$work/bin/$t" "./bench/cmd/$t"; done &&
+		go build -o "$work/bin/fakesysfs" ./rdma/rdmatest/fakesysfs)
+	{
+		printf 'date=%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
+		printf 'nproc=%s\n' "$(nproc)"
+		printf 'cpu=%s\n' "$(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
+		printf 'memory=%s\n' "$(awk '/^MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+		printf 'kernel=%s\n' "$(uname -r)"
+		printf 'os=%s\n' "$(sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release)"
+		printf 'go=%s\n' "$(go version | cut -d' ' -f3)"
+		printf 'commit=%s\n' "$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+		printf 'iperf3=%s\n' "$(iperf3 --version | head -1 | cut -d' ' -f2)"
+		printf 'pairs=%s\ncycles=%s\nrounds=%s\niperf_seconds=%s\n' "$PAIRS" "$CYCLES" "$ROUNDS" "$IPERF_SECONDS"
+		printf 'gids=%s\n' "${BENCH_GIDS:-present}"
+	} >"$work/res/machine.env"
+	printf 'engine,pair,driver,position,ms\n' >"$work/res/start.csv"
+
+	if [[ " $PARTS " == *" endpoints "* ]]; then
+		say "endpoint life cycle, restart and memory (bench/cmd/endpoints)"
+		"$work/bin/endpoints" -out "$work/res" -bin "$work/plugin/rootfs/rdma-macvlan" -cycles "$CYCLES"
+	fi
+
+	[[ " $PARTS " == *" docker "* ]] || engines=()
+	for e in "${engines[@]}"; do
+		case $e in
+		debian | current) engine_bench "$e" ;;
+		*) die "unknown engine '$e' (want: debian, current)" ;;
+		esac
+	done
+
+	kill "$loadpid" 2>/dev/null || true
+	wait "$loadpid" 2>/dev/null || true
+	loadpid=""
+	local write=(-md "$repo/BENCHMARKS.md" -docs "$repo/docs")
+	[[ ${BENCH_NO_WRITE:-} == 1 ]] && write=()
+	"$work/bin/report" -in "$work/res" "${write[@]}" -elapsed "$((SECONDS - t_start))"
+	say "done in $((SECONDS - t_start)) s"
+}
+
+main "$@"
