@@ -45,7 +45,7 @@ while read -r pkg target; do
   # would eat a short run: 100 executions are enough for that.
   go test -run '^$' -fuzz "^${target}\$" -fuzztime "${secs}s" -fuzzminimizetime 100x "$pkg" >"$log" 2>&1 </dev/null || status=$?
   last=$(grep -E '^fuzz: elapsed: .*execs: ' "$log" | tail -n 1 || true)
-  elapsed=$(sed -nE 's/^fuzz: elapsed: ([0-9]+s).*/\1/p' <<<"$last")
+  elapsed=$(sed -nE 's/^fuzz: elapsed: ([^,]+),.*/\1/p' <<<"$last")
   execs=$(sed -nE 's/.*execs: ([0-9]+) .*/\1/p' <<<"$last")
   interesting=$(sed -nE 's/.*total: ([0-9]+)\).*/\1/p' <<<"$last")
   if [ "$status" = 0 ]; then
