@@ -89,7 +89,9 @@ func withGID(entries []gidEntry, gid string) []gidEntry {
 	return out
 }
 
-// waitTable polls the GID table every 50 ms until cond holds or timeout.
+// waitTable polls the GID table every 200 ms until cond holds or timeout.
+// A full rxe table is 1024 slots and up to 3072 sysfs reads per poll: more
+// often would slow the emulated kernel it waits for.
 func waitTable(hca string, port int, timeout time.Duration, cond func(size int, entries []gidEntry) bool) (int, []gidEntry, bool) {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -100,7 +102,7 @@ func waitTable(hca string, port int, timeout time.Duration, cond func(size int, 
 		if time.Now().After(deadline) {
 			return size, entries, false
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

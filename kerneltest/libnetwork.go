@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -76,6 +77,27 @@ func (e *env) startDaemon() error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// daemonCPU is the CPU time the daemon has used so far (/proc/PID/stat).
+func (e *env) daemonCPU() time.Duration {
+	if e.daemon == nil || e.daemon.Process == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", e.daemon.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name in parentheses: utime and stime are
+	// the 12th and 13th, in clock ticks (100 per second).
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // stopDaemon sends SIGTERM and waits; it reports how the daemon ended.
@@ -309,7 +331,8 @@ func (e *env) status(nid, eid string) (driver.NetworkStatus, driver.EndpointStat
 	return driver.NetworkStatus{}, driver.EndpointStatus{}, fmt.Errorf("network %.12s not in the status", nid)
 }
 
-// waitReady polls the status until the endpoint is rdma_ready.
+// waitReady polls the status (which reads the whole GID table) every 250 ms
+// until the endpoint is rdma_ready.
 func (e *env) waitReady(ep *endpoint) (driver.NetworkStatus, driver.EndpointStatus, time.Duration, error) {
 	start := time.Now()
 	for {
@@ -324,6 +347,25 @@ func (e *env) waitReady(ep *endpoint) (driver.NetworkStatus, driver.EndpointStat
 			return n, es, time.Since(start), err
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitSettled polls the status until the endpoint is rdma_ready or the
+// daemon gave up waiting for its GIDs (a reason other than "waiting ...").
+func (e *env) waitSettled(ep *endpoint) (driver.EndpointStatus, error) {
+	deadline := time.Now().Add(e.wait)
+	for {
+		_, es, err := e.status(ep.nid, ep.eid)
+		if err == nil && (es.RDMAReady || es.RDMAReason != "" && !strings.HasPrefix(es.RDMAReason, "waiting")) {
+			return es, nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("still %q after %s", es.RDMAReason, e.wait)
+			}
+			return es, err
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

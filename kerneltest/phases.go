@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
@@ -82,12 +85,12 @@ func (e *env) setup() bool {
 	mac, _ := readFile("/sys/class/net/" + e.parent + "/address")
 	hw, _ := net.ParseMAC(mac)
 	def := gidText(linkLocal(hw))
-	size, ents, ok := waitTable(e.hca, e.port, e.wait, func(_ int, ents []gidEntry) bool { return len(withGID(ents, def)) > 0 })
+	_, ents, ok := waitTable(e.hca, e.port, e.wait, func(_ int, ents []gidEntry) bool { return len(withGID(ents, def)) > 0 })
 	if !s.check(ok, "setup: rxe0 port 1 holds the default GID of p0 ("+def+")", "table: %v", ents) {
 		return false
 	}
 	time.Sleep(time.Second) // let p0's own address events settle
-	size, ents, _ = gidTable(e.hca, e.port)
+	size, ents, _ := gidTable(e.hca, e.port)
 	e.base = len(ents)
 	s.note("rxe0 port 1: %d GID slots, %d used with p0 alone: %v", size, e.base, ents)
 
@@ -97,7 +100,11 @@ func (e *env) setup() bool {
 		return false
 	}
 	err = e.startDaemon()
-	return s.check(err == nil, "setup: the daemon serves "+pluginSocket+" as a legacy plugin on the real /sys", "%v", err)
+	if !s.check(err == nil, "setup: the daemon serves "+pluginSocket+" as a legacy plugin on the real /sys", "%v", err) {
+		return false
+	}
+	s.note("netlink modules loaded on demand by now: xfrm_user %v, nfnetlink %v", moduleLoaded("xfrm_user"), moduleLoaded("nfnetlink"))
+	return true
 }
 
 // exclusive runs first, before any other network namespace exists: the
@@ -216,9 +223,8 @@ func (e *env) detect() {
 		base := filepath.Base(nd.Path)
 		switch {
 		case strings.HasPrefix(base, "uverbs"):
-			var k uint32
-			fmt.Sscanf(base, "uverbs%d", &k)
-			if nd.SysMajor != 231 || nd.SysMinor != 192+k {
+			k, _ := strconv.ParseUint(strings.TrimPrefix(base, "uverbs"), 10, 32)
+			if nd.SysMajor != 231 || nd.SysMinor != 192+uint32(k) {
 				s.finding("%s is %d:%d, not 231:%d as RDMA-FACTS.md says", nd.Path, nd.SysMajor, nd.SysMinor, 192+k)
 			}
 		case base == "rdma_cm":
@@ -450,7 +456,7 @@ func (e *env) oldDockerProbe() {
 	taken := len(ents) - len(before)
 	s.note("probe: a container on the IPv4-only network with IPv6 left on (Docker < 26) takes %d slot(s)", taken)
 	if taken > 1 {
-		s.finding("on an IPv4-only network a container whose eth0 keeps IPv6 (Docker 20.10-25 do not disable it) takes %d GID slots (IPv4 + link-local %s), but the plugin reserves 1 (wantedGIDs adds the link-local only when the network has IPv6): near a full table such a container is admitted and then misses its IPv4 GID", taken, linkLocal(mac))
+		s.finding("on an IPv4-only network a container whose eth0 keeps IPv6 (Docker 20.10-25 do not disable it) takes %d GID slots (IPv4 + link-local %s), but the plugin reserves 1 for it while it starts (wantedGIDs adds the link-local only when the network has IPv6)", taken, linkLocal(mac))
 	}
 	_ = e.leave(ep)
 	_ = e.deleteEndpoint(ep)
@@ -536,10 +542,19 @@ func (e *env) capacity() {
 	if err == nil {
 		_ = e.deleteEndpoint(e6b)
 	}
+	e.ipv4Edge(size)
+	e.oldDockerEdgeProbe(size)
+}
+
+// ipv4Edge checks admission against the kernel with 2 free slots and
+// containers on the IPv4-only network: two are admitted and get their
+// GIDs, the third is refused and the kernel indeed has no slot for it.
+func (e *env) ipv4Edge(size int) {
+	s := e.s
 	e1 := &endpoint{nid: netV4.id, eid: e.id('e'), v4: "10.20.0.11/24"}
 	e2 := &endpoint{nid: netV4.id, eid: e.id('e'), v4: "10.20.0.12/24"}
 	e3 := &endpoint{nid: netV4.id, eid: e.id('e'), v4: "10.20.0.13/24"}
-	err = e.createEndpoint(e1)
+	err := e.createEndpoint(e1)
 	if !s.check(err == nil, "admission: IPv4 container 1 admitted (2 free)", "%v", err) {
 		return
 	}
@@ -564,15 +579,59 @@ func (e *env) capacity() {
 	}
 	_, es1, _, err1 := e.waitReady(e1)
 	_, es2, _, err2 := e.waitReady(e2)
-	_, ents, _ = gidTable(e.hca, e.port)
+	_, ents, _ := gidTable(e.hca, e.port)
 	s.check(err1 == nil && err2 == nil && len(es1.GIDs) == 1 && len(es2.GIDs) == 1, "kernel: both admitted containers get their GID, the last one included",
 		"%v %v", err1, err2)
-	n, _, _ = e.status(netV4.id, "")
+	n, _, _ := e.status(netV4.id, "")
 	s.check(len(ents) == size && n.GIDTable != nil && n.GIDTable.Free == 0, "the table is full: sysfs and status agree", "sysfs %d used, status %+v", len(ents), n.GIDTable)
 
 	// The refused container's address, added by hand on another link: the
 	// kernel has no slot for it.
 	e.edgeProbe("10.20.0.13", size)
+}
+
+// oldDockerEdgeProbe starts two containers on the IPv4-only network with 2
+// slots free, the way Docker < 26 does (IPv6 left on their eth0), and
+// reports what the kernel does with the plugin's reservation of 1 slot
+// each. It records a finding, not a check.
+func (e *env) oldDockerEdgeProbe(size int) {
+	s := e.s
+	if _, ents, ok := waitTable(e.hca, e.port, e.wait, func(_ int, ents []gidEntry) bool { return len(ents) == size-2 }); !ok {
+		s.note("probe: the table did not return to 2 free (%d used)", len(ents))
+		return
+	}
+	a := &endpoint{nid: netV4.id, eid: e.id('e'), v4: "10.20.0.21/24"}
+	b := &endpoint{nid: netV4.id, eid: e.id('e'), v4: "10.20.0.22/24"}
+	for _, ep := range []*endpoint{a, b} {
+		if err := e.createEndpoint(ep); err != nil {
+			s.note("probe: CreateEndpoint %s with 2 free: %v", ep.v4, err)
+			return
+		}
+		defer e.cleanupEndpoint(ep)
+	}
+	s.note("probe: 2 free, two containers on the IPv4-only network admitted (the plugin reserves 1 slot each)")
+	gidB := gidText(net.ParseIP("10.20.0.22"))
+	before, _ := dmesgCount("__ib_cache_gid_add", gidB, "error=-28")
+	for _, ep := range []*endpoint{a, b} {
+		if err := e.join(ep, false); err != nil {
+			s.note("probe: join %s: %v", ep.v4, err)
+			return
+		}
+		if ep == a {
+			// Let the first container's entries land before the second starts.
+			macA, _ := net.ParseMAC(a.mac)
+			waitTable(e.hca, e.port, e.wait, func(_ int, ents []gidEntry) bool {
+				return len(withGID(ents, gidText(linkLocal(macA)))) > 0 || len(ents) == size
+			})
+		}
+	}
+	_, esA, _, errA := e.waitReady(a)
+	esB, errB := e.waitSettled(b)
+	after, _ := dmesgCount("__ib_cache_gid_add", gidB, "error=-28")
+	s.note("probe: first container ready=%v (%v), GIDs %v; second ready=%v (%v); ENOSPC lines for the second's IPv4: %d", esA.RDMAReady, errA, esA.GIDs, esB.RDMAReady, errB, after-before)
+	if !esB.RDMAReady && after > before {
+		s.finding("with 2 slots free, two containers on an IPv4-only network started by Docker < 26 (IPv6 left on) are both admitted, but the first takes 2 slots (IPv4 + its link-local) and the kernel refuses the second's IPv4 GID (dmesg: error=-28); the daemon says: %q", esB.RDMAReason)
+	}
 }
 
 // edgeProbe puts addr on a macvlan of p0 in a fresh netns and checks that
@@ -727,12 +786,15 @@ func (e *env) teardown() {
 func (e *env) finish() {
 	s := e.s
 	if e.daemon != nil {
+		s.note("the daemon used %s of CPU in %s", e.daemonCPU(), time.Since(s.start).Round(time.Second))
 		err := e.stopDaemon()
 		s.check(err == nil, "the daemon exits cleanly on SIGTERM", "%v", err)
 	}
 	if e.host != nil {
 		e.host.Close()
+		e.host = nil
 	}
+	e.netlinkFamiliesProbe()
 	if s.failed > 0 {
 		s.note("daemon log (last 60 lines):")
 		for _, l := range e.daemonLogTail(60) {
@@ -801,4 +863,87 @@ func containsAll(have, want []string) bool {
 		}
 	}
 	return true
+}
+
+// netlinkFamiliesProbe starts the daemon once more on a scratch socket and
+// state with the XFRM and netfilter netlink families unavailable (their
+// modules unloaded, on-demand loading off), as on a kernel built without
+// them. The daemon needs only rtnetlink and RDMA netlink; it records a
+// finding if it cannot start. Runs after the daemon under test stopped.
+func (e *env) netlinkFamiliesProbe() {
+	s := e.s
+	const modprobePath = "/proc/sys/kernel/modprobe"
+	orig, err := readFile(modprobePath)
+	if err != nil {
+		return
+	}
+	if err := os.WriteFile(modprobePath, []byte("/nonexistent\n"), 0o644); err != nil {
+		s.note("probe: cannot turn off module loading: %v", err)
+		return
+	}
+	defer func() { _ = os.WriteFile(modprobePath, []byte(orig+"\n"), 0o644) }()
+	_, _ = cmd("modprobe", "-r", "xfrm_user", "nfnetlink")
+	if moduleLoaded("xfrm_user") || moduleLoaded("nfnetlink") {
+		s.note("probe: xfrm_user or nfnetlink still loaded; skipped")
+		return
+	}
+	dir, err := os.MkdirTemp("/run", "rmv-probe-")
+	if err != nil {
+		return
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "p.sock")
+	d := exec.Command(e.daemonPath, "--socket", sock, "--state-dir", filepath.Join(dir, "state"), "--cdi-dir", filepath.Join(dir, "cdi"))
+	logf, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		return
+	}
+	defer logf.Close()
+	d.Stdout, d.Stderr = logf, logf
+	if err := d.Start(); err != nil {
+		return
+	}
+	output := func() string { b, _ := os.ReadFile(logf.Name()); return string(b) }
+	done := make(chan error, 1)
+	go func() { done <- d.Wait() }()
+	c := plugin.NewClient(sock)
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case werr := <-done:
+			msg := output()
+			s.note("probe: without XFRM and netfilter netlink the daemon exited: %v", werr)
+			s.finding("the daemon cannot start on a kernel without the XFRM or netfilter netlink families (here: xfrm_user and nfnetlink unloaded, module loading off): netns.Current opens them through netlink.NewHandle() with no family list although it uses only rtnetlink and RDMA netlink; its last words: %q", lastLine(msg))
+			return
+		default:
+		}
+		if _, err := c.Status(); err == nil && strings.Contains(output(), "msg=ready") {
+			s.note("probe: the daemon starts without the XFRM and netfilter netlink families")
+			_ = d.Process.Signal(syscall.SIGTERM)
+			<-done
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = d.Process.Kill()
+	<-done
+	s.note("probe: the daemon neither became ready nor exited within 15 s: %s", lastLine(output()))
+}
+
+func moduleLoaded(name string) bool {
+	b, _ := os.ReadFile("/proc/modules")
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, name+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
 }

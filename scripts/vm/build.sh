@@ -107,7 +107,7 @@ manifest=$(
   awk '{print "package", $0}' <<<"$versions"
   echo "suite $suite"
   echo "modules ${modules[*]} autoload ${autoload[*]}"
-  echo "recipe $(sha256sum "$here/build.sh" "$here/init" | sha256sum | cut -c1-16)"
+  echo "recipe $(cat "$here/build.sh" "$here/init" | sha256sum | cut -c1-16)"
 )
 key=$(printf '%s\n' "$manifest" | sha256sum | cut -c1-16)
 dest=$cache/$key
@@ -117,16 +117,22 @@ done_msg() {
   if [ "$print_dir" = 1 ]; then echo "$dest"; fi
 }
 
+# Entries of other keys go when --prune says so, or when unused for more
+# than 7 days (each use touches .complete).
 prune_others() {
-  [ "$prune" = 1 ] || return 0
   local d
   for d in "$cache"/*/; do
     d=${d%/}
-    [ "$d" = "$dest" ] || [ ! -e "$d/.complete" ] || { say "pruning $d"; rm -rf "$d"; }
+    if [ "$d" = "$dest" ] || [ ! -e "$d/.complete" ]; then continue; fi
+    if [ "$prune" = 1 ] || [ -n "$(find "$d/.complete" -mtime +7)" ]; then
+      say "pruning $d"
+      rm -rf "$d"
+    fi
   done
 }
 
 if [ "$force" = 0 ] && [ -e "$dest/.complete" ]; then
+  touch "$dest/.complete"
   prune_others
   done_msg
   exit 0
@@ -143,20 +149,26 @@ if [ "$force" = 0 ] && [ -e "$dest/.complete" ]; then
   exit 0
 fi
 
-work=$(mktemp -d "$cache/.build-$key.XXXXXX")
-cleanup() {
+# remove_tree DIR: unmount what debootstrap mounted under DIR (proc, sys),
+# then delete it; never deletes through a mount.
+remove_tree() {
   local m
-  # debootstrap mounts proc and sys in the target; never delete through a
-  # mount.
   while read -r m; do
     umount -l "$m" 2>/dev/null || true
-  done < <(awk -v w="$work/" 'index($2, w) == 1 {print $2}' /proc/mounts | sort -r)
-  if awk -v w="$work/" 'index($2, w) == 1 {found=1} END {exit !found}' /proc/mounts; then
-    echo "vm-build: mounts left under $work; not removing it" >&2
-    return
+  done < <(awk -v w="$1/" 'index($2, w) == 1 {print $2}' /proc/mounts | sort -r)
+  if awk -v w="$1/" 'index($2, w) == 1 {found=1} END {exit !found}' /proc/mounts; then
+    echo "vm-build: mounts left under $1; not removing it" >&2
+    return 0
   fi
-  rm -rf "$work"
+  rm -rf "$1"
 }
+# Work directories of builds killed outright (no trap ran); we hold the lock,
+# so none is in use.
+for d in "$cache"/.build-*; do
+  if [ -d "$d" ]; then remove_tree "$d"; fi
+done
+work=$(mktemp -d "$cache/.build-$key.XXXXXX")
+cleanup() { remove_tree "$work"; }
 trap cleanup EXIT
 
 say "building $dest: $kpkg $kver, $suite from $mirror"
