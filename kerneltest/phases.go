@@ -625,13 +625,32 @@ func (e *env) oldDockerEdgeProbe(size int) {
 			})
 		}
 	}
+	// The second container's watch polls a full table until the daemon's
+	// GID timeout: what does that cost, next to an idle daemon?
+	e.measureDaemonCPU("while one container waits for its GID on a full table")
+	t := time.Now()
+	_, _ = e.c.Status()
+	s.note("one GET /v1/status with the table full took %s", time.Since(t).Round(time.Millisecond))
 	_, esA, _, errA := e.waitReady(a)
 	esB, errB := e.waitSettled(b)
+	e.measureDaemonCPU("idle, the table full")
+	t = time.Now()
+	_, _ = e.c.Status()
+	s.note("one GET /v1/status with the table full and the daemon otherwise idle took %s", time.Since(t).Round(time.Millisecond))
 	after, _ := dmesgCount("__ib_cache_gid_add", gidB, "error=-28")
 	s.note("probe: first container ready=%v (%v), GIDs %v; second ready=%v (%v); ENOSPC lines for the second's IPv4: %d", esA.RDMAReady, errA, esA.GIDs, esB.RDMAReady, errB, after-before)
 	if !esB.RDMAReady && after > before {
 		s.finding("with 2 slots free, two containers on an IPv4-only network started by Docker < 26 (IPv6 left on) are both admitted, but the first takes 2 slots (IPv4 + its link-local) and the kernel refuses the second's IPv4 GID (dmesg: error=-28); the daemon says: %q", esB.RDMAReason)
 	}
+}
+
+// measureDaemonCPU notes the daemon's CPU use over 3 s in which this
+// program makes no request.
+func (e *env) measureDaemonCPU(what string) {
+	c0, t0 := e.daemonCPU(), time.Now()
+	time.Sleep(3 * time.Second)
+	c1, el := e.daemonCPU(), time.Since(t0)
+	e.s.note("daemon CPU %s: %s in %s (%.0f%% of one emulated CPU)", what, c1-c0, el.Round(10*time.Millisecond), 100*float64(c1-c0)/float64(el))
 }
 
 // edgeProbe puts addr on a macvlan of p0 in a fresh netns and checks that
