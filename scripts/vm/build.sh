@@ -170,6 +170,8 @@ done
 work=$(mktemp -d "$cache/.build-$key.XXXXXX")
 cleanup() { remove_tree "$work"; }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 say "building $dest: $kpkg $kver, $suite from $mirror"
 mkdir -p "$work/deb" "$work/kernel" "$work/root"
