@@ -114,10 +114,17 @@ type gidWatch struct {
 func (d *Driver) startWatch(n *Network, e *Endpoint) {
 	d.stopWatch(e.ID)
 	want := wantedGIDs(e, n.ipv6())
+	// CreateEndpoint counted the entries as addresses x RoCE types of the
+	// port; reuse that instead of reading the whole table once more (0:
+	// not known, e.g. a record from an older daemon).
+	types := 0
+	if len(want) > 0 && e.GIDNeed > 0 && e.GIDNeed%len(want) == 0 {
+		types = e.GIDNeed / len(want)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), d.gidTimeout)
 	w := &gidWatch{cancel: cancel, done: make(chan struct{})}
 	d.watches[e.ID] = w
-	go d.watch(ctx, w, e.ID, *n.RDMA, want)
+	go d.watch(ctx, w, e.ID, *n.RDMA, want, types)
 }
 
 // stopWatch ends e's watch, if any. Caller holds d.mu.
@@ -128,7 +135,7 @@ func (d *Driver) stopWatch(eid string) {
 	}
 }
 
-func (d *Driver) watch(ctx context.Context, w *gidWatch, eid string, r NetworkRDMA, want []string) {
+func (d *Driver) watch(ctx context.Context, w *gidWatch, eid string, r NetworkRDMA, want []string, types int) {
 	defer close(w.done)
 	defer w.cancel()
 	log := d.logFor("gid-watch", logrus.Fields{"eid": ShortID(eid), "ibdev": r.HCA, "port": r.Port})
@@ -136,7 +143,9 @@ func (d *Driver) watch(ctx context.Context, w *gidWatch, eid string, r NetworkRD
 		d.finishWatch(w, eid, nil, "the endpoint has no IP address; RoCE needs one", log)
 		return
 	}
-	types := d.rdma.RoCETypesPerAddress(r.HCA, r.Port)
+	if types <= 0 {
+		types = d.rdma.RoCETypesPerAddress(r.HCA, r.Port)
+	}
 	tick := time.NewTicker(d.gidPoll)
 	defer tick.Stop()
 	var missing []string
