@@ -26,6 +26,7 @@
 #   BENCH_OUT       where raw results go (default: a temporary directory, removed at the end)
 #   BENCH_NO_WRITE  1: print the table only; leave BENCHMARKS.md and docs/ alone
 #   BENCH_PARTS     which parts run (default "endpoints docker")
+#   BENCH_COMMIT    the commit to name in the report (default: git rev-parse of this tree)
 #   BENCH_GIDS      present (default): the fake GID table holds the entries of the addresses the
 #                   timed containers get, as the kernel would add them; absent: it never does
 set -euo pipefail
@@ -260,7 +261,7 @@ main() {
 		printf 'kernel=%s\n' "$(uname -r)"
 		printf 'os=%s\n' "$(sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release)"
 		printf 'go=%s\n' "$(go version | cut -d' ' -f3)"
-		printf 'commit=%s\n' "$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+		printf 'commit=%s\n' "${BENCH_COMMIT:-$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 		printf 'iperf3=%s\n' "$(iperf3 --version | head -1 | cut -d' ' -f2)"
 		printf 'pairs=%s\ncycles=%s\nrounds=%s\niperf_seconds=%s\n' "$PAIRS" "$CYCLES" "$ROUNDS" "$IPERF_SECONDS"
 		printf 'gids=%s\n' "${BENCH_GIDS:-present}"
