@@ -51,7 +51,7 @@ say() { printf 'bench: [%4ds] %s\n' "$((SECONDS - t_start))" "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 # Names unique to this run.
-id=$(printf '%04x' $(((($$ << 8) ^ $(date +%s%N | cut -c10-15)) & 0xffff)))
+id=$(printf '%04x' $(((($$ << 8) ^ 10#$(date +%s%N | cut -c10-15)) & 0xffff)))
 parent=rmvb${id}p
 peer=rmvb${id}q
 
