@@ -94,16 +94,15 @@ func (e *env) setup() bool {
 	e.base = len(ents)
 	s.note("rxe0 port 1: %d GID slots, %d used with p0 alone: %v", size, e.base, ents)
 
-	var err error
+	err := e.startDaemon()
+	if !s.check(err == nil, "setup: the daemon serves "+pluginSocket+" as a legacy plugin on the real /sys", "%v", err) {
+		return false
+	}
+	s.note("modules the kernel loaded on demand for the daemon's start: xfrm_user %v, nfnetlink %v", moduleLoaded("xfrm_user"), moduleLoaded("nfnetlink"))
 	if e.host, err = netns.Current(); err != nil {
 		s.fail("setup: netlink handle", err)
 		return false
 	}
-	err = e.startDaemon()
-	if !s.check(err == nil, "setup: the daemon serves "+pluginSocket+" as a legacy plugin on the real /sys", "%v", err) {
-		return false
-	}
-	s.note("netlink modules loaded on demand by now: xfrm_user %v, nfnetlink %v", moduleLoaded("xfrm_user"), moduleLoaded("nfnetlink"))
 	return true
 }
 
