@@ -68,6 +68,7 @@ type Driver struct {
 	gidTimeout time.Duration
 	gidPoll    time.Duration
 	grace      time.Duration
+	owner      string      // ifalias of every link this instance creates
 	gcTimer    *time.Timer // deletes endpoints never joined after a restart
 
 	mu        sync.Mutex
@@ -120,6 +121,12 @@ func New(cfg Config) (*Driver, error) {
 		endpoints:  make(map[string]*Endpoint),
 		watches:    make(map[string]*gidWatch),
 	}
+	id, err := st.instanceID()
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	d.owner = "rdma-macvlan " + id
 	if err := d.restore(); err != nil {
 		st.close()
 		return nil, err

@@ -94,7 +94,7 @@ func (f *fakeLinks) CreateMacvlan(s netns.MacvlanSpec) (netns.Link, error) {
 	if mtu == 0 {
 		mtu = p.MTU
 	}
-	return f.add(netns.Link{Name: s.Name, Kind: "macvlan", EncapType: "ether", MTU: mtu, MAC: s.MAC, ParentIndex: p.Index, MacvlanMode: s.Mode}), nil
+	return f.add(netns.Link{Name: s.Name, Kind: "macvlan", EncapType: "ether", MTU: mtu, MAC: s.MAC, ParentIndex: p.Index, MacvlanMode: s.Mode, Alias: s.Alias}), nil
 }
 
 func (f *fakeLinks) CreateVLAN(name, lower string, id int) (netns.Link, error) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
@@ -46,7 +47,10 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 			return resp, invalidf("MAC address %q is not a 6-byte Ethernet address: use the form 02:42:ac:11:00:02", req.MAC)
 		}
 		if mac[0]&1 == 1 {
-			return resp, invalidf("MAC address %s is a multicast address: use a unicast one", req.MAC)
+			return resp, invalidf("MAC address %s is a multicast address: use a unicast one, e.g. 02:42:ac:11:00:02", req.MAC)
+		}
+		if slices.Equal(mac, net.HardwareAddr{0, 0, 0, 0, 0, 0}) {
+			return resp, invalidf("MAC address %s is all zeros: use a real one, e.g. 02:42:ac:11:00:02, or leave it out", req.MAC)
 		}
 	}
 	for _, a := range []string{req.IPv4, req.IPv6} {
@@ -54,7 +58,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 			continue
 		}
 		if _, _, err := net.ParseCIDR(a); err != nil {
-			return resp, invalidf("address %q from IPAM is not in CIDR form", a)
+			return resp, invalidf("address %q from IPAM is not in CIDR form (like 192.168.7.2/24)", truncate(a, 80))
 		}
 	}
 
@@ -68,7 +72,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 	}
 	if e, ok := d.endpoints[req.EndpointID]; ok {
 		if e.NetworkID != req.NetworkID {
-			return resp, invalidf("endpoint %s already exists on network %s", ShortID(e.ID), ShortID(e.NetworkID))
+			return resp, invalidf("endpoint %s already exists on network %s: remove the container using it, or retry to get a new endpoint ID", ShortID(e.ID), ShortID(e.NetworkID))
 		}
 		if req.MAC == "" {
 			resp.MAC = e.MAC
@@ -82,7 +86,8 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 				ShortID(n.ID), n.Parent, ShortID(e.ID))
 		}
 		if e.Ifname == ifname {
-			return resp, invalidf("endpoint %s would reuse link name %s of endpoint %s: retry to get a new endpoint ID", ShortID(req.EndpointID), ifname, ShortID(e.ID))
+			return resp, invalidf("endpoint %s would reuse link name %s of endpoint %s (their IDs share the first 12 characters): retry to get a new endpoint ID",
+				truncate(req.EndpointID, 64), ifname, e.ID)
 		}
 	}
 	mtu := n.MTU
@@ -96,7 +101,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 	if err := d.links.DeleteLink(ifname); err != nil {
 		return resp, fmt.Errorf("remove stale link %s: %w", ifname, err)
 	}
-	link, err := d.links.CreateMacvlan(netns.MacvlanSpec{Name: ifname, Parent: n.Parent, Mode: n.Mode, MTU: mtu, MAC: mac})
+	link, err := d.links.CreateMacvlan(netns.MacvlanSpec{Name: ifname, Parent: n.Parent, Mode: n.Mode, MTU: mtu, MAC: mac, Alias: d.owner})
 	if errors.Is(err, netns.ErrLinkNotFound) {
 		return resp, fmt.Errorf("parent %q of network %s is gone (check: ip link show %s): bring it back, or remove the network and create it on an existing parent",
 			n.Parent, ShortID(n.ID), n.Parent)

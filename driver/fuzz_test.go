@@ -313,7 +313,7 @@ func FuzzStateLoad(f *testing.F) {
 		if got := dirNames(t, filepath.Join(stateDir, sub)); !slices.Equal(got, want) {
 			t.Fatalf("%s holds %v, want %v", sub, got, want)
 		}
-		if got := dirNames(t, stateDir); !slices.Equal(got, []string{endpointsDir, "lock", networksDir}) {
+		if got := dirNames(t, stateDir); !slices.Equal(got, []string{endpointsDir, "instance", "lock", networksDir}) {
 			t.Fatalf("state directory holds %v", got)
 		}
 		if got := dirNames(t, base); !slices.Equal(got, []string{"cdi", "state"}) {

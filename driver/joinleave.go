@@ -81,7 +81,7 @@ func (d *Driver) ensureLink(e *Endpoint, log *logrus.Entry) error {
 		return fmt.Errorf("look up link %s of endpoint %s: %w", e.Ifname, ShortID(e.ID), err)
 	}
 	mac, _ := net.ParseMAC(e.MAC)
-	if _, err := d.links.CreateMacvlan(netns.MacvlanSpec{Name: e.Ifname, Parent: e.Parent, Mode: e.Mode, MTU: e.MTU, MAC: mac}); err != nil {
+	if _, err := d.links.CreateMacvlan(netns.MacvlanSpec{Name: e.Ifname, Parent: e.Parent, Mode: e.Mode, MTU: e.MTU, MAC: mac, Alias: d.owner}); err != nil {
 		return fmt.Errorf("re-create link %s of endpoint %s on parent %q: %w", e.Ifname, ShortID(e.ID), e.Parent, err)
 	}
 	log.WithField("ifname", e.Ifname).Info("endpoint link re-created")

@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -30,6 +31,12 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 	}
 	opts, err := ParseNetworkOptions(req.Options)
 	if err != nil {
+		return err
+	}
+	if err := checkSubnets(req.IPv4, false); err != nil {
+		return err
+	}
+	if err := checkSubnets(req.IPv6, true); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -113,6 +120,32 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 	crashPoint("create-network:state-written")
 	d.networks[n.ID] = n
 	log.WithFields(logrus.Fields{"mode": n.Mode, "mtu": n.MTU, "vlan_created": created, "ibdev": rinfo.HCA, "port": rinfo.Port}).Info("network created")
+	return nil
+}
+
+// checkSubnets refuses IPAM data that is not what Docker's IPAM sends: pools
+// in CIDR form of the right family, gateways inside their pool.
+func checkSubnets(subnets []Subnet, v6 bool) error {
+	family := "IPv4"
+	if v6 {
+		family = "IPv6"
+	}
+	for _, s := range subnets {
+		ip, pool, err := net.ParseCIDR(s.Pool)
+		if err != nil || (ip.To4() == nil) != v6 {
+			return invalidf("%s pool %q is not an %s subnet in CIDR form (like %s): check --subnet", family, truncate(s.Pool, 80), family, map[bool]string{false: "192.168.7.0/24", true: "fd00:7::/64"}[v6])
+		}
+		if s.Gateway == "" {
+			continue
+		}
+		gw, _, err := net.ParseCIDR(s.Gateway)
+		if err != nil {
+			gw = net.ParseIP(s.Gateway)
+		}
+		if gw == nil || !pool.Contains(gw) {
+			return invalidf("%s gateway %q is not an address in pool %s: check --gateway", family, truncate(s.Gateway, 80), s.Pool)
+		}
+	}
 	return nil
 }
 

@@ -181,20 +181,20 @@ func checkOptions(opts []Option, valid []string, how string) ([]Option, error) {
 	seen := make(map[string]bool, len(opts))
 	for _, o := range opts {
 		if hasControl(o.Key) {
-			return nil, invalidf("option name %q has a control character; valid options: %s", o.Key, strings.Join(valid, ", "))
+			return nil, invalidf("option name %q has a control character; valid options: %s", truncate(o.Key, 80), strings.Join(valid, ", "))
 		}
 		if !slices.Contains(valid, o.Key) {
 			if len(valid) == 1 {
-				return nil, invalidf("unknown option %q: the only valid option for %s is %s", o.Key, how, valid[0])
+				return nil, invalidf("unknown option %q: the only valid option for %s is %s", truncate(o.Key, 80), how, valid[0])
 			}
-			return nil, invalidf("unknown option %q: valid options for %s are %s", o.Key, how, strings.Join(valid, ", "))
+			return nil, invalidf("unknown option %q: valid options for %s are %s", truncate(o.Key, 80), how, strings.Join(valid, ", "))
 		}
 		if seen[o.Key] {
 			return nil, invalidf("option %s is given more than once: give it once", o.Key)
 		}
 		seen[o.Key] = true
 		if hasControl(o.Value) {
-			return nil, invalidf("option %s has a control character in its value %q: remove it", o.Key, o.Value)
+			return nil, invalidf("option %s has a control character in its value %q: remove it", o.Key, truncate(o.Value, 80))
 		}
 		if o.Value == "" {
 			return nil, invalidf("option %s is empty: give it a value (%s=...)", o.Key, o.Key)

@@ -99,9 +99,11 @@ func (d *Driver) restoreVLAN(n *Network, log *logrus.Entry) {
 	}
 }
 
-// sweepOrphans deletes macvlan links in the host namespace that carry the
-// driver's prefix but belong to no known endpoint: left by a crash between
-// creating a link and recording it.
+// sweepOrphans deletes macvlan links in the host namespace that this
+// instance made (its name prefix and its ifalias) but that belong to no known
+// endpoint: left by a crash between creating a link and recording it. Links
+// of another instance on the same host (another state directory) are not
+// touched.
 func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
 	links, err := d.links.Links()
 	if err != nil {
@@ -113,7 +115,7 @@ func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
 	}
 	n := 0
 	for _, l := range links {
-		if l.Kind != "macvlan" || !strings.HasPrefix(l.Name, LinkPrefix) || owned[l.Name] {
+		if l.Kind != "macvlan" || !strings.HasPrefix(l.Name, LinkPrefix) || l.Alias != d.owner || owned[l.Name] {
 			continue
 		}
 		if err := d.links.DeleteLink(l.Name); err != nil {

@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +61,41 @@ func openStore(dir string) (*store, error) {
 		return nil, fmt.Errorf("lock state directory %s: %w", dir, err)
 	}
 	return &store{dir: dir, lock: lf}, nil
+}
+
+// instanceID returns the ID of this state directory, creating it on first
+// use. Links carry it (as their ifalias) so that a daemon only ever sweeps
+// links it made, never those of another instance on the same host.
+func (s *store) instanceID() (string, error) {
+	path := filepath.Join(s.dir, "instance")
+	data, err := os.ReadFile(path)
+	if err == nil {
+		if id := strings.TrimSpace(string(data)); idRE.MatchString(id) {
+			return id, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("make instance ID: %w", err)
+	}
+	id := hex.EncodeToString(b[:])
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = f.WriteString(id + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return id, syncDir(s.dir)
 }
 
 func (s *store) close() {

@@ -21,6 +21,7 @@ type Link struct {
 	ParentIndex int    // lower device of a macvlan or VLAN
 	VLANID      int    // for Kind "vlan"
 	MacvlanMode string // for Kind "macvlan": bridge, private, vepa, passthru, source
+	Alias       string // ifalias: rdma-macvlan marks its links with its instance
 }
 
 // Loopback reports whether l is a loopback device.
@@ -59,6 +60,7 @@ func toLink(l netlink.Link) Link {
 		MAC:         a.HardwareAddr,
 		Up:          a.Flags&net.FlagUp != 0,
 		ParentIndex: a.ParentIndex,
+		Alias:       a.Alias,
 	}
 	switch v := l.(type) {
 	case *netlink.Vlan:
@@ -130,10 +132,11 @@ type MacvlanSpec struct {
 	Mode   string // bridge, private, vepa or passthru
 	MTU    int    // 0: inherit the parent's
 	MAC    net.HardwareAddr
+	Alias  string // ifalias to set (survives moves between namespaces)
 }
 
 // CreateMacvlan adds a macvlan child of spec.Parent, left down, and returns it.
-// Equivalent to: ip link add link $parent name $name mtu $mtu address $mac type macvlan mode $mode
+// Equivalent to: ip link add link $parent name $name mtu $mtu address $mac type macvlan mode $mode; ip link set $name alias $alias
 func (h *Handle) CreateMacvlan(spec MacvlanSpec) (Link, error) {
 	mode, ok := macvlanModes[spec.Mode]
 	if !ok {
@@ -161,6 +164,14 @@ func (h *Handle) CreateMacvlan(spec MacvlanSpec) (Link, error) {
 	if err != nil {
 		_ = h.nl.LinkDel(mv)
 		return Link{}, fmt.Errorf("read back macvlan %s: %w", spec.Name, err)
+	}
+	if spec.Alias != "" {
+		// The kernel ignores IFLA_IFALIAS when it creates a link.
+		if err := h.nl.LinkSetAlias(l, spec.Alias); err != nil {
+			_ = h.nl.LinkDel(l)
+			return Link{}, fmt.Errorf("set alias of macvlan %s: %w", spec.Name, err)
+		}
+		l.Attrs().Alias = spec.Alias
 	}
 	return toLink(l), nil
 }

@@ -3,6 +3,7 @@ package plugin
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/docker/go-plugins-helpers/network"
@@ -34,9 +35,28 @@ type createEndpointRequest struct {
 
 func decode(body []byte, v any) error {
 	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed request: field %s must be a JSON %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)}
+		}
 		return &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed request: %v", err)}
 	}
 	return nil
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "string"
+	case "map", "struct":
+		return "object"
+	case "slice", "array":
+		return "array"
+	case "bool":
+		return "boolean"
+	default:
+		return "number"
+	}
 }
 
 func createNetwork(d *driver.Driver, body []byte) (any, error) {

@@ -130,7 +130,7 @@ func TestPrivilegedHostileInput(t *testing.T) {
 		{"empty body", "CreateEndpoint", raw(""), []string{"malformed request", "unexpected end of JSON input"}},
 
 		// Huge values.
-		{"2 MiB body", "CreateNetwork", huge, []string{"CreateNetwork", "request body too large"}},
+		{"2 MiB body", "CreateNetwork", huge, []string{"CreateNetwork", "larger than 1048576 bytes"}},
 		{"10k-character option value", "CreateNetwork", withP0("rdma_device", long), []string{"option rdma_device is 10000 bytes long, more than 256"}},
 		{"10k-character option name", "CreateNetwork", withP0(long, "1"), []string{"unknown option", validOpts}},
 		{"MTU 2^63", "CreateNetwork", withP0("mtu", "9223372036854775808"), []string{`mtu="9223372036854775808" is not an MTU`, "from 68"}},

@@ -3,6 +3,7 @@ package plugin_test
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -238,15 +239,25 @@ func TestPrivilegedRestartKeepsContainerLink(t *testing.T) {
 
 func TestPrivilegedOrphanSweep(t *testing.T) {
 	e := newEnv(t)
-	nid, eid := id("aa41"), id("ee41")
+	nid, kept, lost := id("aa41"), id("ee41"), id("ee42")
 	e.must(e.createNetwork(nid, map[string]string{"parent": "p0"}))
-	_, err := e.createEndpoint(nid, eid, "", "", nil)
-	e.must(err)
+	for _, eid := range []string{kept, lost} {
+		_, err := e.createEndpoint(nid, eid, "", "", nil)
+		e.must(err)
+	}
 	e.stop()
 	// A crash between creating a link and recording its endpoint leaves a
-	// prefixed macvlan no endpoint owns. Links that are not macvlans, or do
-	// not carry the prefix, are not the driver's.
-	for _, name := range []string{"rmvdeadbeef0001", "rmvdeadbeef0002", "other0"} {
+	// link of this instance that no record owns: simulate it by losing the
+	// record.
+	e.must(os.Remove(filepath.Join(e.stateDir, "endpoints", lost+".json")))
+	// Links this instance did not make stay: another rdma-macvlan instance's
+	// (same prefix, another ifalias), an unmarked macvlan with the prefix,
+	// a non-macvlan with the prefix, anything else.
+	e.must(func() error {
+		_, err := e.host.CreateMacvlan(netns.MacvlanSpec{Name: "rmvdeadbeef0001", Parent: "p0", Mode: "bridge", Alias: "rdma-macvlan 00000000000000ff"})
+		return err
+	}())
+	for _, name := range []string{"rmvdeadbeef0002", "other0"} {
 		if _, err := e.host.CreateMacvlan(netns.MacvlanSpec{Name: name, Parent: "p0", Mode: "bridge"}); err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +265,7 @@ func TestPrivilegedOrphanSweep(t *testing.T) {
 	e.must(e.host.CreateVeth("rmvveth0", "rmvveth1", 1500))
 	e.start()
 	got := linkNames(t, e.host)
-	want := []string{"lo", "other0", "p0", "p0peer", driver.LinkName(eid), "rmvveth0", "rmvveth1"}
+	want := []string{"lo", "other0", "p0", "p0peer", driver.LinkName(kept), "rmvdeadbeef0001", "rmvdeadbeef0002", "rmvveth0", "rmvveth1"}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("after the sweep links are %v, want %v", got, want)

@@ -114,6 +114,11 @@ func (s *Server) route(path string, fn func(d *driver.Driver, body []byte) (any,
 	op := path[len("/NetworkDriver."):]
 	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			s.fail(w, op, &driver.InvalidOptionError{Msg: fmt.Sprintf("%s request is larger than %d bytes: nothing Docker sends is that large", op, maxBodyBytes)})
+			return
+		}
 		if err != nil {
 			s.fail(w, op, fmt.Errorf("read %s request: %w", op, err))
 			return

@@ -111,6 +111,7 @@ func (d *daemon) start() {
 		}
 		select {
 		case err := <-d.exited:
+			d.cmd = nil
 			d.t.Fatalf("daemon exited at start: %v\n%s", err, d.log())
 		default:
 		}
