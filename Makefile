@@ -10,7 +10,9 @@ CLI_PLUGINS_DIR ?= /usr/local/lib/docker/cli-plugins
 
 export PLUGIN_NAME
 
-.PHONY: help build test test-root lint check plugin install install-cli e2e-cli clean deps
+FUZZTIME ?= 20
+
+.PHONY: help build test test-root lint check plugin install install-cli e2e e2e-cli fuzz clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -44,13 +46,21 @@ install: ## plugin + the host directories its mounts need + enable it + the dock
 install-cli: build ## install docker rdma as a Docker CLI plugin into CLI_PLUGINS_DIR (~/.docker/cli-plugins for one user)
 	install -D -m 0755 $(BIN)/docker-rdma $(CLI_PLUGINS_DIR)/docker-rdma
 
+e2e: ## end to end on private Docker engines (20.10 and the current one), managed and legacy plugin (root)
+	bash scripts/engines.sh install
+	bash scripts/e2e.sh
+
 e2e-cli: ## docker rdma end to end on private engines (root)
+	bash scripts/engines.sh install
 	bash scripts/e2e-cli.sh
+
+fuzz: ## fuzz every target for FUZZTIME seconds each (a crashing input is left in testdata/fuzz)
+	bash scripts/fuzz.sh $(FUZZTIME)
 
 deps: ## install the Debian packages the tests need (idempotent)
 	bash scripts/deps.sh
 
-check: deps lint test test-root ## everything CI runs (as root): the README's test command
+check: deps lint test test-root fuzz e2e e2e-cli ## everything CI runs (as root): the README's test command
 
 clean: ## remove build output
 	rm -rf build
