@@ -798,7 +798,32 @@ func (e *env) teardown() {
 	s.check(len(stateFiles()) == 0 && len(dl) == 0, "no state file and no container link left", "state %v, links %v", stateFiles(), dl)
 	_, ents, ok := waitTable(e.hca, e.port, e.wait, func(_ int, ents []gidEntry) bool { return len(ents) == e.base })
 	s.check(ok, fmt.Sprintf("the GID table is back to the parent's %d entries", e.base), "%v", ents)
+	e.busyProbe()
 	e.finish()
+}
+
+// busyProbe checks what RDMA-FACTS.md says of the mode switch: it fails
+// with EBUSY while a non-initial netns exists. A finding if not.
+func (e *env) busyProbe() {
+	s := e.s
+	if _, err := cmd("ip", "netns", "add", "busyprobe"); err != nil {
+		return
+	}
+	_, err := cmd("rdma", "system", "set", "netns", "exclusive")
+	_, _ = cmd("ip", "netns", "del", "busyprobe")
+	if err == nil {
+		s.finding("rdma system set netns exclusive succeeded while another netns existed")
+		// The namespace goes asynchronously; switch back once it has.
+		deadline := time.Now().Add(e.wait)
+		for time.Now().Before(deadline) {
+			if _, err := cmd("rdma", "system", "set", "netns", "shared"); err == nil {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		return
+	}
+	s.note("as expected, with another netns: %s", lastLine(err.Error()))
 }
 
 func (e *env) finish() {
