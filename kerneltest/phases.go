@@ -362,6 +362,7 @@ func (e *env) endpointLifecycle() {
 	s.check(len(ents) == len(before)+1 && n.GIDTable != nil && n.GIDTable.Used == len(ents),
 		fmt.Sprintf("the endpoint takes one slot: %d -> %d used, status agrees", len(before), len(before)+1),
 		"sysfs %d, status %+v", len(ents), n.GIDTable)
+	e.inContainer(ep, "10.20.0.2")
 
 	err = e.leave(ep)
 	if !s.check(err == nil, "Leave, then (as libnetwork) move the link back", "%v", err) {
@@ -379,6 +380,29 @@ func (e *env) endpointLifecycle() {
 	n, _, _ = e.status(ep.nid, "")
 	s.check(ok && n.GIDTable != nil && n.GIDTable.Used == len(before) && len(n.Endpoints) == 0,
 		fmt.Sprintf("used slots back to %d in sysfs and status; no endpoint left", len(before)), "sysfs %d, status %+v, endpoints %d", len(ents), n.GIDTable, len(n.Endpoints))
+}
+
+// inContainer checks what a workload in the container sees in the shared
+// netns mode: the HCA, and an rdma_cm that binds the container's own
+// address (rping -s keeps listening until timeout kills it), while a
+// namespace without a child of the parent cannot bind that address.
+func (e *env) inContainer(ep *endpoint, addr string) {
+	s := e.s
+	out, err := cmd("ip", "netns", "exec", ep.ctr.name, "ibv_devices")
+	s.check(err == nil && strings.Contains(out, e.hca), "in the container netns ibv_devices lists rxe0 (shared mode)", "%v: %s", err, out)
+	out, err = cmd("ip", "netns", "exec", ep.ctr.name, "timeout", "3", "rping", "-s", "-a", addr, "-C", "1")
+	var xe *exec.ExitError
+	s.check(errors.As(err, &xe) && xe.ExitCode() == 124, "in the container rdma_cm binds "+addr+" (rping -s listens until killed)", "%v: %s", err, out)
+	other, err := e.newContainer(true)
+	if err != nil {
+		s.fail("a namespace without a child of p0", err)
+		return
+	}
+	defer other.remove()
+	out, err = cmd("ip", "netns", "exec", other.name, "timeout", "3", "rping", "-s", "-a", addr, "-C", "1")
+	if s.check(errors.As(err, &xe) && xe.ExitCode() != 124, "in a namespace without a child of p0, rdma_cm cannot bind "+addr, "%v: %s", err, out) {
+		s.note("rping there: %s", lastLine(out))
+	}
 }
 
 // ipv6LinkLocal follows a container on the IPv6 network: its IPv4, its IPv6
