@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode"
 
 	"github.com/docker/go-plugins-helpers/network"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
@@ -130,14 +132,14 @@ func decodeOptions(raw json.RawMessage, skip func(key string) bool) ([]driver.Op
 		key, _ := tok.(string)
 		var val json.RawMessage
 		if err := dec.Decode(&val); err != nil {
-			return nil, &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed value of option %q: %v", key, err)}
+			return nil, &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed value of option %q: %v", abbreviate([]byte(key)), err)}
 		}
 		if skip != nil && skip(key) {
 			continue
 		}
 		var s string
 		if err := json.Unmarshal(val, &s); err != nil {
-			return nil, &driver.InvalidOptionError{Msg: fmt.Sprintf("option %q must be a string, got %s", key, abbreviate(val))}
+			return nil, &driver.InvalidOptionError{Msg: fmt.Sprintf("option %q must be a string, got %s", abbreviate([]byte(key)), abbreviate(val))}
 		}
 		out = append(out, driver.Option{Key: key, Value: s})
 	}
@@ -147,11 +149,19 @@ func decodeOptions(raw json.RawMessage, skip func(key string) bool) ([]driver.Op
 	return out, nil
 }
 
+// abbreviate shortens client input for an error message and replaces what
+// a terminal would interpret.
 func abbreviate(b []byte) string {
-	if len(b) > 40 {
-		return string(b[:40]) + "..."
+	s := strings.ToValidUTF8(string(b), "?")
+	if len(s) > 40 {
+		s = s[:40] + "..."
 	}
-	return string(b)
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 func createEndpoint(d *driver.Driver, body []byte) (any, error) {
