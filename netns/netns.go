@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Handle performs link operations in one network namespace.
@@ -27,8 +28,11 @@ func Current() (*Handle, error) {
 	}
 	// NewHandle, not NewHandleAt: the latter calls setns even into the
 	// current namespace, which needs CAP_SYS_ADMIN; the managed plugin has
-	// only CAP_NET_ADMIN.
-	nl, err := netlink.NewHandle()
+	// only CAP_NET_ADMIN. Route sockets only: without a family list the
+	// library also opens XFRM and netfilter sockets, which makes the kernel
+	// load xfrm_user and nfnetlink (and fails where it cannot). RDMA netlink
+	// requests open their own socket.
+	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		_ = ns.Close()
 		return nil, fmt.Errorf("open netlink socket: %w", err)
@@ -43,7 +47,7 @@ func At(ns vnetns.NsHandle) (*Handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	nl, err := netlink.NewHandleAt(dup)
+	nl, err := netlink.NewHandleAt(dup, unix.NETLINK_ROUTE)
 	if err != nil {
 		_ = dup.Close()
 		return nil, fmt.Errorf("open netlink socket in namespace %s: %w", ns, err)
@@ -93,7 +97,7 @@ func New() (*Handle, error) {
 		}
 		return nil, r.err
 	}
-	nl, err := netlink.NewHandleAt(r.ns)
+	nl, err := netlink.NewHandleAt(r.ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		_ = r.ns.Close()
 		return nil, fmt.Errorf("open netlink socket in new netns: %w", err)

@@ -21,8 +21,10 @@ const (
 )
 
 // NetnsModeFromSysfs reads the ib_core module parameter netns_mode under the
-// root: "Y" is shared, "N" exclusive. It is the boot-time value; the mode can
-// change later while no extra netns exists, which only RDMA netlink shows.
+// root: "Y" is shared, "N" exclusive. The kernel keeps it in step with the
+// live mode (seen on Debian's 6.1 kernel: it reads N after
+// `rdma system set netns exclusive`), so it is a faithful fallback when RDMA
+// netlink is unavailable.
 // Equivalent to: cat /sys/module/ib_core/parameters/netns_mode
 func (s *Sysfs) NetnsModeFromSysfs() (string, error) {
 	p := s.path("sys/module/ib_core/parameters/netns_mode")
