@@ -131,7 +131,6 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 		Created:   time.Now().UTC(),
 	}
 	if n.RDMA != nil {
-		e.GIDNeed = len(wantedGIDs(e, n.ipv6())) * d.rdma.RoCETypesPerAddress(n.RDMA.HCA, n.RDMA.Port)
 		if err := d.admit(n, e); err != nil {
 			return resp, err
 		}

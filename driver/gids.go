@@ -41,6 +41,9 @@ func wantedGIDs(e *Endpoint, ipv6 bool) []string {
 
 func (n *Network) ipv6() bool { return n.EnableIPv6 || len(n.IPv6) > 0 }
 
+// linkLocal reports whether containers of n get an IPv6 link-local GID.
+func (n *Network) linkLocal() bool { return n.ipv6() || n.LinkLocalSeen }
+
 // matchGIDs finds the table entries of each wanted GID. An address is
 // complete when it has one entry per RoCE type of the port.
 func matchGIDs(table []rdma.GID, want []string, types int) (found []EndpointGID, missing []string) {
@@ -59,9 +62,10 @@ func matchGIDs(table []rdma.GID, want []string, types int) (found []EndpointGID,
 	return found, missing
 }
 
-// admit refuses an endpoint the port's GID table cannot hold. It counts the
-// free slots and subtracts what endpoints created but not yet populated
-// will take, so that concurrent starts cannot overcommit. Caller holds d.mu.
+// admit sets what e will take from its port's GID table (e.GIDNeed) and
+// refuses it if the table cannot hold that. It counts the free slots and
+// subtracts what endpoints created but not yet populated will take, so that
+// concurrent starts cannot overcommit. Caller holds d.mu.
 func (d *Driver) admit(n *Network, e *Endpoint) error {
 	r := n.RDMA
 	pi, err := d.rdma.Port(r.HCA, r.Port)
@@ -77,6 +81,12 @@ func (d *Driver) admit(n *Network, e *Endpoint) error {
 	for _, g := range table {
 		inTable[g.GID]++
 	}
+	d.learnLinkLocal(n, inTable)
+	e.GIDTypes = roceTypes(table)
+	if e.GIDTypes == 0 {
+		e.GIDTypes = d.rdma.RoCETypesPerAddress(r.HCA, r.Port)
+	}
+	e.GIDNeed = len(wantedGIDs(e, n.linkLocal())) * e.GIDTypes
 	// Endpoints still starting will take what they need and do not have
 	// yet; entries already in the table are counted there, not twice.
 	held, starting := 0, 0
@@ -86,7 +96,7 @@ func (d *Driver) admit(n *Network, e *Endpoint) error {
 			continue
 		}
 		have := 0
-		for _, g := range wantedGIDs(o, on.ipv6()) {
+		for _, g := range wantedGIDs(o, on.linkLocal()) {
 			have += inTable[g]
 		}
 		held += max(o.GIDNeed-have, 0)
@@ -95,12 +105,50 @@ func (d *Driver) admit(n *Network, e *Endpoint) error {
 	if e.GIDNeed <= free-held {
 		return nil
 	}
-	addrs := e.GIDNeed
-	if types := d.rdma.RoCETypesPerAddress(r.HCA, r.Port); types > 0 {
-		addrs /= types
-	}
+	addrs := e.GIDNeed / max(e.GIDTypes, 1)
 	return invalidf("GID table of RDMA device %s port %d is too full for this container: it needs %d entries (%d addresses x RoCE types), %d of %d are free and %d are held for %d containers still starting. Each container holds its entries until it stops: stop or disconnect containers on this port (parent %q), or use a parent on another port",
 		r.HCA, r.Port, e.GIDNeed, addrs, max(free, 0), pi.GIDTableSize, held, starting, n.Parent)
+}
+
+// roceTypes counts the RoCE types present in a table (0 for an empty one).
+func roceTypes(table []rdma.GID) int {
+	var v1, v2 bool
+	for _, g := range table {
+		v1 = v1 || g.Type == rdma.GIDTypeRoCEv1
+		v2 = v2 || g.Type == rdma.GIDTypeRoCEv2
+	}
+	switch {
+	case v1 && v2:
+		return 2
+	case v1 || v2:
+		return 1
+	}
+	return 0
+}
+
+// learnLinkLocal notices that containers of the IPv4-only network n get an
+// IPv6 link-local GID anyway (engines before Docker 26 leave IPv6 on), and
+// from then on counts it for n's containers. Caller holds d.mu.
+func (d *Driver) learnLinkLocal(n *Network, inTable map[string]int) {
+	if n.linkLocal() {
+		return
+	}
+	for _, o := range d.endpoints {
+		if o.NetworkID != n.ID || o.Sandbox == "" {
+			continue
+		}
+		mac, err := net.ParseMAC(o.MAC)
+		if err != nil || inTable[rdma.DefaultGID(mac)] == 0 {
+			continue
+		}
+		n.LinkLocalSeen = true
+		log := d.logFor("CreateEndpoint", logrus.Fields{"nid": ShortID(n.ID), "eid": ShortID(o.ID)})
+		if err := d.store.saveNetwork(n); err != nil {
+			log.WithError(err).Warn("could not record that containers keep IPv6 link-local addresses")
+		}
+		log.Info("containers of this IPv4-only network keep an IPv6 link-local address (Docker before 26): counting its GID entries from now on")
+		return
+	}
 }
 
 // gidWatch follows one endpoint's GID entries after Join.
@@ -114,13 +162,9 @@ type gidWatch struct {
 func (d *Driver) startWatch(n *Network, e *Endpoint) {
 	d.stopWatch(e.ID)
 	want := wantedGIDs(e, n.ipv6())
-	// CreateEndpoint counted the entries as addresses x RoCE types of the
-	// port; reuse that instead of reading the whole table once more (0:
-	// not known, e.g. a record from an older daemon).
-	types := 0
-	if len(want) > 0 && e.GIDNeed > 0 && e.GIDNeed%len(want) == 0 {
-		types = e.GIDNeed / len(want)
-	}
+	// CreateEndpoint learned the port's RoCE types; reuse them instead of
+	// reading the whole table once more (0: not known).
+	types := e.GIDTypes
 	ctx, cancel := context.WithTimeout(context.Background(), d.gidTimeout)
 	w := &gidWatch{cancel: cancel, done: make(chan struct{})}
 	d.watches[e.ID] = w

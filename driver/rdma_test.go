@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -515,5 +516,43 @@ func TestRDMAAdmissionNoDoubleCount(t *testing.T) {
 	}
 	if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.5/24")); err == nil {
 		t.Fatal("admitted past the table's capacity")
+	}
+}
+
+// On engines that leave IPv6 on in containers of IPv4-only networks
+// (Docker before 26) each container also gets a link-local GID; once one is
+// seen, admission counts it for the network's containers.
+func TestRDMAAdmissionLearnsLinkLocal(t *testing.T) {
+	links := newFakeLinks("p0")
+	root := buildRoot(t, func(r string) error { return rdmatest.BuildRXE(r, rdmatest.RXEOptions{Netdev: "p0", TableSize: 6}) })
+	d := newTestDriverAt(t, links, t.TempDir(), root)
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.CreateEndpoint(ep("n1", "e0", "10.5.0.2/24"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Join("n1", "e0", "/sb/e0"); err != nil {
+		t.Fatal(err)
+	}
+	mac, _ := net.ParseMAC(res.MAC)
+	ll, _ := rdma.ParseGID(rdma.DefaultGID(mac))
+	for _, ip := range []string{"10.5.0.2", ll.String()} {
+		if _, err := rdmatest.AddAddress(root, "rxe0", 1, ip, "eth0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 6 slots: default + e0's two = 3 used. At 2 entries a container, one
+	// more fits (at 1 entry, three would).
+	admitted := 0
+	for i := range 4 {
+		if _, err := d.CreateEndpoint(ep("n1", fmt.Sprintf("e%d", i+1), fmt.Sprintf("10.5.0.%d/24", i+3))); err != nil {
+			break
+		}
+		admitted++
+	}
+	if admitted != 1 {
+		t.Fatalf("admitted %d after a link-local GID was seen, want 1", admitted)
 	}
 }
