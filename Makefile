@@ -12,7 +12,7 @@ export PLUGIN_NAME
 
 FUZZTIME ?= 20
 
-.PHONY: help build test test-root lint check plugin install install-cli e2e e2e-cli fuzz clean deps
+.PHONY: help build test test-root test-kernel lint check plugin install install-cli e2e e2e-cli fuzz clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ test: ## unit tests (any user; privileged tests skip without root)
 test-root: ## privileged tests: real namespaces, links and socket (root); fails if none ran
 	bash scripts/test-root.sh
 
+test-kernel: ## the daemon against a real kernel RDMA stack: Soft-RoCE in a qemu VM (root; the first run builds the VM image)
+	bash scripts/vm/run.sh
+
 $(TOOLS)/staticcheck:
 	GOBIN=$(abspath $(TOOLS)) GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
@@ -34,7 +37,7 @@ lint: $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck (pinned), shellcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
-	shellcheck scripts/*.sh .ci/run
+	shellcheck scripts/*.sh scripts/vm/*.sh scripts/vm/init .ci/run
 
 plugin: ## build the managed plugin and create $(PLUGIN_NAME):latest on the daemon DOCKER_HOST points at (FORCE=1 replaces it)
 	bash scripts/plugin.sh build && bash scripts/plugin.sh create $(if $(FORCE),-f)
@@ -60,7 +63,7 @@ fuzz: ## fuzz every target for FUZZTIME seconds each (a crashing input is left i
 deps: ## install the Debian packages the tests need (idempotent)
 	bash scripts/deps.sh
 
-check: deps lint test test-root fuzz e2e e2e-cli ## everything CI runs (as root): the README's test command
+check: deps lint test test-root fuzz test-kernel e2e e2e-cli ## everything CI runs (as root): the README's test command
 
 clean: ## remove build output
 	rm -rf build
