@@ -192,8 +192,20 @@ func (d *Driver) watch(ctx context.Context, w *gidWatch, eid string, r NetworkRD
 	}
 	tick := time.NewTicker(d.gidPoll)
 	defer tick.Stop()
-	var missing []string
+	missing := want
 	for {
+		// The first look waits one interval too: libnetwork sets the
+		// addresses only after Join returns, so a look at Join time cannot
+		// find their entries and only costs a table read while the
+		// container is starting.
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				d.finishWatch(w, eid, nil, d.notReadyReason(r, missing), log)
+			}
+			return
+		case <-tick.C:
+		}
 		table, err := d.rdma.GIDs(r.HCA, r.Port)
 		if err == nil {
 			var found []EndpointGID
@@ -202,14 +214,6 @@ func (d *Driver) watch(ctx context.Context, w *gidWatch, eid string, r NetworkRD
 				d.finishWatch(w, eid, found, "", log)
 				return
 			}
-		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				d.finishWatch(w, eid, nil, d.notReadyReason(r, missing), log)
-			}
-			return
-		case <-tick.C:
 		}
 	}
 }
