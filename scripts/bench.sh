@@ -181,7 +181,7 @@ engine_bench() {
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/rmvb.XXXXXX")
 	bash "$here/dockerd.sh" start "$dir" "$engine" >/dev/null
 	export DOCKER_HOST=unix://$dir/docker.sock
-	printf 'engine_%s=%s\n' "$engine" "$(docker version -f '{{.Server.Version}} (API {{.Server.APIVersion}})')" >>"$work/res/machine.env"
+	printf 'engine_%s=%s\n' "$engine" "$(docker version -f '{{.Server.Version}}, API {{.Server.APIVersion}}')" >>"$work/res/machine.env"
 	bash "$here/mkimage.sh" 2>/dev/null
 	PLUGIN_NAME=$PLUGIN_NAME PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" create 2>/dev/null
 	docker plugin set "$PLUGIN" sysfs.source="$sysfs/sys" state.source="$work/state-$engine" cdi.source="$work/cdi-$engine"

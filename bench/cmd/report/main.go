@@ -75,6 +75,11 @@ type endpointsJSON struct {
 		HWMKB int    `json:"hwm_kb"`
 	} `json:"memory"`
 	StatusMS []float64 `json:"status_ms"`
+	CPU      []struct {
+		Live          int     `json:"live"`
+		MSPerCycle    float64 `json:"ms_per_cycle"`
+		ReadsPerCycle float64 `json:"read_syscalls_per_cycle"`
+	} `json:"daemon_cpu"`
 }
 
 func readCSV(path string) ([][]string, error) {
@@ -273,9 +278,12 @@ func engines(m map[string][]pair) []string {
 	return out
 }
 
+// engineLabel names the engines as scripts/engines.sh provides them.
+var engineLabel = map[string]string{"debian": "Debian's Docker", "current": "moby"}
+
 func engineName(d *data, e string) string {
 	if v := d.machine["engine_"+e]; v != "" {
-		return fmt.Sprintf("%s (Docker %s)", e, v)
+		return fmt.Sprintf("%s (%s %s)", e, engineLabel[e], v)
 	}
 	return e
 }
@@ -329,6 +337,18 @@ func run(in, mdPath, docs string, elapsed int) error {
 				return f2(s.Median) + " / " + f2(s.P99)
 			})
 			fmt.Fprintf(&life, "| %s | %s |\n", opNames[op], strings.Join(cells, " | "))
+		}
+		if len(d.endpoints.CPU) > 0 {
+			cpu := map[int][]float64{}
+			reads := map[int][]float64{}
+			for _, c := range d.endpoints.CPU {
+				cpu[c.Live] = append(cpu[c.Live], c.MSPerCycle)
+				reads[c.Live] = append(reads[c.Live], c.ReadsPerCycle)
+			}
+			cells := mapStr(levels, func(l int) string {
+				return fmt.Sprintf("%s ms, %.0f reads", f1(bench.Summarize(cpu[l]).Mean), bench.Summarize(reads[l]).Mean)
+			})
+			fmt.Fprintf(&life, "| daemon CPU and read syscalls per cycle (mean of the passes) | %s |\n", strings.Join(cells, " | "))
 		}
 		n := len(d.life[lo]["create"])
 		fmt.Fprintf(&life, "\n%d samples per level (%d per pass), GID table of %d slots.\n", n, d.endpoints.Cycles, d.endpoints.Table)
@@ -428,7 +448,7 @@ func run(in, mdPath, docs string, elapsed int) error {
 	w("Taken %s on %s: %s cores (%s), %s, kernel %s, %s, Go %s, commit %s.", d.machine["date"], "a shared development machine", d.machine["nproc"], d.machine["cpu"], d.machine["memory"], d.machine["kernel"], d.machine["os"], strings.TrimPrefix(d.machine["go"], "go"), d.machine["commit"])
 	for _, e := range engineOrder {
 		if v := d.machine["engine_"+e]; v != "" {
-			w(" Engine %s: Docker %s.", e, v)
+			w(" Engine %s: %s %s.", e, engineLabel[e], v)
 		}
 	}
 	w("\n\nReproduce (root, Debian 12; installs Debian's Docker, iperf3 and gnuplot when missing, uses the current engine when `scripts/engines.sh bindir` finds it built):\n\n    sudo make bench        # = bash scripts/bench.sh [debian] [current]\n\n")
@@ -500,6 +520,9 @@ func writeDocs(in, docs string, d *data) error {
 	return plot(docs, d)
 }
 
+// gpQuote makes s a single-quoted gnuplot string.
+func gpQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
 func at(xs []float64, i int) float64 {
 	if i < len(xs) {
 		return xs[i]
@@ -557,7 +580,7 @@ func plot(docs string, d *data) error {
 		}
 		fmt.Fprintf(&gp, "set output '%s'\n", filepath.Join(docs, "bench-endpoints.png"))
 		gp.WriteString("set multiplot layout 1,2 title 'rdma-macvlan endpoint life cycle at the socket (real netlink)'\n")
-		gp.WriteString("set logscale x\nset logscale y\nset xlabel 'live endpoints on one parent'\nset ylabel 'ms'\nset xtics (10,100,1000)\n")
+		gp.WriteString("set logscale x\nset logscale y\nset xlabel 'live endpoints on one parent'\nset ylabel 'ms'\nset xtics (10,100,1000)\nset xrange [7:1400]\nset key below\n")
 		for k, q := range []string{"p50", "p99"} {
 			fmt.Fprintf(&gp, "set title '%s'\nplot ", q)
 			for i, op := range ops {
@@ -572,7 +595,7 @@ func plot(docs string, d *data) error {
 			}
 			gp.WriteString(", 2 with lines lc rgb 'red' dt 3 title 'target p50 2 ms', 10 with lines lc rgb 'black' dt 3 title 'target p99 10 ms'\n")
 		}
-		gp.WriteString("unset multiplot\nunset logscale\nunset xtics\nset xtics\n")
+		gp.WriteString("unset multiplot\nunset logscale\nunset xtics\nset xtics\nset autoscale x\nset key inside\n")
 	}
 
 	engs := engines(d.start)
@@ -596,8 +619,8 @@ func plot(docs string, d *data) error {
 					return err
 				}
 			}
-			fmt.Fprintf(&gp, "set title '%s'\nplot '%s' using 1:2 with steps lw 2 title 'built-in macvlan', '%s' using 1:2 with steps lw 2 title 'rdma-macvlan'\n",
-				engineName(d, e), filepath.Join(tmp, "start-"+e+"-macvlan.dat"), filepath.Join(tmp, "start-"+e+"-rdma.dat"))
+			fmt.Fprintf(&gp, "set title %s\nplot '%s' using 1:2 with steps lw 2 title 'built-in macvlan', '%s' using 1:2 with steps lw 2 title 'rdma-macvlan'\n",
+				gpQuote(engineName(d, e)), filepath.Join(tmp, "start-"+e+"-macvlan.dat"), filepath.Join(tmp, "start-"+e+"-rdma.dat"))
 		}
 		gp.WriteString("unset multiplot\n")
 	}
