@@ -48,6 +48,16 @@ while read -r pkg target; do
   elapsed=$(sed -nE 's/^fuzz: elapsed: ([^,]+),.*/\1/p' <<<"$last")
   execs=$(sed -nE 's/.*execs: ([0-9]+) .*/\1/p' <<<"$last")
   interesting=$(sed -nE 's/.*total: ([0-9]+)\).*/\1/p' <<<"$last")
+  if [ "$status" != 0 ] && grep -q 'context deadline exceeded' "$log" && ! grep -q 'Failing input written' "$log"; then
+    # Go 1.26's fuzz coordinator can report its own -fuzztime deadline as a
+    # failure (go.dev/issue/75804, fixed in Go 1.27) when workers are slow
+    # to stop on a loaded machine. No input failed: replay the corpus to be
+    # sure, and count the run as passed if that is clean.
+    if go test -count=1 -run "^${target}\$" "$pkg" >>"$log" 2>&1 </dev/null; then
+      echo "note: $target hit the fuzz coordinator's deadline race (go.dev/issue/75804); its corpus replays clean"
+      status=0
+    fi
+  fi
   if [ "$status" = 0 ]; then
     result=ok
   else
