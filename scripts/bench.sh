@@ -22,7 +22,8 @@
 # Environment:
 #   BENCH_PAIRS     interleaved start pairs per engine (default 40; at least 30 is the brief)
 #   BENCH_CYCLES    endpoint life cycles per level and pass (default 100)
-#   BENCH_ROUNDS    data-plane rounds (default 5); BENCH_IPERF_SECONDS per iperf3 run (default 3)
+#   BENCH_ROUNDS    data-plane rounds (default 8); BENCH_IPERF_SECONDS per iperf3 run (default 4,
+#                   after one omitted second of slow start)
 #   BENCH_OUT       where raw results go (default: a temporary directory, removed at the end)
 #   BENCH_NO_WRITE  1: print the table only; leave BENCHMARKS.md and docs/ alone
 #   BENCH_PARTS     which parts run (default "endpoints docker")
@@ -35,8 +36,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 PAIRS=${BENCH_PAIRS:-40}
 CYCLES=${BENCH_CYCLES:-100}
-ROUNDS=${BENCH_ROUNDS:-5}
-IPERF_SECONDS=${BENCH_IPERF_SECONDS:-3}
+ROUNDS=${BENCH_ROUNDS:-8}
+IPERF_SECONDS=${BENCH_IPERF_SECONDS:-4}
 PARTS=${BENCH_PARTS:-endpoints docker}
 # Addresses the timed runs cycle through (their GID entries fit an mlx5 table: 2 per address).
 IPS=50
@@ -146,7 +147,7 @@ dataplane() {
 			spid=$!
 			bgpids+=("$spid")
 			wait_listen "$pa" 5201 || die "$engine: iperf3 server in $a did not listen: $(cat "$work/iperf-server.log")"
-			nsenter -t "$pb" -n iperf3 -c "$ipa" -p 5201 -t "$IPERF_SECONDS" -J >"$work/res/iperf-$engine-$net-$r.json" ||
+			nsenter -t "$pb" -n iperf3 -c "$ipa" -p 5201 -O 1 -t "$IPERF_SECONDS" -J >"$work/res/iperf-$engine-$net-$r.json" ||
 				die "$engine: iperf3 from $b to $a ($ipa) failed: $(grep '"error"' "$work/res/iperf-$engine-$net-$r.json")"
 			kill "$spid" 2>/dev/null || true
 			wait "$spid" 2>/dev/null || true

@@ -466,7 +466,7 @@ func run(in, mdPath, docs string, elapsed int) error {
 	w("\n## 2. Endpoint life cycle at the plugin\n\nThe daemon binary in its own network namespace with a veth parent and a fake rxe sysfs, driven over its socket as Docker drives it; the link moved into a namespace and back as libnetwork does (`netns.MoveInto`/`MoveBack`). Live endpoints are joined, each in its own namespace, with their GID entries in the table. Levels run 10, 100, 1000, 1000, 100, 10 (two passes per level, against drift). The kernel rows add and delete a macvlan child of the same parent directly in every cycle: the floor under CreateEndpoint and DeleteEndpoint.\n")
 	w("%s\n![endpoint latency vs live endpoints](docs/bench-endpoints.png)\n", life.String())
 	w("\n## 3. Restart and memory\n%s", rst.String())
-	w("\n## 4. Data plane\n\niperf3 (%ss per run, one stream) and a TCP request/response loop (bench/cmd/tcprr, 64-byte messages, 5000 round trips) between two containers on the same network, run in the containers' network namespaces with `nsenter -t PID -n`.\n%s", d.machine["iperf_seconds"], dp.String())
+	w("\n## 4. Data plane\n\niperf3 (%ss per run after one omitted second, one stream) and a TCP request/response loop (bench/cmd/tcprr, 64-byte messages, 5000 round trips) between two containers on the same network, run in the containers' network namespaces with `nsenter -t PID -n`.\n%s", d.machine["iperf_seconds"], dp.String())
 	if notes != "" {
 		w("\n%s", notes)
 	}
