@@ -73,7 +73,7 @@ check() {
 }
 
 # Everything this run creates, for cleanup.
-id=$(printf '%04x' $(((($$ << 8) ^ $(date +%s%N | cut -c10-15)) & 0xffff)))
+id=$(printf '%04x' $(((($$ << 8) ^ 10#$(date +%s%N | cut -c10-15)) & 0xffff)))
 parent=rmvc${id}p
 peer=rmvc${id}q
 net=rmvcli-$id
