@@ -2,10 +2,12 @@ package plugin_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -465,5 +467,79 @@ func TestPrivilegedRDMAStatusAndCDI(t *testing.T) {
 	e.must(e.c.Call("DeleteNetwork", network.DeleteNetworkRequest{NetworkID: nid}, nil))
 	if _, err := os.Stat(cdi); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("CDI spec left after the last network: %v", err)
+	}
+}
+
+// 50 containers start and stop at once over the real socket (run with the
+// race detector by make test-root): every call succeeds, each gets its own
+// link, and nothing is left.
+func TestPrivilegedConcurrentLifecycle(t *testing.T) {
+	e := newEnv(t)
+	nid := id("aa81")
+	e.must(e.createNetwork(nid, map[string]string{"parent": "p0"}, "10.81.0.0/24"))
+	const n = 50
+	ctrs := make([]*netns.Handle, n)
+	for i := range ctrs {
+		ctrs[i] = sandbox(t)
+	}
+	errs := make(chan error, 4*n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			eid := id(fmt.Sprintf("ee81%02d", i))
+			addr := fmt.Sprintf("10.81.0.%d/24", i+2)
+			if _, err := e.createEndpoint(nid, eid, addr, "", nil); err != nil {
+				errs <- fmt.Errorf("CreateEndpoint %d: %w", i, err)
+				return
+			}
+			res, err := e.join(nid, eid)
+			if err != nil {
+				errs <- fmt.Errorf("Join %d: %w", i, err)
+				return
+			}
+			if err := e.host.MoveInto(ctrs[i], res.InterfaceName.SrcName, "eth0", nil, cidr(t, addr)); err != nil {
+				errs <- fmt.Errorf("move %d: %w", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	st, err := e.c.Status()
+	e.must(err)
+	if got := len(st.Networks[0].Endpoints); got != n {
+		t.Fatalf("%d endpoints in status, want %d", got, n)
+	}
+	seen := map[string]bool{}
+	for _, ep := range st.Networks[0].Endpoints {
+		if seen[ep.Ifname] || seen[ep.IPv4] {
+			t.Fatalf("duplicate link or address: %+v", ep)
+		}
+		seen[ep.Ifname], seen[ep.IPv4] = true, true
+	}
+	for i := range n {
+		wg.Go(func() {
+			eid := id(fmt.Sprintf("ee81%02d", i))
+			if err := e.c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid}, nil); err != nil {
+				errs <- fmt.Errorf("Leave %d: %w", i, err)
+				return
+			}
+			if err := ctrs[i].MoveBack(e.host, "eth0", driver.LinkName(eid)); err != nil {
+				errs <- fmt.Errorf("move back %d: %w", i, err)
+				return
+			}
+			if err := e.c.Call("DeleteEndpoint", network.DeleteEndpointRequest{NetworkID: nid, EndpointID: eid}, nil); err != nil {
+				errs <- fmt.Errorf("DeleteEndpoint %d: %w", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := linkNames(t, e.host); !slices.Equal(got, []string{"lo", "p0", "p0peer"}) {
+		t.Fatalf("links left: %v", got)
+	}
+	if f := e.stateFiles(); !slices.Equal(f, []string{"networks/" + nid + ".json"}) {
+		t.Fatalf("state left: %v", f)
 	}
 }
