@@ -22,7 +22,7 @@
 # Environment:
 #   BENCH_PAIRS     interleaved start pairs per engine (default 40; at least 30 is the brief)
 #   BENCH_CYCLES    endpoint life cycles per level and pass (default 100)
-#   BENCH_ROUNDS    data-plane rounds (default 8); BENCH_IPERF_SECONDS per iperf3 run (default 4,
+#   BENCH_ROUNDS    data-plane rounds (default 9: each network 3 times in each position); BENCH_IPERF_SECONDS per iperf3 run (default 4,
 #                   after one omitted second of slow start)
 #   BENCH_OUT       where raw results go (default: a temporary directory, removed at the end)
 #   BENCH_NO_WRITE  1: print the table only; leave BENCHMARKS.md and docs/ alone
@@ -36,7 +36,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 PAIRS=${BENCH_PAIRS:-40}
 CYCLES=${BENCH_CYCLES:-100}
-ROUNDS=${BENCH_ROUNDS:-8}
+ROUNDS=${BENCH_ROUNDS:-9}
 IPERF_SECONDS=${BENCH_IPERF_SECONDS:-4}
 PARTS=${BENCH_PARTS:-endpoints docker}
 # Addresses the timed runs cycle through (their GID entries fit an mlx5 table: 2 per address).
@@ -126,14 +126,15 @@ wait_listen() {
 container_pid() { docker inspect -f '{{.State.Pid}}' "$1"; }
 container_ip() { docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$1"; }
 
-# dataplane ENGINE: iperf3 and tcprr between two containers on each network, in rounds whose
-# network order rotates.
+# dataplane ENGINE SUB: iperf3 and tcprr between two containers on each network (10.SUB.{1,2,3}.0/24),
+# in rounds whose network order rotates.
 dataplane() {
-	local engine=$1 net r k i a b pa pb ipa spid
+	local engine=$1 sub=$2 net r k i a b pa pb ipa spid n=0
 	local nets=(rdma macvlan bridge)
 	for net in "${nets[@]}"; do
-		docker run -d --name "rmvb-$net-a" --network "rmvb-$net" "$IMAGE" "${SLEEPER[@]}" >/dev/null
-		docker run -d --name "rmvb-$net-b" --network "rmvb-$net" "$IMAGE" "${SLEEPER[@]}" >/dev/null
+		n=$((n + 1))
+		docker run -d --name "rmvb-$net-a" --network "rmvb-$net" --ip "10.$sub.$n.200" "$IMAGE" "${SLEEPER[@]}" >/dev/null
+		docker run -d --name "rmvb-$net-b" --network "rmvb-$net" --ip "10.$sub.$n.201" "$IMAGE" "${SLEEPER[@]}" >/dev/null
 	done
 	for ((r = 1; r <= ROUNDS; r++)); do
 		for ((k = 0; k < 3; k++)); do
@@ -193,10 +194,11 @@ engine_bench() {
 	docker network create -d bridge --subnet "10.$sub.3.0/24" rmvb-bridge >/dev/null
 
 	# The kernel adds a container's GID entries once its address is set; the fake table gets the
-	# entries of the addresses the timed runs use beforehand, so each GID watch ends at its first
-	# look (BENCH_GIDS=absent: they never appear and every watch polls until its container exits).
+	# entries of the addresses the timed runs and the data-plane containers use beforehand, so
+	# each GID watch ends at its first look (BENCH_GIDS=absent: they never appear and every watch
+	# polls the table until its container exits or for 10 s).
 	if [[ ${BENCH_GIDS:-present} == present ]]; then
-		for ((i = 10; i < 10 + IPS; i++)); do
+		for i in $(seq 10 $((10 + IPS - 1))) 200 201; do
 			"$work/bin/fakesysfs" add-ip -root "$sysfs" -hca mlx5_0 -ip "10.$sub.1.$i" -ndev eth0 >/dev/null
 		done
 	fi
@@ -215,7 +217,7 @@ engine_bench() {
 
 	if [[ $engine == "${DATAPLANE_ENGINE:-debian}" ]]; then
 		say "$engine: data plane, $ROUNDS rounds"
-		dataplane "$engine"
+		dataplane "$engine" "$sub"
 	fi
 
 	docker network rm rmvb-rdma rmvb-macvlan rmvb-bridge >/dev/null
