@@ -491,7 +491,7 @@ func TestRDMAAdmissionNoDoubleCount(t *testing.T) {
 	links := newFakeLinks("p0")
 	root := mlx5Root(t, rdmatest.MLX5Options{TableSize: 8})
 	d, err := New(Config{StateDir: t.TempDir(), Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
-		GIDTimeout: time.Hour, GIDPoll: time.Hour}) // the watch looks once, at Join
+		GIDTimeout: time.Hour, GIDPoll: time.Hour}) // the watch does not look before the test ends
 	if err != nil {
 		t.Fatal(err)
 	}
