@@ -192,6 +192,18 @@ func load(in string) (*data, error) {
 			return nil, fmt.Errorf("endpoints.json: %w", err)
 		}
 	}
+	// The copy under docs/bench/ keeps the data plane as one CSV instead of
+	// the iperf3 and tcprr answers.
+	if rows, err := readCSV(filepath.Join(in, "dataplane.csv")); err == nil {
+		for _, r := range rows {
+			if len(r) >= 6 {
+				add(d.tput, r[0], r[1], num(r[3]))
+				add(d.rr, r[0], r[1], num(r[4]))
+				add(d.rr99, r[0], r[1], num(r[5]))
+			}
+		}
+		return d, nil
+	}
 	files, _ := filepath.Glob(filepath.Join(in, "iperf-*.json"))
 	for _, f := range files {
 		eng, net, ok := engineNet(f, "iperf-")
@@ -510,7 +522,7 @@ func writeDocs(in, docs string, d *data) error {
 	for _, e := range engineOrder {
 		for _, n := range []string{"rdma", "macvlan", "bridge"} {
 			for i := range d.tput[e][n] {
-				fmt.Fprintf(&dp, "%s,%s,%d,%.3f,%.1f,%.1f\n", e, n, i+1, d.tput[e][n][i], at(d.rr[e][n], i), at(d.rr99[e][n], i))
+				fmt.Fprintf(&dp, "%s,%s,%d,%.6f,%.3f,%.3f\n", e, n, i+1, d.tput[e][n][i], at(d.rr[e][n], i), at(d.rr99[e][n], i))
 			}
 		}
 	}
