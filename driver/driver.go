@@ -45,7 +45,11 @@ type Config struct {
 	// DefaultUnjoinedGrace): Docker never joins an endpoint whose
 	// CreateEndpoint answer a crash lost.
 	UnjoinedGrace time.Duration
-	Log           *logrus.Logger // nil: logrus.StandardLogger()
+	// GIDTableMaxAge lets GID admission use a read of the port's table up
+	// to this old (0: read it for every CreateEndpoint). Reading a full
+	// table costs one file per slot; the daemon uses DefaultGIDTableMaxAge.
+	GIDTableMaxAge time.Duration
+	Log            *logrus.Logger // nil: logrus.StandardLogger()
 }
 
 // Defaults of Config.
@@ -54,22 +58,28 @@ const (
 	DefaultGIDPoll    = 25 * time.Millisecond
 
 	DefaultUnjoinedGrace = 2 * time.Minute
+
+	DefaultGIDTableMaxAge = 250 * time.Millisecond
 )
 
 // Driver implements the network driver. Calls arrive concurrently; one mutex
 // serializes every change so that state, links and files always agree.
 type Driver struct {
-	links      Links
-	store      *store
-	log        *logrus.Logger
-	rdma       *rdma.Sysfs
-	netnsMode  func() (string, error)
-	cdiDir     string
-	gidTimeout time.Duration
-	gidPoll    time.Duration
-	grace      time.Duration
-	owner      string      // ifalias of every link this instance creates
-	gcTimer    *time.Timer // deletes endpoints never joined after a restart
+	links       Links
+	store       *store
+	log         *logrus.Logger
+	rdma        *rdma.Sysfs
+	netnsMode   func() (string, error)
+	cdiDir      string
+	gidTimeout  time.Duration
+	gidPoll     time.Duration
+	grace       time.Duration
+	owner       string // ifalias of every link this instance creates
+	tableMaxAge time.Duration
+
+	tablesMu sync.Mutex
+	tables   map[portKey]tableSnap // guarded by tablesMu
+	gcTimer  *time.Timer           // deletes endpoints never joined after a restart
 
 	mu        sync.Mutex
 	networks  map[string]*Network  // guarded by mu
@@ -108,18 +118,20 @@ func New(cfg Config) (*Driver, error) {
 		return nil, err
 	}
 	d := &Driver{
-		links:      cfg.Links,
-		store:      st,
-		log:        log,
-		rdma:       cfg.Sysfs,
-		netnsMode:  cfg.NetnsMode,
-		cdiDir:     cfg.CDIDir,
-		gidTimeout: cfg.GIDTimeout,
-		gidPoll:    cfg.GIDPoll,
-		grace:      cfg.UnjoinedGrace,
-		networks:   make(map[string]*Network),
-		endpoints:  make(map[string]*Endpoint),
-		watches:    make(map[string]*gidWatch),
+		links:       cfg.Links,
+		store:       st,
+		log:         log,
+		rdma:        cfg.Sysfs,
+		netnsMode:   cfg.NetnsMode,
+		cdiDir:      cfg.CDIDir,
+		gidTimeout:  cfg.GIDTimeout,
+		gidPoll:     cfg.GIDPoll,
+		grace:       cfg.UnjoinedGrace,
+		tableMaxAge: cfg.GIDTableMaxAge,
+		tables:      make(map[portKey]tableSnap),
+		networks:    make(map[string]*Network),
+		endpoints:   make(map[string]*Endpoint),
+		watches:     make(map[string]*gidWatch),
 	}
 	id, err := st.instanceID()
 	if err != nil {

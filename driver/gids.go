@@ -62,6 +62,22 @@ func matchGIDs(table []rdma.GID, want []string, types int) (found []EndpointGID,
 	return found, missing
 }
 
+// findGIDs finds the table entries of each wanted GID, reading the type of
+// the entries found only. An address is complete when it has one entry per
+// RoCE type of the port.
+func (d *Driver) findGIDs(r NetworkRDMA, table rdma.GIDTable, want []string, types int) (found []EndpointGID, missing []string) {
+	for _, w := range want {
+		idx := table.ByGID[w]
+		for _, i := range idx {
+			found = append(found, EndpointGID{Index: i, Type: d.rdma.GIDType(r.HCA, r.Port, i), GID: w})
+		}
+		if len(idx) < types {
+			missing = append(missing, w)
+		}
+	}
+	return found, missing
+}
+
 // admit sets what e will take from its port's GID table (e.GIDNeed) and
 // refuses it if the table cannot hold that. It counts the free slots and
 // subtracts what endpoints created but not yet populated will take, so that
@@ -72,35 +88,36 @@ func (d *Driver) admit(n *Network, e *Endpoint) error {
 	if err != nil {
 		return fmt.Errorf("read RDMA device %s port %d: %w", r.HCA, r.Port, err)
 	}
-	table, err := d.rdma.GIDs(r.HCA, r.Port)
+	table, fresh, err := d.table(*r, d.tableMaxAge)
 	if err != nil {
 		return fmt.Errorf("read GID table: %w", err)
 	}
-	free := pi.GIDTableSize - len(table)
-	inTable := make(map[string]int, len(table))
-	for _, g := range table {
-		inTable[g.GID]++
-	}
-	d.learnLinkLocal(n, inTable)
-	e.GIDTypes = roceTypes(table)
-	if e.GIDTypes == 0 {
-		e.GIDTypes = d.rdma.RoCETypesPerAddress(r.HCA, r.Port)
-	}
+	free := pi.GIDTableSize - table.Used
+	d.learnLinkLocal(n, table)
+	e.GIDTypes = d.roceTypes(r)
 	e.GIDNeed = len(wantedGIDs(e, n.linkLocal())) * e.GIDTypes
-	// Endpoints still starting will take what they need and do not have
-	// yet; entries already in the table are counted there, not twice.
+	// Every endpoint on the port will take what it needs and the table
+	// does not show yet: entries already there are counted there, not
+	// twice. With a snapshot (tableMaxAge) this errs on the safe side:
+	// entries added since are counted here, entries removed since still
+	// count as used until the next read.
 	held, starting := 0, 0
 	for _, o := range d.endpoints {
 		on, ok := d.networks[o.NetworkID]
-		if !ok || on.RDMA == nil || on.RDMA.HCA != r.HCA || on.RDMA.Port != r.Port || o.RDMAReady {
+		if !ok || on.RDMA == nil || on.RDMA.HCA != r.HCA || on.RDMA.Port != r.Port {
 			continue
+		}
+		if o.RDMAReady && fresh {
+			continue // its entries are in the table just read
 		}
 		have := 0
 		for _, g := range wantedGIDs(o, on.linkLocal()) {
-			have += inTable[g]
+			have += len(table.ByGID[g])
 		}
-		held += max(o.GIDNeed-have, 0)
-		starting++
+		if missing := max(o.GIDNeed-have, 0); missing > 0 {
+			held += missing
+			starting++
+		}
 	}
 	if e.GIDNeed <= free-held {
 		return nil
@@ -110,26 +127,54 @@ func (d *Driver) admit(n *Network, e *Endpoint) error {
 		r.HCA, r.Port, e.GIDNeed, addrs, max(free, 0), pi.GIDTableSize, held, starting, n.Parent)
 }
 
-// roceTypes counts the RoCE types present in a table (0 for an empty one).
-func roceTypes(table []rdma.GID) int {
-	var v1, v2 bool
-	for _, g := range table {
-		v1 = v1 || g.Type == rdma.GIDTypeRoCEv1
-		v2 = v2 || g.Type == rdma.GIDTypeRoCEv2
+// portKey names one HCA port.
+type portKey struct {
+	hca  string
+	port int
+}
+
+// tableSnap is the last read of a port's GID table.
+type tableSnap struct {
+	at    time.Time
+	table rdma.GIDTable
+}
+
+// table returns the GID table of r's port, read now or, when maxAge > 0,
+// no older than maxAge. fresh reports whether it was read now.
+func (d *Driver) table(r NetworkRDMA, maxAge time.Duration) (t rdma.GIDTable, fresh bool, err error) {
+	key := portKey{r.HCA, r.Port}
+	d.tablesMu.Lock()
+	snap, ok := d.tables[key]
+	d.tablesMu.Unlock()
+	if ok && maxAge > 0 && time.Since(snap.at) < maxAge {
+		return snap.table, false, nil
 	}
-	switch {
-	case v1 && v2:
-		return 2
-	case v1 || v2:
-		return 1
+	at := time.Now()
+	if t, err = d.rdma.Table(r.HCA, r.Port); err != nil {
+		return t, false, err
 	}
-	return 0
+	d.tablesMu.Lock()
+	if cur, ok := d.tables[key]; !ok || cur.at.Before(at) {
+		d.tables[key] = tableSnap{at: at, table: t}
+	}
+	d.tablesMu.Unlock()
+	return t, true, nil
+}
+
+// roceTypes returns the number of RoCE types (entries per address) of r's
+// port, recorded when the network was created (records of older versions
+// have none: read it from the table then).
+func (d *Driver) roceTypes(r *NetworkRDMA) int {
+	if r.Types > 0 {
+		return r.Types
+	}
+	return d.rdma.RoCETypesPerAddress(r.HCA, r.Port)
 }
 
 // learnLinkLocal notices that containers of the IPv4-only network n get an
 // IPv6 link-local GID anyway (engines before Docker 26 leave IPv6 on), and
 // from then on counts it for n's containers. Caller holds d.mu.
-func (d *Driver) learnLinkLocal(n *Network, inTable map[string]int) {
+func (d *Driver) learnLinkLocal(n *Network, table rdma.GIDTable) {
 	if n.linkLocal() {
 		return
 	}
@@ -138,7 +183,7 @@ func (d *Driver) learnLinkLocal(n *Network, inTable map[string]int) {
 			continue
 		}
 		mac, err := net.ParseMAC(o.MAC)
-		if err != nil || inTable[rdma.DefaultGID(mac)] == 0 {
+		if err != nil || len(table.ByGID[rdma.DefaultGID(mac)]) == 0 {
 			continue
 		}
 		n.LinkLocalSeen = true
@@ -206,10 +251,10 @@ func (d *Driver) watch(ctx context.Context, w *gidWatch, eid string, r NetworkRD
 			return
 		case <-tick.C:
 		}
-		table, err := d.rdma.GIDs(r.HCA, r.Port)
+		table, _, err := d.table(r, 0)
 		if err == nil {
 			var found []EndpointGID
-			found, missing = matchGIDs(table, want, types)
+			found, missing = d.findGIDs(r, table, want, types)
 			if len(missing) == 0 {
 				d.finishWatch(w, eid, found, "", log)
 				return

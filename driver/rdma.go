@@ -14,6 +14,9 @@ type NetworkRDMA struct {
 	HCA    string `json:"hca"`
 	Port   int    `json:"port"`
 	Netdev string `json:"netdev"` // the real device: the parent, or its VLAN's lower device
+	// Types is the number of RoCE types (GID entries per address) of the
+	// port; 0 in records of older versions, filled in on first use.
+	Types int `json:"roce_types,omitempty"`
 }
 
 // detectRDMA maps the parent to its HCA port and checks that containers on
@@ -62,7 +65,7 @@ func (d *Driver) detectRDMA(parent, netdev, override string, log *logrus.Entry) 
 	if _, err := d.rdma.DeviceNodes(hca); err != nil && !errors.Is(err, rdma.ErrNoRdmaCM) {
 		return nil, fmt.Errorf("device nodes of RDMA device %s (parent %q): %w (check: ls /dev/infiniband; load ib_uverbs)", hca, parent, err)
 	}
-	return &NetworkRDMA{HCA: hca, Port: port, Netdev: netdev}, nil
+	return &NetworkRDMA{HCA: hca, Port: port, Netdev: netdev, Types: d.rdma.RoCETypesPerAddress(hca, port)}, nil
 }
 
 // overrideRDMA checks -o rdma_device when detection found nothing or more

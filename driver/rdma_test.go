@@ -556,3 +556,57 @@ func TestRDMAAdmissionLearnsLinkLocal(t *testing.T) {
 		t.Fatalf("admitted %d after a link-local GID was seen, want 1", admitted)
 	}
 }
+
+// With a table snapshot (the daemon's GIDTableMaxAge), admission errs on the
+// safe side: entries added since the snapshot by admitted endpoints are
+// counted, entries removed since count as used until the next read.
+func TestRDMAAdmissionWithTableSnapshot(t *testing.T) {
+	links := newFakeLinks("p0")
+	root := mlx5Root(t, rdmatest.MLX5Options{TableSize: 8})
+	d, err := New(Config{StateDir: t.TempDir(), Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
+		GIDTimeout: time.Second, GIDPoll: 5 * time.Millisecond, GIDTableMaxAge: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	// 6 free: three IPv4 containers; the kernel adds their entries after
+	// the snapshot was taken.
+	for i, ip := range []string{"10.5.0.2", "10.5.0.3", "10.5.0.4"} {
+		eid := fmt.Sprintf("e%d", i)
+		if _, err := d.CreateEndpoint(ep("n1", eid, ip+"/24")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Join("n1", eid, "/sb/"+eid); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, ip, "eth0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.5/24")); err == nil {
+		t.Fatal("admitted into a full table")
+	}
+	// e0 goes; until the snapshot ages its entries still count.
+	if err := d.Leave("n1", "e0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DeleteEndpoint("n1", "e0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rdmatest.RemoveAddress(root, "mlx5_0", 1, "10.5.0.2"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.5/24")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("freed entries never counted as free")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

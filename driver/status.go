@@ -62,11 +62,6 @@ type EndpointStatus struct {
 	RDMAReason string        `json:"rdma_reason,omitempty"`
 }
 
-type portKey struct {
-	hca  string
-	port int
-}
-
 // Status reports every network and endpoint, sorted by ID, with the live
 // state of their RDMA ports. sysfs is read without holding the driver's
 // lock.
@@ -149,7 +144,7 @@ func (d *Driver) Status() Status {
 func (d *Driver) rdmaStatus(ns *NetworkStatus, r *NetworkRDMA, tables map[portKey][]rdma.GID) {
 	ns.HCA, ns.Port = r.HCA, r.Port
 	ns.CDIDevice = rdma.CDIDeviceName(r.HCA)
-	ns.RoCETypes = d.rdma.RoCETypesPerAddress(r.HCA, r.Port)
+	ns.RoCETypes = d.roceTypes(r)
 	pi, err := d.rdma.Port(r.HCA, r.Port)
 	if err != nil {
 		ns.Problems = append(ns.Problems, err.Error())

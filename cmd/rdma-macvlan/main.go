@@ -129,14 +129,15 @@ func run(args []string) error {
 	}
 	defer host.Close()
 	d, err := driver.New(driver.Config{
-		StateDir:      c.stateDir,
-		Links:         host,
-		Sysfs:         rdma.NewSysfs(c.sysfsRoot),
-		NetnsMode:     host.RdmaNetnsMode,
-		CDIDir:        c.cdiDir,
-		GIDTimeout:    c.gidTimeout,
-		UnjoinedGrace: c.grace,
-		Log:           log,
+		StateDir:       c.stateDir,
+		Links:          host,
+		Sysfs:          rdma.NewSysfs(c.sysfsRoot),
+		NetnsMode:      host.RdmaNetnsMode,
+		CDIDir:         c.cdiDir,
+		GIDTimeout:     c.gidTimeout,
+		UnjoinedGrace:  c.grace,
+		GIDTableMaxAge: driver.DefaultGIDTableMaxAge,
+		Log:            log,
 	})
 	if err != nil {
 		return err

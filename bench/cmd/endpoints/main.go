@@ -757,7 +757,8 @@ func (p *inproc) start() (time.Duration, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel, p.done = cancel, make(chan error, 1)
 	go func() { p.done <- srv.Serve(ctx, l) }()
-	p.d, err = driver.New(driver.Config{StateDir: p.w.state, Links: p.w.host, Sysfs: rdma.NewSysfs(p.w.sysfs), CDIDir: p.w.cdi, Log: log})
+	p.d, err = driver.New(driver.Config{StateDir: p.w.state, Links: p.w.host, Sysfs: rdma.NewSysfs(p.w.sysfs), CDIDir: p.w.cdi, Log: log,
+		GIDTableMaxAge: driver.DefaultGIDTableMaxAge}) // as the daemon
 	if err != nil {
 		cancel()
 		<-p.done
