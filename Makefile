@@ -12,7 +12,7 @@ export PLUGIN_NAME
 
 FUZZTIME ?= 20
 
-.PHONY: help build test test-root test-kernel lint check plugin install install-cli e2e e2e-cli fuzz clean deps
+.PHONY: help build test test-root test-kernel lint check plugin install install-cli e2e e2e-cli e2e-reliability fuzz bench clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -57,13 +57,20 @@ e2e-cli: ## docker rdma end to end on private engines (root)
 	bash scripts/engines.sh install
 	bash scripts/e2e-cli.sh
 
+e2e-reliability: ## 50 containers at once, dockerd --live-restore restart, plugin upgrade, on private engines (root)
+	bash scripts/engines.sh install
+	bash scripts/e2e-reliability.sh
+
+bench: ## benchmarks on real engines (root; about 10 min): prints a table, writes BENCHMARKS.md, docs/bench-*.png, docs/bench/
+	bash scripts/bench.sh
+
 fuzz: ## fuzz every target for FUZZTIME seconds each (a crashing input is left in testdata/fuzz)
 	bash scripts/fuzz.sh $(FUZZTIME)
 
 deps: ## install the Debian packages the tests need (idempotent)
 	bash scripts/deps.sh
 
-check: deps lint test test-root fuzz test-kernel e2e e2e-cli ## everything CI runs (as root): the README's test command
+check: deps lint test test-root fuzz test-kernel e2e e2e-cli e2e-reliability ## everything CI runs (as root): the README's test command
 
 clean: ## remove build output
 	rm -rf build
