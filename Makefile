@@ -15,7 +15,7 @@ FUZZTIME ?= 20
 .PHONY: help build test test-root test-kernel lint check plugin install install-cli e2e e2e-cli e2e-reliability fuzz bench clean deps
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## build the daemon and the docker rdma CLI plugin into build/bin
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/rdma-macvlan ./cmd/rdma-macvlan
