@@ -21,7 +21,7 @@ say() { printf 'smoke-builtin: %s\n' "$*" >&2; }
 die() { say "FAIL: $*"; exit 1; }
 
 # Names unique to this run: 4 hex digits of pid and time, checked against existing links.
-id=$(printf '%04x' $(((($$ << 8) ^ $(date +%s%N | cut -c10-15)) & 0xffff)))
+id=$(printf '%04x' $(((($$ << 8) ^ 10#$(date +%s%N | cut -c10-15)) & 0xffff)))
 parent=rmvs${id}p
 peer=rmvs${id}q
 net=rmv-smoke-$id
