@@ -44,24 +44,6 @@ func (n *Network) ipv6() bool { return n.EnableIPv6 || len(n.IPv6) > 0 }
 // linkLocal reports whether containers of n get an IPv6 link-local GID.
 func (n *Network) linkLocal() bool { return n.ipv6() || n.LinkLocalSeen }
 
-// matchGIDs finds the table entries of each wanted GID. An address is
-// complete when it has one entry per RoCE type of the port.
-func matchGIDs(table []rdma.GID, want []string, types int) (found []EndpointGID, missing []string) {
-	for _, w := range want {
-		n := 0
-		for _, g := range table {
-			if g.GID == w {
-				found = append(found, EndpointGID{Index: g.Index, Type: g.Type, GID: g.GID})
-				n++
-			}
-		}
-		if n < types {
-			missing = append(missing, w)
-		}
-	}
-	return found, missing
-}
-
 // findGIDs finds the table entries of each wanted GID, reading the type of
 // the entries found only. An address is complete when it has one entry per
 // RoCE type of the port.

@@ -44,7 +44,8 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 	log := d.logFor("CreateNetwork", logrus.Fields{"nid": ShortID(req.NetworkID), "parent": opts.Parent})
 
 	if n, ok := d.networks[req.NetworkID]; ok {
-		// Docker re-creates known networks after a daemon restart.
+		// A repeated CreateNetwork (a retry, or a network restored from
+		// state that its creator asks for again) is answered as done.
 		log.WithField("mode", n.Mode).Debug("network already known")
 		return nil
 	}

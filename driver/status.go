@@ -80,7 +80,7 @@ func (d *Driver) Status() Status {
 	d.mu.Unlock()
 
 	mode, _, modeErr := rdma.NetnsMode(d.netnsMode, d.rdma)
-	tables := map[portKey][]rdma.GID{}
+	tables := map[portKey]rdma.GIDTable{}
 	st := Status{Networks: make([]NetworkStatus, 0, len(nets))}
 	byNet := map[string]*NetworkStatus{}
 	ipv6 := map[string]bool{}
@@ -112,7 +112,7 @@ func (d *Driver) Status() Status {
 			Sandbox: e.Sandbox, GIDs: []EndpointGID{}}
 		if table, ok := tables[portKey{ns.HCA, ns.Port}]; ok && ns.HCA != "" {
 			want := wantedGIDs(e, ipv6[e.NetworkID])
-			found, missing := matchGIDs(table, want, ns.RoCETypes)
+			found, missing := d.findGIDs(NetworkRDMA{HCA: ns.HCA, Port: ns.Port}, table, want, ns.RoCETypes)
 			if found != nil {
 				es.GIDs = found
 			}
@@ -140,8 +140,9 @@ func (d *Driver) Status() Status {
 }
 
 // rdmaStatus fills in the port, its GID table and the device nodes. The
-// table is read once per port and kept in tables.
-func (d *Driver) rdmaStatus(ns *NetworkStatus, r *NetworkRDMA, tables map[portKey][]rdma.GID) {
+// table is read once per port (the GID files only: attributes are read for
+// the entries of endpoints) and kept in tables.
+func (d *Driver) rdmaStatus(ns *NetworkStatus, r *NetworkRDMA, tables map[portKey]rdma.GIDTable) {
 	ns.HCA, ns.Port = r.HCA, r.Port
 	ns.CDIDevice = rdma.CDIDeviceName(r.HCA)
 	ns.RoCETypes = d.roceTypes(r)
@@ -154,13 +155,13 @@ func (d *Driver) rdmaStatus(ns *NetworkStatus, r *NetworkRDMA, tables map[portKe
 	key := portKey{r.HCA, r.Port}
 	table, ok := tables[key]
 	if !ok {
-		if table, err = d.rdma.GIDs(r.HCA, r.Port); err != nil {
+		if table, _, err = d.table(*r, 0); err != nil {
 			ns.Problems = append(ns.Problems, err.Error())
 			return
 		}
 		tables[key] = table
 	}
-	ns.GIDTable = &GIDTableStatus{Size: pi.GIDTableSize, Used: len(table), Free: max(pi.GIDTableSize-len(table), 0)}
+	ns.GIDTable = &GIDTableStatus{Size: pi.GIDTableSize, Used: table.Used, Free: max(pi.GIDTableSize-table.Used, 0)}
 	nodes, err := d.rdma.DeviceNodes(r.HCA)
 	if err != nil {
 		ns.Problems = append(ns.Problems, err.Error())

@@ -168,7 +168,7 @@ func TestPrivilegedRestartMidLife(t *testing.T) {
 	if l, ok := e.link(res.InterfaceName.SrcName); !ok || l.MTU != 1450 || l.Kind != "macvlan" {
 		t.Fatalf("Join after restart: link %+v %v", l, ok)
 	}
-	// Docker re-creates known networks after its own restart.
+	// A repeated CreateNetwork for a restored network succeeds.
 	e.must(e.createNetwork(nid, map[string]string{"parent": "p0", "mtu": "1450"}))
 	st, err := e.c.Status()
 	e.must(err)
