@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/rdma-macvlan/rdma-macvlan/internal/atomicfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,7 +40,6 @@ type endpointRecord struct {
 const (
 	networksDir  = "networks"
 	endpointsDir = "endpoints"
-	tmpPrefix    = ".tmp-"
 	corruptExt   = ".corrupt"
 )
 
@@ -95,7 +95,7 @@ func (s *store) instanceID() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
-	return id, syncDir(s.dir)
+	return id, atomicfile.SyncDir(s.dir)
 }
 
 func (s *store) close() {
@@ -194,7 +194,7 @@ func (s *store) each(sub string, fn func(path string, data []byte) error, proble
 		name := ent.Name()
 		path := filepath.Join(dir, name)
 		switch {
-		case strings.HasPrefix(name, tmpPrefix):
+		case atomicfile.IsTemp(name):
 			// A write that a crash interrupted; the previous version (if
 			// any) is still in place under its real name.
 			_ = os.Remove(path)
@@ -225,55 +225,7 @@ func writeJSONAtomic(path string, v any) (retErr error) {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
 	data = append(data, '\n')
-	return writeFileAtomic(path, data, 0o600)
+	return atomicfile.Write(path, data, 0o600, func() { crashPoint("store:temp-written") })
 }
 
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) (retErr error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, tmpPrefix+filepath.Base(path)+"-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if retErr != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", f.Name(), err)
-	}
-	if err := f.Chmod(perm); err != nil {
-		return fmt.Errorf("chmod %s: %w", f.Name(), err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", f.Name(), err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", f.Name(), err)
-	}
-	crashPoint("store:temp-written")
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", f.Name(), path, err)
-	}
-	return syncDir(dir)
-}
-
-func removeSynced(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", path, err)
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
-}
+func removeSynced(path string) error { return atomicfile.Remove(path) }

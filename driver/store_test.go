@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rdma-macvlan/rdma-macvlan/internal/atomicfile"
 	"time"
 )
 
@@ -124,7 +126,7 @@ func TestStoreTornFileDoesNotStopOthers(t *testing.T) {
 	if err := os.WriteFile(s.networkPath("torn"), data[:len(data)/2], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tmp := filepath.Join(dir, networksDir, tmpPrefix+"good1.json-123")
+	tmp := filepath.Join(dir, networksDir, ".good1.json.tmp-123")
 	if err := os.WriteFile(tmp, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +186,7 @@ func TestStoreLockedAgainstSecondDaemon(t *testing.T) {
 func assertNoTemp(t *testing.T, dir string) {
 	t.Helper()
 	_ = filepath.WalkDir(dir, func(p string, _ os.DirEntry, _ error) error {
-		if strings.HasPrefix(filepath.Base(p), tmpPrefix) {
+		if atomicfile.IsTemp(filepath.Base(p)) {
 			t.Errorf("temporary file left: %s", p)
 		}
 		return nil

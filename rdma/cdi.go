@@ -2,13 +2,14 @@ package rdma
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/rdma-macvlan/rdma-macvlan/internal/atomicfile"
 )
 
 const (
@@ -160,7 +161,7 @@ func WriteCDISpec(dir string, d CDIDevice) (path string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("write CDI spec %s: %w (check --cdi-dir)", path, err)
 	}
-	if err := writeFileAtomic(path, data, 0o644); err != nil {
+	if err := atomicfile.Write(path, data, 0o644, nil); err != nil {
 		return "", fmt.Errorf("write CDI spec %s: %w (check --cdi-dir)", path, err)
 	}
 	return path, nil
@@ -173,70 +174,12 @@ func RemoveCDISpec(dir, hca string) error {
 		return err
 	}
 	path := CDISpecPath(dir, hca)
-	if leftovers, err := filepath.Glob(tempPattern(path)); err == nil {
-		for _, l := range leftovers {
-			_ = os.Remove(l) // best effort: a stale temp file is harmless
-		}
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove CDI spec %s: %w", path, err)
-	}
-	if err := syncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove CDI spec %s: %w", path, err)
+	if err := atomicfile.Remove(path); err != nil {
+		return fmt.Errorf("remove CDI spec: %w", err)
 	}
 	return nil
 }
 
-func tempPattern(path string) string {
-	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-}
-
-// writeFileAtomic writes data to a temporary file in path's directory,
-// syncs it, renames it over path and syncs the directory, so that after a
-// crash path holds the old or the new content.
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) (retErr error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if retErr != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-// checkCDIName checks that hca can be a CDI device name (letters, digits,
-// '_', '-', '.', ':'; starting and ending with a letter or digit) and a
-// file name.
 func checkCDIName(hca string) error {
 	if err := checkName("RDMA device", hca); err != nil {
 		return err
