@@ -2,8 +2,8 @@ package driver
 
 import (
 	"fmt"
+	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,137 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
 )
-
-// fakeLinks is an in-memory link table with the kernel's rules that matter
-// here (names unique, a VLAN or macvlan needs its lower link, deleting a link
-// deletes its uppers). It lets the driver's logic run without root and on
-// kernels without 802.1Q support; the privileged tests drive the real kernel.
-type fakeLinks struct {
-	mu     sync.Mutex
-	links  map[string]netns.Link
-	next   int
-	noVLAN bool // behave like a kernel without CONFIG_VLAN_8021Q
-}
-
-func newFakeLinks(parents ...string) *fakeLinks {
-	f := &fakeLinks{links: map[string]netns.Link{}, next: 1}
-	f.add(netns.Link{Name: "lo", Kind: "device", EncapType: "loopback", MTU: 65536})
-	for _, p := range parents {
-		f.add(netns.Link{Name: p, Kind: "veth", EncapType: "ether", MTU: 1500})
-	}
-	return f
-}
-
-func (f *fakeLinks) add(l netns.Link) netns.Link {
-	l.Index = f.next
-	f.next++
-	if l.MAC == nil {
-		l.MAC = net.HardwareAddr{2, 0, 0, 0, 0, byte(l.Index)}
-	}
-	f.links[l.Name] = l
-	return l
-}
-
-func (f *fakeLinks) LinkByName(name string) (netns.Link, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l, ok := f.links[name]
-	if !ok {
-		return l, fmt.Errorf("link %q: %w", name, netns.ErrLinkNotFound)
-	}
-	return l, nil
-}
-
-func (f *fakeLinks) LinkByIndex(idx int) (netns.Link, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, l := range f.links {
-		if l.Index == idx {
-			return l, nil
-		}
-	}
-	return netns.Link{}, fmt.Errorf("index %d: %w", idx, netns.ErrLinkNotFound)
-}
-
-func (f *fakeLinks) Links() ([]netns.Link, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []netns.Link
-	for _, l := range f.links {
-		out = append(out, l)
-	}
-	return out, nil
-}
-
-func (f *fakeLinks) CreateMacvlan(s netns.MacvlanSpec) (netns.Link, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	p, ok := f.links[s.Parent]
-	if !ok {
-		return netns.Link{}, fmt.Errorf("parent %q: %w", s.Parent, netns.ErrLinkNotFound)
-	}
-	if _, ok := f.links[s.Name]; ok {
-		return netns.Link{}, fmt.Errorf("create macvlan %s: %w", s.Name, unix.EEXIST)
-	}
-	mtu := s.MTU
-	if mtu == 0 {
-		mtu = p.MTU
-	}
-	return f.add(netns.Link{Name: s.Name, Kind: "macvlan", EncapType: "ether", MTU: mtu, MAC: s.MAC, ParentIndex: p.Index, MacvlanMode: s.Mode, Alias: s.Alias}), nil
-}
-
-func (f *fakeLinks) CreateVLAN(name, lower string, id int) (netns.Link, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.noVLAN {
-		return netns.Link{}, fmt.Errorf("create vlan %s: %w", name, unix.EOPNOTSUPP)
-	}
-	p, ok := f.links[lower]
-	if !ok {
-		return netns.Link{}, fmt.Errorf("lower %q: %w", lower, netns.ErrLinkNotFound)
-	}
-	if _, ok := f.links[name]; ok {
-		return netns.Link{}, fmt.Errorf("create vlan %s: %w", name, unix.EEXIST)
-	}
-	return f.add(netns.Link{Name: name, Kind: "vlan", EncapType: "ether", MTU: p.MTU, ParentIndex: p.Index, VLANID: id, Up: true}), nil
-}
-
-func (f *fakeLinks) DeleteLink(name string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l, ok := f.links[name]
-	if !ok {
-		return nil
-	}
-	delete(f.links, name)
-	for n, u := range f.links {
-		if u.ParentIndex == l.Index {
-			delete(f.links, n)
-		}
-	}
-	return nil
-}
-
-func (f *fakeLinks) has(name string) bool {
-	_, err := f.LinkByName(name)
-	return err == nil
-}
-
-func (f *fakeLinks) names() []string {
-	ls, _ := f.Links()
-	var out []string
-	for _, l := range ls {
-		out = append(out, l.Name)
-	}
-	slices.Sort(out)
-	return out
-}
 
 func quietLog() *logrus.Logger {
 	l := logrus.New()
@@ -171,7 +44,7 @@ type testDriver struct {
 	cdiDir string
 }
 
-func newTestDriverAt(t *testing.T, links *fakeLinks, dir, root string) testDriver {
+func newTestDriverAt(t *testing.T, links *drivertest.Links, dir, root string) testDriver {
 	t.Helper()
 	cdi := filepath.Join(dir, "..", filepath.Base(dir)+"-cdi")
 	d, err := New(Config{StateDir: dir, Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: cdi,
@@ -184,10 +57,10 @@ func newTestDriverAt(t *testing.T, links *fakeLinks, dir, root string) testDrive
 }
 
 // newTestDriver gives every parent of links an mlx5 HCA.
-func newTestDriver(t *testing.T, links *fakeLinks, dir string) testDriver {
+func newTestDriver(t *testing.T, links *drivertest.Links, dir string) testDriver {
 	t.Helper()
 	var parents []string
-	for _, n := range links.names() {
+	for _, n := range links.Names() {
 		if l, _ := links.LinkByName(n); l.Kind == "veth" {
 			parents = append(parents, n)
 		}
@@ -200,7 +73,7 @@ func netReq(id string, kv ...string) CreateNetworkRequest {
 }
 
 func TestVLANOwnership(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	d := newTestDriver(t, links, t.TempDir())
 	must := func(err error) {
 		t.Helper()
@@ -214,11 +87,11 @@ func TestVLANOwnership(t *testing.T) {
 	}
 	must(d.CreateNetwork(netReq("n2", "parent", "p0.10")))
 	must(d.DeleteNetwork("n1"))
-	if !links.has("p0.10") {
+	if !links.Has("p0.10") {
 		t.Fatal("vlan deleted while n2 uses it")
 	}
 	must(d.DeleteNetwork("n2"))
-	if links.has("p0.10") {
+	if links.Has("p0.10") {
 		t.Fatal("vlan left after the last network that shares it")
 	}
 
@@ -228,7 +101,7 @@ func TestVLANOwnership(t *testing.T) {
 	}
 	must(d.CreateNetwork(netReq("n3", "parent", "p0.20")))
 	must(d.DeleteNetwork("n3"))
-	if !links.has("p0.20") {
+	if !links.Has("p0.20") {
 		t.Fatal("pre-existing vlan deleted")
 	}
 
@@ -239,13 +112,13 @@ func TestVLANOwnership(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(d.DeleteNetwork("n4"))
-	if !links.has("p0.30") {
+	if !links.Has("p0.30") {
 		t.Fatal("deleted a vlan with another id than the one the driver made")
 	}
 }
 
 func TestVLANRestoredAtStart(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	dir := t.TempDir()
 	d := newTestDriver(t, links, dir)
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0.10")); err != nil {
@@ -261,17 +134,17 @@ func TestVLANRestoredAtStart(t *testing.T) {
 	_ = links.DeleteLink("p0.10")
 	_ = links.DeleteLink("p0.11")
 	newTestDriver(t, links, dir)
-	if !links.has("p0.10") {
+	if !links.Has("p0.10") {
 		t.Fatal("owned vlan not re-created at start")
 	}
-	if links.has("p0.11") {
+	if links.Has("p0.11") {
 		t.Fatal("a vlan the driver did not create was re-created")
 	}
 }
 
 func TestVLANUnsupportedKernel(t *testing.T) {
-	links := newFakeLinks("p0")
-	links.noVLAN = true
+	links := drivertest.NewLinks("p0")
+	links.NoVLAN = true
 	dir := t.TempDir()
 	d := newTestDriver(t, links, dir)
 	err := d.CreateNetwork(netReq("n1", "parent", "p0.10"))
@@ -284,7 +157,7 @@ func TestVLANUnsupportedKernel(t *testing.T) {
 }
 
 func TestCreateNetworkRollsBackWhenStateCannotBeWritten(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	dir := t.TempDir()
 	d := newTestDriver(t, links, dir)
 	// Make the networks directory unusable: a file in its place.
@@ -295,12 +168,12 @@ func TestCreateNetworkRollsBackWhenStateCannotBeWritten(t *testing.T) {
 	if err := os.WriteFile(netDir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	before := links.names()
+	before := links.Names()
 	err := d.CreateNetwork(netReq("n1", "parent", "p0.10"))
 	if err == nil || !strings.Contains(err.Error(), "save network") {
 		t.Fatalf("error %v", err)
 	}
-	if got := links.names(); !slices.Equal(got, before) {
+	if got := links.Names(); !slices.Equal(got, before) {
 		t.Fatalf("links after a failed create: %v, want %v", got, before)
 	}
 	if len(d.Status().Networks) != 0 {
@@ -309,7 +182,7 @@ func TestCreateNetworkRollsBackWhenStateCannotBeWritten(t *testing.T) {
 }
 
 func TestCreateEndpointRollsBackWhenStateCannotBeWritten(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	dir := t.TempDir()
 	d := newTestDriver(t, links, dir)
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
@@ -326,13 +199,13 @@ func TestCreateEndpointRollsBackWhenStateCannotBeWritten(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "save endpoint") {
 		t.Fatalf("error %v", err)
 	}
-	if links.has(LinkName("e1")) {
+	if links.Has(LinkName("e1")) {
 		t.Fatal("link left after a failed CreateEndpoint")
 	}
 }
 
 func TestEndpointLinkNameCollision(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	d := newTestDriver(t, links, t.TempDir())
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
 		t.Fatal(err)
@@ -346,13 +219,13 @@ func TestEndpointLinkNameCollision(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "would reuse link name") {
 		t.Fatalf("error %v", err)
 	}
-	if !links.has(LinkName(a)) {
+	if !links.Has(LinkName(a)) {
 		t.Fatal("the first endpoint's link was touched")
 	}
 }
 
 func TestCreateEndpointIdempotent(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	d := newTestDriver(t, links, t.TempDir())
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
 		t.Fatal(err)
@@ -368,7 +241,7 @@ func TestCreateEndpointIdempotent(t *testing.T) {
 }
 
 func TestConcurrentEndpoints(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	d := newTestDriver(t, links, t.TempDir())
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
 		t.Fatal(err)
@@ -406,13 +279,13 @@ func TestConcurrentEndpoints(t *testing.T) {
 	if len(eps) != 16 {
 		t.Fatalf("%d endpoints left, want 16", len(eps))
 	}
-	if n := len(links.names()); n != 2+16 {
-		t.Fatalf("%d links, want lo, p0 and 16 endpoint links: %v", n, links.names())
+	if n := len(links.Names()); n != 2+16 {
+		t.Fatalf("%d links, want lo, p0 and 16 endpoint links: %v", n, links.Names())
 	}
 }
 
 func TestUnjoinedEndpointsDeletedAfterGrace(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	dir := t.TempDir()
 	root := hosts(t, "p0")
 	d := newTestDriverAt(t, links, dir, root)
@@ -440,7 +313,7 @@ func TestUnjoinedEndpointsDeletedAfterGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(3 * time.Second)
-	for links.has(LinkName("lost")) {
+	for links.Has(LinkName("lost")) {
 		if time.Now().After(deadline) {
 			t.Fatal("endpoint never joined after the restart was not deleted")
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -243,11 +244,9 @@ func FuzzStateLoad(f *testing.F) {
 			sub = endpointsDir
 		}
 		write(sub, fuzzID, data)
-		links := newFakeLinks("p0", "p1")
+		links := drivertest.NewLinks("p0", "p1")
 		p0, _ := links.LinkByName("p0")
-		links.mu.Lock()
-		links.add(netns.Link{Name: goodEP.Ifname, Kind: "macvlan", EncapType: "ether", MTU: 1500, ParentIndex: p0.Index, MacvlanMode: ModeBridge})
-		links.mu.Unlock()
+		links.Add(netns.Link{Name: goodEP.Ifname, Kind: "macvlan", EncapType: "ether", MTU: 1500, ParentIndex: p0.Index, MacvlanMode: ModeBridge})
 
 		type result struct {
 			d   *Driver
@@ -290,8 +289,8 @@ func FuzzStateLoad(f *testing.F) {
 		if st := d.Status(); len(st.Networks) == 0 {
 			t.Fatalf("status lists no network: %+v", st)
 		}
-		if !links.has(goodEP.Ifname) {
-			t.Fatalf("link %s of the good endpoint deleted at start; links: %v", goodEP.Ifname, links.names())
+		if !links.Has(goodEP.Ifname) {
+			t.Fatalf("link %s of the good endpoint deleted at start; links: %v", goodEP.Ifname, links.Names())
 		}
 		d.Close() // waits for GID watches, which may rewrite the endpoint file
 

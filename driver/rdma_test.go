@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"net"
 	"os"
 	"path/filepath"
@@ -59,7 +60,7 @@ func waitStatus(t *testing.T, d testDriver, eid string, within time.Duration, co
 }
 
 func TestRDMADetection(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	d := newTestDriverAt(t, links, t.TempDir(), mlx5Root(t, rdmatest.MLX5Options{HostIPv4: "11.0.0.72"}))
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
 		t.Fatal(err)
@@ -79,7 +80,7 @@ func TestRDMADetection(t *testing.T) {
 }
 
 func TestRDMAVLANParentUsesLowerDevice(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	d := newTestDriverAt(t, links, t.TempDir(), mlx5Root(t, rdmatest.MLX5Options{}))
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0.10")); err != nil {
 		t.Fatal(err)
@@ -130,7 +131,7 @@ func TestRDMARefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			links := newFakeLinks("p0", "q0")
+			links := drivertest.NewLinks("p0", "q0")
 			dir := t.TempDir()
 			cdi := t.TempDir()
 			d, err := New(Config{StateDir: dir, Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(tt.root(t)), CDIDir: cdi, NetnsMode: tt.netnsMode})
@@ -138,7 +139,7 @@ func TestRDMARefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.Close()
-			before := links.names()
+			before := links.Names()
 			err = d.CreateNetwork(tt.req)
 			if err == nil {
 				t.Fatal("network created")
@@ -148,7 +149,7 @@ func TestRDMARefusals(t *testing.T) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
 			}
-			if got := links.names(); !slices.Equal(got, before) {
+			if got := links.Names(); !slices.Equal(got, before) {
 				t.Errorf("links changed: %v", got)
 			}
 			if ents, _ := os.ReadDir(cdi); len(ents) != 0 {
@@ -162,7 +163,7 @@ func TestRDMARefusals(t *testing.T) {
 }
 
 func TestRDMAPortDownIsOnlyAWarning(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	d := newTestDriverAt(t, links, t.TempDir(), mlx5Root(t, rdmatest.MLX5Options{State: "DOWN"}))
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
 		t.Fatalf("a down port refused the network: %v", err)
@@ -173,7 +174,7 @@ func TestRDMAPortDownIsOnlyAWarning(t *testing.T) {
 }
 
 func TestRDMACDISpecLifecycle(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	dir := t.TempDir()
 	root := mlx5Root(t, rdmatest.MLX5Options{Uverbs: 2})
 	d := newTestDriverAt(t, links, dir, root)
@@ -266,7 +267,7 @@ func TestRDMAAdmissionUpToCapacity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			links := newFakeLinks("p0")
+			links := drivertest.NewLinks("p0")
 			d := newTestDriverAt(t, links, t.TempDir(), tt.root(t))
 			req := netReq("n1", "parent", "p0")
 			req.EnableIPv6 = tt.ipv6
@@ -289,7 +290,7 @@ func TestRDMAAdmissionUpToCapacity(t *testing.T) {
 					t.Fatalf("refusal %v does not say %q", lastErr, w)
 				}
 			}
-			if links.has(LinkName(fmt.Sprintf("e%02d", n))) {
+			if links.Has(LinkName(fmt.Sprintf("e%02d", n))) {
 				t.Fatal("refused endpoint left its link")
 			}
 			// Freeing one endpoint makes room for one more.
@@ -305,7 +306,7 @@ func TestRDMAAdmissionUpToCapacity(t *testing.T) {
 
 // Populated endpoints count through the table, not twice.
 func TestRDMAAdmissionCountsTheTable(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	root := mlx5Root(t, rdmatest.MLX5Options{TableSize: 8})
 	d := newTestDriverAt(t, links, t.TempDir(), root)
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
@@ -334,7 +335,7 @@ func TestRDMAAdmissionCountsTheTable(t *testing.T) {
 }
 
 func TestRDMAConcurrentAdmission(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	// 22 slots: 20 free, room for exactly 10 IPv4 endpoints.
 	d := newTestDriverAt(t, links, t.TempDir(), mlx5Root(t, rdmatest.MLX5Options{TableSize: 22}))
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
@@ -364,7 +365,7 @@ func TestRDMAConcurrentAdmission(t *testing.T) {
 }
 
 func TestRDMAReadinessLateGIDAndIndexHole(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	// Slots 2-5 hold other containers' pairs; 2/3 then go, leaving a hole.
 	extra := append(rdmatest.Pair(2, rdmatest.IPv4GID("10.5.0.50"), "eth0"), rdmatest.Pair(4, rdmatest.IPv4GID("10.5.0.51"), "eth0")...)
 	root := mlx5Root(t, rdmatest.MLX5Options{Extra: extra})
@@ -417,7 +418,7 @@ func waitRecorded(t *testing.T, dir, eid string, want []EndpointGID) {
 }
 
 func TestRDMAReadinessGIDNeverAppears(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	root := mlx5Root(t, rdmatest.MLX5Options{})
 	d, err := New(Config{StateDir: t.TempDir(), Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
 		GIDTimeout: 150 * time.Millisecond, GIDPoll: 5 * time.Millisecond})
@@ -456,7 +457,7 @@ func TestRDMAReadinessGIDNeverAppears(t *testing.T) {
 }
 
 func TestRDMAStrictSucceedsWhenGIDsAppear(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	root := mlx5Root(t, rdmatest.MLX5Options{})
 	d := newTestDriverAt(t, links, t.TempDir(), root)
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0", "gid_check", "strict")); err != nil {
@@ -488,7 +489,7 @@ func TestRDMAStrictSucceedsWhenGIDsAppear(t *testing.T) {
 // An endpoint whose entries are in the table but whose watch has not seen
 // them yet is not counted twice.
 func TestRDMAAdmissionNoDoubleCount(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	root := mlx5Root(t, rdmatest.MLX5Options{TableSize: 8})
 	d, err := New(Config{StateDir: t.TempDir(), Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
 		GIDTimeout: time.Hour, GIDPoll: time.Hour}) // the watch does not look before the test ends
@@ -523,7 +524,7 @@ func TestRDMAAdmissionNoDoubleCount(t *testing.T) {
 // (Docker before 26) each container also gets a link-local GID; once one is
 // seen, admission counts it for the network's containers.
 func TestRDMAAdmissionLearnsLinkLocal(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	root := buildRoot(t, func(r string) error { return rdmatest.BuildRXE(r, rdmatest.RXEOptions{Netdev: "p0", TableSize: 6}) })
 	d := newTestDriverAt(t, links, t.TempDir(), root)
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
@@ -561,7 +562,7 @@ func TestRDMAAdmissionLearnsLinkLocal(t *testing.T) {
 // safe side: entries added since the snapshot by admitted endpoints are
 // counted, entries removed since count as used until the next read.
 func TestRDMAAdmissionWithTableSnapshot(t *testing.T) {
-	links := newFakeLinks("p0")
+	links := drivertest.NewLinks("p0")
 	root := mlx5Root(t, rdmatest.MLX5Options{TableSize: 8})
 	d, err := New(Config{StateDir: t.TempDir(), Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
 		GIDTimeout: time.Second, GIDPoll: 5 * time.Millisecond, GIDTableMaxAge: 300 * time.Millisecond})

@@ -4,17 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode"
@@ -26,133 +24,15 @@ import (
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
 )
 
-// fuzzLinks is a minimal in-memory link table: names are unique, a macvlan
-// or VLAN needs its lower link, and deleting a link deletes its uppers.
-type fuzzLinks struct {
-	mu    sync.Mutex
-	links map[string]netns.Link
-	next  int
-}
-
-func newFuzzLinks() *fuzzLinks {
-	f := &fuzzLinks{links: map[string]netns.Link{}, next: 1}
-	f.add(netns.Link{Name: "lo", Kind: "device", EncapType: "loopback", MTU: 65536})
-	f.add(netns.Link{Name: "p0", Kind: "veth", EncapType: "ether", MTU: 1500})
-	f.add(netns.Link{Name: "p1", Kind: "veth", EncapType: "ether", MTU: 9000})
-	f.add(netns.Link{Name: "ib0", Kind: "ipoib", EncapType: "infiniband", MTU: 2044})
+// newFuzzLinks is the link table of the handler fixture: two veth parents
+// (MTU 1500 and 9000) and an InfiniBand netdev the driver must refuse.
+func newFuzzLinks() *drivertest.Links {
+	f := drivertest.NewLinks("p0")
+	f.Add(netns.Link{Name: "p1", Kind: "veth", EncapType: "ether", MTU: 9000})
+	f.Add(netns.Link{Name: "ib0", Kind: "ipoib", EncapType: "infiniband", MTU: 2044})
 	return f
-}
-
-func (f *fuzzLinks) add(l netns.Link) netns.Link {
-	l.Index = f.next
-	f.next++
-	if l.MAC == nil {
-		l.MAC = net.HardwareAddr{2, 0, 0, 0, 0, byte(l.Index)}
-	}
-	f.links[l.Name] = l
-	return l
-}
-
-func (f *fuzzLinks) clone() *fuzzLinks {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c := &fuzzLinks{links: make(map[string]netns.Link, len(f.links)), next: f.next}
-	for n, l := range f.links {
-		c.links[n] = l
-	}
-	return c
-}
-
-// dump describes every link, sorted, for before/after comparisons.
-func (f *fuzzLinks) dump() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, l := range f.links {
-		out = append(out, fmt.Sprintf("%+v", l))
-	}
-	slices.Sort(out)
-	return strings.Join(out, "\n")
-}
-
-func (f *fuzzLinks) LinkByName(name string) (netns.Link, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l, ok := f.links[name]
-	if !ok {
-		return l, fmt.Errorf("link %q: %w", name, netns.ErrLinkNotFound)
-	}
-	return l, nil
-}
-
-func (f *fuzzLinks) LinkByIndex(idx int) (netns.Link, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, l := range f.links {
-		if l.Index == idx {
-			return l, nil
-		}
-	}
-	return netns.Link{}, fmt.Errorf("index %d: %w", idx, netns.ErrLinkNotFound)
-}
-
-func (f *fuzzLinks) Links() ([]netns.Link, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]netns.Link, 0, len(f.links))
-	for _, l := range f.links {
-		out = append(out, l)
-	}
-	return out, nil
-}
-
-func (f *fuzzLinks) CreateMacvlan(s netns.MacvlanSpec) (netns.Link, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	p, ok := f.links[s.Parent]
-	if !ok {
-		return netns.Link{}, fmt.Errorf("parent %q: %w", s.Parent, netns.ErrLinkNotFound)
-	}
-	if _, ok := f.links[s.Name]; ok {
-		return netns.Link{}, fmt.Errorf("create macvlan %s: %w", s.Name, unix.EEXIST)
-	}
-	mtu := s.MTU
-	if mtu == 0 {
-		mtu = p.MTU
-	}
-	return f.add(netns.Link{Name: s.Name, Kind: "macvlan", EncapType: "ether", MTU: mtu, MAC: s.MAC, ParentIndex: p.Index, MacvlanMode: s.Mode}), nil
-}
-
-func (f *fuzzLinks) CreateVLAN(name, lower string, id int) (netns.Link, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	p, ok := f.links[lower]
-	if !ok {
-		return netns.Link{}, fmt.Errorf("lower %q: %w", lower, netns.ErrLinkNotFound)
-	}
-	if _, ok := f.links[name]; ok {
-		return netns.Link{}, fmt.Errorf("create vlan %s: %w", name, unix.EEXIST)
-	}
-	return f.add(netns.Link{Name: name, Kind: "vlan", EncapType: "ether", MTU: p.MTU, ParentIndex: p.Index, VLANID: id, Up: true}), nil
-}
-
-func (f *fuzzLinks) DeleteLink(name string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l, ok := f.links[name]
-	if !ok {
-		return nil
-	}
-	delete(f.links, name)
-	for n, u := range f.links {
-		if u.ParentIndex == l.Index {
-			delete(f.links, n)
-		}
-	}
-	return nil
 }
 
 // IDs of the handler fixture's objects; the seed corpus uses them.
@@ -186,7 +66,7 @@ type handlerFixture struct {
 	sysfs    string
 	stateDir string
 	cdiDir   string
-	links    *fuzzLinks
+	links    *drivertest.Links
 }
 
 func quietLogger() *logrus.Logger {
@@ -368,10 +248,10 @@ func FuzzHandlers(f *testing.F) {
 		stateDir, cdiDir := filepath.Join(base, "state"), filepath.Join(base, "cdi")
 		copyTree(t, fx.stateDir, stateDir)
 		copyTree(t, fx.cdiDir, cdiDir)
-		links := fx.links.clone()
+		links := fx.links.Clone()
 		srv, d := fx.start(t, stateDir, cdiDir, links, fixtureGIDTimeout)
 		defer d.Close()
-		beforeLinks, beforeState, beforeCDI := links.dump(), treeDump(t, stateDir), treeDump(t, cdiDir)
+		beforeLinks, beforeState, beforeCDI := links.Dump(), treeDump(t, stateDir), treeDump(t, cdiDir)
 
 		rec := serve(t, srv, path, body)
 
@@ -391,7 +271,7 @@ func FuzzHandlers(f *testing.F) {
 		}
 		checkErrorText(t, path, errText)
 		d.Close() // stop GID watches before looking at the files
-		if got := links.dump(); got != beforeLinks {
+		if got := links.Dump(); got != beforeLinks {
 			t.Fatalf("%s %.300q refused (%s) but changed the links:\n%s\nwas:\n%s", path, body, errText, got, beforeLinks)
 		}
 		if got := treeDump(t, stateDir); got != beforeState {

@@ -1,0 +1,182 @@
+// Package drivertest gives tests of the driver (and of what serves it) an
+// in-memory link table in place of a network namespace.
+package drivertest
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Links is an in-memory link table with the kernel's rules that matter to
+// the driver: names are unique, a VLAN or macvlan needs its lower link,
+// deleting a link deletes its uppers. It implements driver.Links, so the
+// driver's logic runs without root and on kernels without 802.1Q; the
+// privileged tests drive the real kernel.
+type Links struct {
+	mu    sync.Mutex
+	links map[string]netns.Link // guarded by mu
+	next  int                   // guarded by mu
+	// NoVLAN makes CreateVLAN fail as on a kernel without CONFIG_VLAN_8021Q.
+	NoVLAN bool
+}
+
+// NewLinks returns a table with lo and a veth (MTU 1500) per parent name.
+func NewLinks(parents ...string) *Links {
+	f := &Links{links: map[string]netns.Link{}, next: 1}
+	f.Add(netns.Link{Name: "lo", Kind: "device", EncapType: "loopback", MTU: 65536})
+	for _, p := range parents {
+		f.Add(netns.Link{Name: p, Kind: "veth", EncapType: "ether", MTU: 1500})
+	}
+	return f
+}
+
+// Add puts l into the table with the next ifindex (and a MAC if it has
+// none) and returns it.
+func (f *Links) Add(l netns.Link) netns.Link {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.addLocked(l)
+}
+
+func (f *Links) addLocked(l netns.Link) netns.Link {
+	l.Index = f.next
+	f.next++
+	if l.MAC == nil {
+		l.MAC = net.HardwareAddr{2, 0, 0, 0, 0, byte(l.Index)}
+	}
+	f.links[l.Name] = l
+	return l
+}
+
+// Clone returns an independent copy of the table.
+func (f *Links) Clone() *Links {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := &Links{links: make(map[string]netns.Link, len(f.links)), next: f.next, NoVLAN: f.NoVLAN}
+	for n, l := range f.links {
+		c.links[n] = l
+	}
+	return c
+}
+
+// Dump describes every link, sorted, for before/after comparisons.
+func (f *Links) Dump() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, l := range f.links {
+		out = append(out, fmt.Sprintf("%+v", l))
+	}
+	slices.Sort(out)
+	return strings.Join(out, "\n")
+}
+
+// Has reports whether a link called name exists.
+func (f *Links) Has(name string) bool {
+	_, err := f.LinkByName(name)
+	return err == nil
+}
+
+// Names lists the link names, sorted.
+func (f *Links) Names() []string {
+	ls, _ := f.Links()
+	out := make([]string, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, l.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// LinkByName implements driver.Links.
+func (f *Links) LinkByName(name string) (netns.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	if !ok {
+		return l, fmt.Errorf("link %q: %w", name, netns.ErrLinkNotFound)
+	}
+	return l, nil
+}
+
+// LinkByIndex implements driver.Links.
+func (f *Links) LinkByIndex(idx int) (netns.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range f.links {
+		if l.Index == idx {
+			return l, nil
+		}
+	}
+	return netns.Link{}, fmt.Errorf("index %d: %w", idx, netns.ErrLinkNotFound)
+}
+
+// Links implements driver.Links.
+func (f *Links) Links() ([]netns.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]netns.Link, 0, len(f.links))
+	for _, l := range f.links {
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// CreateMacvlan implements driver.Links.
+func (f *Links) CreateMacvlan(s netns.MacvlanSpec) (netns.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.links[s.Parent]
+	if !ok {
+		return netns.Link{}, fmt.Errorf("parent %q: %w", s.Parent, netns.ErrLinkNotFound)
+	}
+	if _, ok := f.links[s.Name]; ok {
+		return netns.Link{}, fmt.Errorf("create macvlan %s: %w", s.Name, unix.EEXIST)
+	}
+	mtu := s.MTU
+	if mtu == 0 {
+		mtu = p.MTU
+	}
+	return f.addLocked(netns.Link{Name: s.Name, Kind: "macvlan", EncapType: "ether", MTU: mtu, MAC: s.MAC,
+		ParentIndex: p.Index, MacvlanMode: s.Mode, Alias: s.Alias}), nil
+}
+
+// CreateVLAN implements driver.Links.
+func (f *Links) CreateVLAN(name, lower string, id int) (netns.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.NoVLAN {
+		return netns.Link{}, fmt.Errorf("create vlan %s: %w", name, unix.EOPNOTSUPP)
+	}
+	p, ok := f.links[lower]
+	if !ok {
+		return netns.Link{}, fmt.Errorf("lower %q: %w", lower, netns.ErrLinkNotFound)
+	}
+	if _, ok := f.links[name]; ok {
+		return netns.Link{}, fmt.Errorf("create vlan %s: %w", name, unix.EEXIST)
+	}
+	return f.addLocked(netns.Link{Name: name, Kind: "vlan", EncapType: "ether", MTU: p.MTU, ParentIndex: p.Index, VLANID: id, Up: true}), nil
+}
+
+// DeleteLink implements driver.Links; a missing link is not an error.
+func (f *Links) DeleteLink(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	if !ok {
+		return nil
+	}
+	delete(f.links, name)
+	for n, u := range f.links {
+		if u.ParentIndex == l.Index {
+			delete(f.links, n)
+		}
+	}
+	return nil
+}
