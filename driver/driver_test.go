@@ -2,7 +2,6 @@ package driver
 
 import (
 	"fmt"
-	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 	"github.com/sirupsen/logrus"

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"

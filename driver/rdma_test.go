@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"io"
 	"io/fs"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/docker/go-plugins-helpers/network"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
+	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
