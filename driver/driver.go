@@ -172,9 +172,18 @@ func (d *Driver) logFor(op string, fields logrus.Fields) *logrus.Entry {
 type Capabilities struct {
 	Scope             string
 	ConnectivityScope string
+	// GatewayAllocCheck asks engines that know the call (Docker 28+) to
+	// ask SkipGatewayAllocation before creating a network.
+	GatewayAllocCheck bool
 }
 
 // GetCapabilities reports the driver's scopes; they never change.
 func GetCapabilities() Capabilities {
-	return Capabilities{Scope: "local", ConnectivityScope: "global"}
+	return Capabilities{Scope: "local", ConnectivityScope: "global", GatewayAllocCheck: true}
 }
+
+// SkipGatewayAllocation reports that Docker need not reserve a gateway
+// address in a network's subnets when the user gives none: a macvlan network's
+// gateway is a router outside Docker, which only the user can name. This is
+// what the built-in macvlan answers since Docker 28.
+func SkipGatewayAllocation() bool { return true }

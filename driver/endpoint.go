@@ -90,12 +90,9 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 				truncate(req.EndpointID, 64), ifname, e.ID)
 		}
 	}
-	mtu := n.MTU
-	if opts.MTU != 0 {
-		if opts.MTU > n.MTU {
-			return resp, invalidf("driver-opt mtu=%d is larger than the MTU %d of network %s: use %d or less", opts.MTU, n.MTU, ShortID(n.ID), n.MTU)
-		}
-		mtu = opts.MTU
+	mtu, err := d.endpointMTU(n, opts.MTU)
+	if err != nil {
+		return resp, err
 	}
 	// A link of that name that no endpoint owns is left from a crash.
 	if err := d.links.DeleteLink(ifname); err != nil {
@@ -145,6 +142,41 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 	}
 	log.WithFields(logrus.Fields{"ifname": ifname, "parent": n.Parent, "mac": e.MAC, "ipv4": e.IPv4, "ipv6": e.IPv6}).Info("endpoint created")
 	return resp, nil
+}
+
+// endpointMTU is the MTU of a new link of network n: the driver-opt mtu if
+// given, else the network's -o mtu, else the parent's MTU now (a parent
+// raised after the network was created gives its new MTU to new containers,
+// as with the built-in macvlan).
+func (d *Driver) endpointMTU(n *Network, asked int) (int, error) {
+	parent, err := d.links.LinkByName(n.Parent)
+	if errors.Is(err, netns.ErrLinkNotFound) {
+		return 0, fmt.Errorf("parent %q of network %s is gone (check: ip link show %s): bring it back, or remove the network and create it on an existing parent",
+			n.Parent, ShortID(n.ID), n.Parent)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("look up parent %q of network %s: %w", n.Parent, ShortID(n.ID), err)
+	}
+	limit := parent.MTU
+	if n.MTU != 0 {
+		if n.MTU > parent.MTU {
+			return 0, invalidf("network %s has mtu %d, but its parent %q now has MTU %d: raise the parent's MTU (ip link set %s mtu %d), or create the network again with -o mtu=%d or less",
+				ShortID(n.ID), n.MTU, n.Parent, parent.MTU, n.Parent, n.MTU, parent.MTU)
+		}
+		limit = n.MTU
+	}
+	mtu := limit
+	if asked != 0 {
+		if asked > limit {
+			return 0, invalidf("driver-opt mtu=%d is larger than the MTU %d of network %s: use %d or less", asked, limit, ShortID(n.ID), limit)
+		}
+		mtu = asked
+	}
+	if n.ipv6() && mtu < minMTUIPv6 {
+		return 0, invalidf("mtu %d is too small for IPv6 (at least %d) on network %s: raise the MTU (of the parent %q, or driver-opt mtu)",
+			mtu, minMTUIPv6, ShortID(n.ID), n.Parent)
+	}
+	return mtu, nil
 }
 
 // DeleteEndpoint deletes the endpoint's link (back in the host namespace by

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -57,17 +58,16 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 	if err != nil {
 		return err
 	}
+	// Without -o mtu the containers take the parent's MTU at the time each
+	// of them starts, as with the built-in macvlan: the network records 0.
 	mtu := opts.MTU
-	if mtu == 0 {
-		mtu = plan.mtu
-	}
 	if mtu > plan.mtu {
 		return invalidf("mtu %d is larger than the MTU %d of parent %q: use -o mtu=%d or less, or raise the parent's MTU (ip link set %s mtu %d)",
 			mtu, plan.mtu, opts.Parent, plan.mtu, plan.mtuOf, mtu)
 	}
-	if (req.EnableIPv6 || len(req.IPv6) > 0) && mtu < minMTUIPv6 {
-		return invalidf("mtu %d is too small for IPv6 (at least %d): raise -o mtu or create the network without IPv6",
-			mtu, minMTUIPv6)
+	if eff := cmp.Or(mtu, plan.mtu); (req.EnableIPv6 || len(req.IPv6) > 0) && eff < minMTUIPv6 {
+		return invalidf("mtu %d is too small for IPv6 (at least %d): raise -o mtu or the parent's MTU, or create the network without IPv6",
+			eff, minMTUIPv6)
 	}
 	netdev := opts.Parent
 	if plan.vlan != nil && plan.vlan.Lower != "" {

@@ -84,10 +84,25 @@ func invalidf(format string, a ...any) error {
 	return &InvalidOptionError{Msg: fmt.Sprintf(format, a...)}
 }
 
+// EngineOptionPrefix starts the keys the engine itself puts among a network's
+// generic options: com.docker.network.enable_ipv4 and enable_ipv6 (Docker
+// 28+), com.docker.network.advertise_addr_nmsgs and _ms, daemon.json's
+// default-network-opts, and compose users' com.docker.network.driver.mtu.
+// The built-in macvlan ignores the ones it does not know; so does this driver.
+const EngineOptionPrefix = "com.docker.network."
+
+// OptEngineMTU is the engine's generic MTU option; it means what -o mtu means.
+const OptEngineMTU = EngineOptionPrefix + "driver.mtu"
+
 // ParseNetworkOptions validates the options of `docker network create -o`.
+// Engine keys (EngineOptionPrefix) are ignored, except OptEngineMTU.
 func ParseNetworkOptions(opts []Option) (NetworkOptions, error) {
 	var out NetworkOptions
-	kv, err := checkOptions(opts, networkOptionNames, "docker network create -o")
+	own, err := withoutEngineOptions(opts)
+	if err != nil {
+		return out, err
+	}
+	kv, err := checkOptions(own, networkOptionNames, "docker network create -o")
 	if err != nil {
 		return out, err
 	}
@@ -135,6 +150,38 @@ func ParseNetworkOptions(opts []Option) (NetworkOptions, error) {
 		out.GIDCheck = GIDCheckWarn
 	}
 	return out, nil
+}
+
+// withoutEngineOptions drops the engine's own keys from opts, turning
+// OptEngineMTU into OptMTU. Both MTU keys may be given only with one value.
+func withoutEngineOptions(opts []Option) ([]Option, error) {
+	own := make([]Option, 0, len(opts))
+	var engineMTU *Option
+	for _, o := range opts {
+		switch {
+		case o.Key == OptEngineMTU:
+			if engineMTU != nil {
+				return nil, invalidf("option %s is given more than once: give it once", OptEngineMTU)
+			}
+			engineMTU = &Option{Key: OptMTU, Value: o.Value}
+		case strings.HasPrefix(o.Key, EngineOptionPrefix):
+			// The engine's own: nothing for a macvlan driver to do.
+		default:
+			own = append(own, o)
+		}
+	}
+	if engineMTU == nil {
+		return own, nil
+	}
+	for _, o := range own {
+		if o.Key == OptMTU {
+			if o.Value != engineMTU.Value {
+				return nil, invalidf("options %s=%q and %s=%q disagree: give one of them", OptMTU, o.Value, OptEngineMTU, engineMTU.Value)
+			}
+			return own, nil
+		}
+	}
+	return append(own, *engineMTU), nil
 }
 
 // ParseEndpointOptions validates per-container driver options. Keys in the

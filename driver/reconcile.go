@@ -22,6 +22,11 @@ func (d *Driver) restore() error {
 		log.WithError(p.Err).WithField("file", p.Path).Error("state file unusable; set aside, the objects in it are forgotten")
 	}
 	for _, n := range nets {
+		if n.MTU != 0 && n.Options[OptMTU] == "" && n.Options[OptEngineMTU] == "" {
+			// Records written before the MTU followed the parent hold the
+			// parent's MTU at creation; the user asked for none.
+			n.MTU = 0
+		}
 		d.networks[n.ID] = n
 	}
 	for _, e := range eps {

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"fmt"
 	"net"
 	"sort"
 
@@ -14,24 +15,27 @@ type Status struct {
 
 // NetworkStatus describes one network and the RDMA device behind it.
 type NetworkStatus struct {
-	ID         string           `json:"id"`
-	Parent     string           `json:"parent"`
-	VLAN       *VLAN            `json:"vlan,omitempty"`
-	Mode       string           `json:"macvlan_mode"`
-	MTU        int              `json:"mtu"`
-	GIDCheck   string           `json:"gid_check,omitempty"`
-	HCA        string           `json:"hca,omitempty"`
-	Port       int              `json:"port,omitempty"`
-	PortState  string           `json:"port_state,omitempty"`
-	LinkLayer  string           `json:"link_layer,omitempty"`
-	NetnsMode  string           `json:"netns_mode,omitempty"`
-	RoCETypes  int              `json:"roce_types,omitempty"`
-	GIDTable   *GIDTableStatus  `json:"gid_table,omitempty"`
-	Devices    []DeviceStatus   `json:"devices,omitempty"`
-	CDIDevice  string           `json:"cdi_device,omitempty"`
-	Problems   []string         `json:"problems,omitempty"`
-	Endpoints  []EndpointStatus `json:"endpoints"`
-	RDMADevice string           `json:"rdma_device,omitempty"` // the -o rdma_device override, if any
+	ID     string `json:"id"`
+	Parent string `json:"parent"`
+	VLAN   *VLAN  `json:"vlan,omitempty"`
+	Mode   string `json:"macvlan_mode"`
+	MTU    int    `json:"mtu"`
+	// MTUFromParent: no -o mtu; MTU is the parent's now, which new
+	// containers take.
+	MTUFromParent bool             `json:"mtu_from_parent,omitempty"`
+	GIDCheck      string           `json:"gid_check,omitempty"`
+	HCA           string           `json:"hca,omitempty"`
+	Port          int              `json:"port,omitempty"`
+	PortState     string           `json:"port_state,omitempty"`
+	LinkLayer     string           `json:"link_layer,omitempty"`
+	NetnsMode     string           `json:"netns_mode,omitempty"`
+	RoCETypes     int              `json:"roce_types,omitempty"`
+	GIDTable      *GIDTableStatus  `json:"gid_table,omitempty"`
+	Devices       []DeviceStatus   `json:"devices,omitempty"`
+	CDIDevice     string           `json:"cdi_device,omitempty"`
+	Problems      []string         `json:"problems,omitempty"`
+	Endpoints     []EndpointStatus `json:"endpoints"`
+	RDMADevice    string           `json:"rdma_device,omitempty"` // the -o rdma_device override, if any
 }
 
 // GIDTableStatus counts a port's GID slots.
@@ -89,6 +93,14 @@ func (d *Driver) Status() Status {
 		ipv6[n.ID] = n.ipv6()
 		ns := NetworkStatus{ID: n.ID, Parent: n.Parent, VLAN: n.VLAN, Mode: n.Mode, MTU: n.MTU, GIDCheck: n.GIDCheck,
 			RDMADevice: n.RDMADevice, Endpoints: []EndpointStatus{}}
+		if n.MTU == 0 {
+			ns.MTUFromParent = true
+			if l, err := d.links.LinkByName(n.Parent); err == nil {
+				ns.MTU = l.MTU
+			} else {
+				ns.Problems = append(ns.Problems, fmt.Sprintf("parent %q: %v", n.Parent, err))
+			}
+		}
 		if n.RDMA != nil {
 			d.rdmaStatus(&ns, n.RDMA, tables)
 			if modeErr == nil {

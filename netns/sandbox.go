@@ -30,6 +30,20 @@ func (h *Handle) CreateVeth(a, b string, mtu int) error {
 	return nil
 }
 
+// SetMTU sets the MTU of the link called name, as an administrator raising
+// a parent's MTU would.
+// Equivalent to: ip link set dev $name mtu $mtu
+func (h *Handle) SetMTU(name string, mtu int) error {
+	l, err := h.nl.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("look up link %q: %w", name, err)
+	}
+	if err := h.nl.LinkSetMTU(l, mtu); err != nil {
+		return fmt.Errorf("set mtu %d on %q: %w", mtu, name, err)
+	}
+	return nil
+}
+
 // MoveInto does what libnetwork does with the link Join names: it moves the
 // link called name from h into the namespace of dst, renames it to newName,
 // sets mac (when given) and the addresses, and brings it up there.

@@ -49,6 +49,7 @@ var fuzzOps = []string{
 	"CreateNetwork", "DeleteNetwork", "CreateEndpoint", "DeleteEndpoint", "EndpointOperInfo",
 	"Join", "Leave", "ProgramExternalConnectivity", "RevokeExternalConnectivity",
 	"DiscoverNew", "DiscoverDelete", "AllocateNetwork", "FreeNetwork", "GetCapabilities",
+	"GwAllocCheck",
 }
 
 // answerWithin bounds every answer. The slowest legitimate one is

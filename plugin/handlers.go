@@ -73,7 +73,7 @@ func createNetwork(d *driver.Driver, body []byte) (any, error) {
 	}
 	var err error
 	if raw, ok := req.Options[genericOptions]; ok {
-		if r.Options, err = decodeOptions(raw, nil); err != nil {
+		if r.Options, err = decodeOptions(raw, engineOption); err != nil {
 			return nil, err
 		}
 	}
@@ -84,6 +84,13 @@ func createNetwork(d *driver.Driver, body []byte) (any, error) {
 		return nil, err
 	}
 	return struct{}{}, d.CreateNetwork(r)
+}
+
+// engineOption reports the engine's own keys among a network's generic
+// options, whatever their JSON type: the driver ignores them (except the
+// engine's MTU, which it reads as -o mtu).
+func engineOption(key string) bool {
+	return strings.HasPrefix(key, driver.EngineOptionPrefix) && key != driver.OptEngineMTU
 }
 
 func subnets(data []*network.IPAMData) []driver.Subnet {
@@ -275,6 +282,41 @@ func allocateNetwork(_ *driver.Driver, body []byte) (any, error) {
 		return nil, err
 	}
 	return &network.AllocateNetworkResponse{Options: req.Options}, nil
+}
+
+// capabilitiesResponse is GetCapabilities' answer. go-plugins-helpers'
+// type has no GwAllocChecker: Docker 28 added it, and engines before ignore
+// the field.
+type capabilitiesResponse struct {
+	Scope             string
+	ConnectivityScope string
+	GwAllocChecker    bool
+}
+
+// gwAllocCheckRequest is what Docker 28+ sends before CreateNetwork when the
+// driver advertises GwAllocChecker: the network's options, as CreateNetwork
+// will get them.
+type gwAllocCheckRequest struct {
+	Options map[string]json.RawMessage
+}
+
+type gwAllocCheckResponse struct {
+	SkipIPv4 bool
+	SkipIPv6 bool
+}
+
+// gwAllocCheck answers whether Docker should reserve gateway addresses in a
+// new network's subnets. As the built-in macvlan: never by itself. A gateway
+// the user gives with --gateway is still reserved and becomes the containers'
+// default route; without one there is none, instead of a route via an address
+// nobody owns, and that address stays usable for --ip and --aux-address.
+func gwAllocCheck(_ *driver.Driver, body []byte) (any, error) {
+	var req gwAllocCheckRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	skip := driver.SkipGatewayAllocation()
+	return &gwAllocCheckResponse{SkipIPv4: skip, SkipIPv6: skip}, nil
 }
 
 func freeNetwork(_ *driver.Driver, body []byte) (any, error) {

@@ -172,10 +172,12 @@ func TestPrivilegedHostileInput(t *testing.T) {
 			[]string{"option mtu is given more than once: give it once"}},
 
 		// Options meant for other drivers.
-		{"bridge driver option", "CreateNetwork", withP0("com.docker.network.bridge.name", "br0"),
-			[]string{`unknown option "com.docker.network.bridge.name"`, validOpts}},
+		// The engine's own com.docker.network.* keys are ignored (as the
+		// built-in macvlan does); look-alikes are not.
+		{"engine prefix look-alike", "CreateNetwork", withP0("com.docker.networks.bridge.name", "br0"),
+			[]string{`unknown option "com.docker.networks.bridge.name"`, validOpts}},
 		{"ipvlan option", "CreateNetwork", withP0("ipvlan_mode", "l2"), []string{`unknown option "ipvlan_mode"`, validOpts}},
-		{"generic driver MTU", "CreateNetwork", withP0("com.docker.network.driver.mtu", "1400"), []string{`unknown option "com.docker.network.driver.mtu"`, validOpts}},
+		{"engine MTU not an MTU", "CreateNetwork", withP0("com.docker.network.driver.mtu", "big"), []string{`mtu="big" is not an MTU`}},
 		{"macvlan_mode l3", "CreateNetwork", withP0("macvlan_mode", "l3"), []string{`macvlan_mode="l3" is not a macvlan mode`, "bridge, private, vepa, passthru"}},
 		{"endpoint macvlan_mode", "CreateEndpoint", epOpt("macvlan_mode", "bridge"), []string{"option macvlan_mode applies to the whole network", "docker network create -o macvlan_mode"}},
 		{"endpoint ipvlan option", "CreateEndpoint", epOpt("ipvlan_mode", "l2"), []string{`unknown option "ipvlan_mode"`, "only valid option", "mtu"}},

@@ -103,6 +103,48 @@ func TestPrivilegedMACAndEndpointMTU(t *testing.T) {
 	}
 }
 
+// Without -o mtu a new container takes the parent's MTU at its start, as
+// with the built-in macvlan: raising the parent after the network was
+// created raises new containers' MTU; lowering it below a network's -o mtu
+// is refused in words instead of the kernel's EINVAL.
+func TestPrivilegedMTUFollowsParent(t *testing.T) {
+	e := newEnv(t)
+	follow, fixed := id("aa0f"), id("aa0e")
+	e.must(e.createNetwork(follow, map[string]string{"parent": "p0"}, "10.9.0.0/24"))
+	e.must(e.host.SetMTU("p0", 1600))
+	eid := id("ee0f")
+	_, err := e.createEndpoint(follow, eid, "10.9.0.3/24", "", nil)
+	e.must(err)
+	if l, ok := e.link(driver.LinkName(eid)); !ok || l.MTU != 1600 {
+		t.Fatalf("link %+v: want the parent's new MTU 1600", l)
+	}
+	st, _ := e.c.Status()
+	if n := st.Networks[0]; n.MTU != 1600 || !n.MTUFromParent {
+		t.Fatalf("status mtu %d from parent %v: want 1600 from the parent", n.MTU, n.MTUFromParent)
+	}
+
+	e.must(e.createNetwork(fixed, map[string]string{"parent": "p0", "com.docker.network.driver.mtu": "1550"}, "10.9.1.0/24"))
+	eid2 := id("ee0e")
+	_, err = e.createEndpoint(fixed, eid2, "10.9.1.3/24", "", nil)
+	e.must(err)
+	if l, ok := e.link(driver.LinkName(eid2)); !ok || l.MTU != 1550 {
+		t.Fatalf("link %+v: want the network's mtu 1550 (given as com.docker.network.driver.mtu)", l)
+	}
+	e.must(e.host.SetMTU("p0", 1500))
+	_, err = e.createEndpoint(fixed, id("ee0d"), "10.9.1.4/24", "", nil)
+	if err == nil || !strings.Contains(err.Error(), "now has MTU 1500") || !strings.Contains(err.Error(), "ip link set p0 mtu 1550") {
+		t.Fatalf("endpoint on a network whose mtu 1550 exceeds its parent's 1500: %v", err)
+	}
+	// The restart keeps following the parent.
+	e.restart()
+	eid3 := id("ee0c")
+	_, err = e.createEndpoint(follow, eid3, "10.9.0.5/24", "", nil)
+	e.must(err)
+	if l, ok := e.link(driver.LinkName(eid3)); !ok || l.MTU != 1500 {
+		t.Fatalf("link %+v after restart: want the parent's MTU 1500", l)
+	}
+}
+
 func TestPrivilegedVLANLifecycle(t *testing.T) {
 	e := newEnv(t)
 	e.requireVLAN()
@@ -293,10 +335,19 @@ func TestPrivilegedUnknownIDs(t *testing.T) {
 	for _, op := range []string{"DiscoverNew", "DiscoverDelete", "ProgramExternalConnectivity", "RevokeExternalConnectivity", "FreeNetwork"} {
 		e.must(e.c.Call(op, map[string]any{"NetworkID": nid, "EndpointID": eid}, nil))
 	}
-	var caps network.CapabilitiesResponse
+	var caps struct {
+		Scope, ConnectivityScope string
+		GwAllocChecker           bool
+	}
 	e.must(e.c.Call("GetCapabilities", struct{}{}, &caps))
-	if caps.Scope != "local" || caps.ConnectivityScope != "global" {
-		t.Fatalf("capabilities %+v", caps)
+	if caps.Scope != "local" || caps.ConnectivityScope != "global" || !caps.GwAllocChecker {
+		t.Fatalf("capabilities %+v: want local scope, global connectivity and GwAllocChecker (as the built-in macvlan since Docker 28)", caps)
+	}
+	// As the built-in macvlan: no gateway reserved unless the user gives one.
+	var gw struct{ SkipIPv4, SkipIPv6 bool }
+	e.must(e.c.Call("GwAllocCheck", map[string]any{"Options": map[string]any{"com.docker.network.generic": map[string]string{"parent": "x"}}}, &gw))
+	if !gw.SkipIPv4 || !gw.SkipIPv6 {
+		t.Fatalf("GwAllocCheck answered %+v: want both skipped", gw)
 	}
 }
 

@@ -161,7 +161,7 @@ func (s *Server) routes() {
 	// Capabilities are static: answer them even while starting up.
 	s.mux.HandleFunc("/NetworkDriver.GetCapabilities", func(w http.ResponseWriter, _ *http.Request) {
 		c := driver.GetCapabilities()
-		sdk.EncodeResponse(w, &network.CapabilitiesResponse{Scope: c.Scope, ConnectivityScope: c.ConnectivityScope}, false)
+		sdk.EncodeResponse(w, &capabilitiesResponse{Scope: c.Scope, ConnectivityScope: c.ConnectivityScope, GwAllocChecker: c.GatewayAllocCheck}, false)
 	})
 	s.mux.HandleFunc(StatusPath, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
@@ -192,4 +192,5 @@ func (s *Server) routes() {
 	s.route("/NetworkDriver.DiscoverDelete", discover)
 	s.route("/NetworkDriver.AllocateNetwork", allocateNetwork)
 	s.route("/NetworkDriver.FreeNetwork", freeNetwork)
+	s.route("/NetworkDriver.GwAllocCheck", gwAllocCheck)
 }
