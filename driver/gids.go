@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/sirupsen/logrus"
 )
@@ -19,34 +21,71 @@ type EndpointGID struct {
 	GID   string `json:"gid"`
 }
 
-// wantedGIDs lists the GIDs (kernel text) the kernel will add for e once
-// libnetwork has set its addresses: one per address, and the IPv6
-// link-local derived from its MAC where the network has IPv6.
-func wantedGIDs(e *Endpoint, ipv6 bool) []string {
-	var out []string
-	for _, a := range []string{e.IPv4, e.IPv6} {
-		if ip, _, err := net.ParseCIDR(a); err == nil {
-			if g := rdma.GIDFromIP(ip); g != "" {
-				out = append(out, g)
-			}
+// endpointGIDs are the GIDs (kernel text) the kernel will add for an
+// endpoint once libnetwork has set its addresses.
+type endpointGIDs struct {
+	// Required make the endpoint RDMA-ready: its IPv4 address's, or its
+	// IPv6 address's on an IPv6-only network.
+	Required []string
+	// Optional are expected but may never come: the IPv6 address's beside
+	// an IPv4 one, and the link-local's on an IPv6 network. A container
+	// with IPv6 disabled (--sysctl net.ipv6.conf.all.disable_ipv6=1, or
+	// Docker 28's per-endpoint IPv6 off) has neither.
+	Optional []string
+	// LinkLocal is the GID of the IPv6 link-local address the kernel
+	// derives from the MAC: expected (in Optional) on IPv6 networks; on
+	// IPv4-only networks the engines disable IPv6 in the container (Docker
+	// 20.10 does, measured with a real rxe device), but a container that
+	// turns it on gets it, and it is then reported with the others.
+	LinkLocal string
+}
+
+// gidsOf returns what the kernel will add for e on a network with (ipv6) or
+// without IPv6.
+func gidsOf(e *Endpoint, ipv6 bool) endpointGIDs {
+	var g endpointGIDs
+	var v4, v6 string
+	if ip, _, err := net.ParseCIDR(e.IPv4); err == nil {
+		v4 = rdma.GIDFromIP(ip)
+	}
+	if ip, _, err := net.ParseCIDR(e.IPv6); err == nil {
+		v6 = rdma.GIDFromIP(ip)
+	}
+	switch {
+	case v4 != "":
+		g.Required = []string{v4}
+		if v6 != "" {
+			g.Optional = append(g.Optional, v6)
+		}
+	case v6 != "":
+		g.Required = []string{v6}
+	}
+	if mac, err := net.ParseMAC(e.MAC); err == nil {
+		g.LinkLocal = rdma.DefaultGID(mac)
+		if ipv6 {
+			g.Optional = append(g.Optional, g.LinkLocal)
 		}
 	}
-	if ipv6 {
-		if mac, err := net.ParseMAC(e.MAC); err == nil {
-			out = append(out, rdma.DefaultGID(mac))
-		}
+	return g
+}
+
+// expected lists the GIDs admission reserves room for.
+func (g endpointGIDs) expected() []string { return append(slices.Clone(g.Required), g.Optional...) }
+
+// observed lists every GID of the endpoint worth looking up in the table.
+func (g endpointGIDs) observed() []string {
+	out := g.expected()
+	if g.LinkLocal != "" && !slices.Contains(out, g.LinkLocal) {
+		out = append(out, g.LinkLocal)
 	}
 	return out
 }
 
 func (n *Network) ipv6() bool { return n.EnableIPv6 || len(n.IPv6) > 0 }
 
-// linkLocal reports whether containers of n get an IPv6 link-local GID.
-func (n *Network) linkLocal() bool { return n.ipv6() || n.LinkLocalSeen }
-
-// findGIDs finds the table entries of each wanted GID, reading the type of
-// the entries found only. An address is complete when it has one entry per
-// RoCE type of the port.
+// findGIDs finds the table entries of each of want, reading the type of
+// the entries found only. A GID is complete when it has one entry per RoCE
+// type of the port; missing lists the ones that are not.
 func (d *Driver) findGIDs(r NetworkRDMA, table rdma.GIDTable, want []string, types int) (found []EndpointGID, missing []string) {
 	for _, w := range want {
 		idx := table.ByGID[w]
@@ -58,6 +97,20 @@ func (d *Driver) findGIDs(r NetworkRDMA, table rdma.GIDTable, want []string, typ
 		}
 	}
 	return found, missing
+}
+
+// readiness looks g up in table: every entry of g found, and the required
+// GIDs still missing (none: the endpoint is RDMA-ready), and the optional
+// ones.
+func (d *Driver) readiness(r NetworkRDMA, table rdma.GIDTable, g endpointGIDs, types int) (found []EndpointGID, missingRequired, missingOptional []string) {
+	found, _ = d.findGIDs(r, table, g.observed(), types)
+	_, missingRequired = d.findGIDs(r, table, g.Required, types)
+	for _, o := range g.Optional {
+		if len(table.ByGID[o]) < types {
+			missingOptional = append(missingOptional, o)
+		}
+	}
+	return found, missingRequired, missingOptional
 }
 
 // admit sets what e will take from its port's GID table (e.GIDNeed) and
@@ -75,9 +128,8 @@ func (d *Driver) admit(n *Network, e *Endpoint) error {
 		return fmt.Errorf("read GID table: %w", err)
 	}
 	free := pi.GIDTableSize - table.Used
-	d.learnLinkLocal(n, table)
 	e.GIDTypes = d.roceTypes(r)
-	e.GIDNeed = len(wantedGIDs(e, n.linkLocal())) * e.GIDTypes
+	e.GIDNeed = len(gidsOf(e, n.ipv6()).expected()) * e.GIDTypes
 	// Every endpoint on the port will take what it needs and the table
 	// does not show yet: entries already there are counted there, not
 	// twice. With a snapshot (tableMaxAge) this errs on the safe side:
@@ -93,7 +145,7 @@ func (d *Driver) admit(n *Network, e *Endpoint) error {
 			continue // its entries are in the table just read
 		}
 		have := 0
-		for _, g := range wantedGIDs(o, on.linkLocal()) {
+		for _, g := range gidsOf(o, on.ipv6()).observed() {
 			have += len(table.ByGID[g])
 		}
 		if missing := max(o.GIDNeed-have, 0); missing > 0 {
@@ -153,31 +205,6 @@ func (d *Driver) roceTypes(r *NetworkRDMA) int {
 	return d.rdma.RoCETypesPerAddress(r.HCA, r.Port)
 }
 
-// learnLinkLocal notices that containers of the IPv4-only network n get an
-// IPv6 link-local GID anyway (engines before Docker 26 leave IPv6 on), and
-// from then on counts it for n's containers. Caller holds d.mu.
-func (d *Driver) learnLinkLocal(n *Network, table rdma.GIDTable) {
-	if n.linkLocal() {
-		return
-	}
-	for _, o := range d.endpoints {
-		if o.NetworkID != n.ID || o.Sandbox == "" {
-			continue
-		}
-		mac, err := net.ParseMAC(o.MAC)
-		if err != nil || len(table.ByGID[rdma.DefaultGID(mac)]) == 0 {
-			continue
-		}
-		n.LinkLocalSeen = true
-		log := d.logFor("CreateEndpoint", logrus.Fields{"nid": ShortID(n.ID), "eid": ShortID(o.ID)})
-		if err := d.store.saveNetwork(n); err != nil {
-			log.WithError(err).Warn("could not record that containers keep IPv6 link-local addresses")
-		}
-		log.Info("containers of this IPv4-only network keep an IPv6 link-local address (Docker before 26): counting its GID entries from now on")
-		return
-	}
-}
-
 // gidWatch follows one endpoint's GID entries after Join.
 type gidWatch struct {
 	cancel context.CancelFunc
@@ -188,7 +215,7 @@ type gidWatch struct {
 // there or the deadline passes. It never blocks the caller, which holds d.mu.
 func (d *Driver) startWatch(n *Network, e *Endpoint) {
 	d.stopWatch(e.ID)
-	want := wantedGIDs(e, n.ipv6())
+	want := gidsOf(e, n.ipv6())
 	// CreateEndpoint learned the port's RoCE types; reuse them instead of
 	// reading the whole table once more (0: not known).
 	types := e.GIDTypes
@@ -206,11 +233,17 @@ func (d *Driver) stopWatch(eid string) {
 	}
 }
 
-func (d *Driver) watch(ctx context.Context, w *gidWatch, eid string, r NetworkRDMA, want []string, types int) {
+// optionalGrace is how long the watch still looks for an endpoint's
+// optional GIDs once its required ones are there. The kernel adds the
+// entries of all the addresses libnetwork sets within one poll or two; one
+// that has not come by then (IPv6 disabled in the container) never will.
+const optionalGrace = 4
+
+func (d *Driver) watch(ctx context.Context, w *gidWatch, eid string, r NetworkRDMA, want endpointGIDs, types int) {
 	defer close(w.done)
 	defer w.cancel()
 	log := d.logFor("gid-watch", logrus.Fields{"eid": ShortID(eid), "ibdev": r.HCA, "port": r.Port})
-	if len(want) == 0 {
+	if len(want.Required) == 0 {
 		d.finishWatch(w, eid, nil, "the endpoint has no IP address; RoCE needs one", log)
 		return
 	}
@@ -219,7 +252,9 @@ func (d *Driver) watch(ctx context.Context, w *gidWatch, eid string, r NetworkRD
 	}
 	tick := time.NewTicker(d.gidPoll)
 	defer tick.Stop()
-	missing := want
+	missing := want.Required
+	var found []EndpointGID
+	grace := -1 // polls left for the optional GIDs once the required are there
 	for {
 		// The first look waits one interval too: libnetwork sets the
 		// addresses only after Join returns, so a look at Join time cannot
@@ -228,20 +263,33 @@ func (d *Driver) watch(ctx context.Context, w *gidWatch, eid string, r NetworkRD
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				d.finishWatch(w, eid, nil, d.notReadyReason(r, missing), log)
+				if grace >= 0 {
+					d.finishWatch(w, eid, found, "", log)
+				} else {
+					d.finishWatch(w, eid, nil, d.notReadyReason(r, missing), log)
+				}
 			}
 			return
 		case <-tick.C:
 		}
 		table, _, err := d.table(r, 0)
-		if err == nil {
-			var found []EndpointGID
-			found, missing = d.findGIDs(r, table, want, types)
-			if len(missing) == 0 {
-				d.finishWatch(w, eid, found, "", log)
-				return
-			}
+		if err != nil {
+			continue
 		}
+		var optional []string
+		found, missing, optional = d.readiness(r, table, want, types)
+		if len(missing) > 0 {
+			grace = -1 // an entry went again: start over
+			continue
+		}
+		if grace < 0 {
+			grace = optionalGrace
+		}
+		if len(optional) == 0 || grace == 0 {
+			d.finishWatch(w, eid, found, "", log)
+			return
+		}
+		grace--
 	}
 }
 
@@ -275,6 +323,12 @@ func (d *Driver) finishWatch(w *gidWatch, eid string, found []EndpointGID, reaso
 	delete(d.watches, eid)
 	prev := *e
 	e.GIDs, e.RDMAReady, e.RDMAReason = found, reason == "", reason
+	if reason == "" {
+		// From now on the endpoint holds what it really got: an address
+		// the container does not have (IPv6 disabled in it) reserves no
+		// entries.
+		e.GIDNeed = len(found)
+	}
 	if err := d.store.saveEndpoint(e); err != nil {
 		*e = prev
 		log.WithError(err).Error("could not record the endpoint's GIDs")
@@ -293,8 +347,16 @@ func (d *Driver) finishWatch(w *gidWatch, eid string, found []EndpointGID, reaso
 
 // ProgramExternalConnectivity is where -o gid_check=strict holds a container
 // start until its GIDs are in the table (or fails it). libnetwork calls it
-// only for the endpoint that is the container's gateway, after its
-// addresses are set.
+// only for the endpoint that is the container's gateway (never on an
+// --internal network).
+//
+// Docker 28 and later call it once the container's task exists and its
+// interface has its addresses. Engines before call it inside Join, before
+// the task exists: the link is still in the host namespace, and libnetwork
+// moves it and sets its addresses only after this call returns, so waiting
+// here could only time out and fail every start. There strict falls back to
+// the watch: the start goes on, the network says why in its status and the
+// daemon logs it once per network.
 func (d *Driver) ProgramExternalConnectivity(nid, eid string) error {
 	d.mu.Lock()
 	e, eok := d.endpoints[eid]
@@ -304,7 +366,16 @@ func (d *Driver) ProgramExternalConnectivity(nid, eid string) error {
 		return nil
 	}
 	w := d.watches[eid]
+	ifname := e.Ifname
 	d.mu.Unlock()
+	if _, err := d.links.LinkByName(ifname); !errors.Is(err, netns.ErrLinkNotFound) {
+		why := strictEarlyCall
+		if err != nil {
+			why = fmt.Sprintf("cannot tell whether the container has its addresses yet (look up %s: %v)", ifname, err)
+		}
+		d.strictFallsBack(nid, eid, why)
+		return nil
+	}
 	if w != nil {
 		<-w.done // bounded by the watch's deadline
 	}
@@ -318,6 +389,30 @@ func (d *Driver) ProgramExternalConnectivity(nid, eid string) error {
 		reason = "its GID entries are not in the table"
 	}
 	return fmt.Errorf("container is not RDMA-ready and network %s has gid_check=strict: %s", ShortID(nid), reason)
+}
+
+// strictEarlyCall says why gid_check=strict cannot hold a start on engines
+// before Docker 28.
+const strictEarlyCall = "the engine asks before the container has its addresses (Docker before 28 calls ProgramExternalConnectivity inside Join): " +
+	"gid_check=strict cannot hold the start there and works as warn (the GID watch); docker rdma run waits for the GIDs on any engine"
+
+// strictFallsBack records that strict could not be enforced for a start on
+// network nid, and logs it the first time.
+func (d *Driver) strictFallsBack(nid, eid, why string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, ok := d.networks[nid]
+	if !ok {
+		return
+	}
+	first := n.strictNote == ""
+	n.strictNote = why
+	log := d.logFor("ProgramExternalConnectivity", logrus.Fields{"nid": ShortID(nid), "eid": ShortID(eid)})
+	if first {
+		log.WithField("reason", why).Warn("gid_check=strict falls back to the watch on this network")
+	} else {
+		log.Debug("gid_check=strict falls back to the watch")
+	}
 }
 
 // stopWatches ends every watch and waits for them.

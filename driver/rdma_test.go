@@ -449,7 +449,11 @@ func TestRDMAReadinessGIDNeverAppears(t *testing.T) {
 	if st.RDMAReady || !strings.Contains(st.RDMAReason, rdmatest.IPv4GID("10.5.0.7")) || !strings.Contains(st.RDMAReason, "mlx5_0 port 1") {
 		t.Fatalf("status %+v", st)
 	}
-	// strict: the start fails with the reason.
+	// strict: the start fails with the reason (Docker 28: the link is in
+	// the container when it asks).
+	if _, err := links.MoveToSandbox(LinkName("en2")); err != nil {
+		t.Fatal(err)
+	}
 	err = d.ProgramExternalConnectivity("n2", "en2")
 	if err == nil || !strings.Contains(err.Error(), "gid_check=strict") || !strings.Contains(err.Error(), "did not appear") {
 		t.Fatalf("strict: %v", err)
@@ -469,6 +473,10 @@ func TestRDMAStrictSucceedsWhenGIDsAppear(t *testing.T) {
 	if _, err := d.Join("n1", "e1", "/sb/e1"); err != nil {
 		t.Fatal(err)
 	}
+	moved, err := links.MoveToSandbox(LinkName("e1")) // Docker 28: moved before it asks
+	if err != nil {
+		t.Fatal(err)
+	}
 	go func() {
 		time.Sleep(30 * time.Millisecond)
 		_, _ = rdmatest.AddAddress(root, "mlx5_0", 1, "10.5.0.8", "eth0")
@@ -476,7 +484,11 @@ func TestRDMAStrictSucceedsWhenGIDsAppear(t *testing.T) {
 	if err := d.ProgramExternalConnectivity("n1", "e1"); err != nil {
 		t.Fatalf("strict start failed although the GIDs appeared: %v", err)
 	}
+	if note := d.Status().Networks[0].GIDCheckNote; note != "" {
+		t.Fatalf("strict held the start, yet status says %q", note)
+	}
 	// Leave forgets the GIDs (the addresses go with the move back).
+	links.MoveBack(moved)
 	if err := d.Leave("n1", "e1"); err != nil {
 		t.Fatal(err)
 	}
@@ -520,10 +532,68 @@ func TestRDMAAdmissionNoDoubleCount(t *testing.T) {
 	}
 }
 
-// On engines that leave IPv6 on in containers of IPv4-only networks
-// (Docker before 26) each container also gets a link-local GID; once one is
-// seen, admission counts it for the network's containers.
-func TestRDMAAdmissionLearnsLinkLocal(t *testing.T) {
+// A container of a dual-stack network with IPv6 disabled in it has neither
+// its IPv6 address nor a link-local address: it is RDMA-ready with its IPv4
+// entries alone, and from then on it holds only those in admission.
+func TestRDMAIPv6DisabledContainer(t *testing.T) {
+	links := drivertest.NewLinks("p0")
+	root := buildRoot(t, func(r string) error { return rdmatest.BuildRXE(r, rdmatest.RXEOptions{Netdev: "p0", TableSize: 6}) })
+	// Admission works from the last table read (the watch's), as the
+	// daemon's does within GIDTableMaxAge: what e0 holds is then what it
+	// recorded, not the table.
+	dd, err := New(Config{StateDir: t.TempDir(), Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
+		GIDTimeout: 2 * time.Second, GIDPoll: 5 * time.Millisecond, GIDTableMaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dd.Close)
+	d := testDriver{Driver: dd}
+	req := netReq("n1", "parent", "p0", "gid_check", "strict")
+	req.IPv6 = []Subnet{{Pool: "fd00:5::/64"}}
+	req.EnableIPv6 = true
+	if err := d.CreateNetwork(req); err != nil {
+		t.Fatal(err)
+	}
+	dual := func(eid, v4, v6 string) CreateEndpointRequest {
+		r := ep("n1", eid, v4+"/24")
+		r.IPv6 = v6 + "/64"
+		return r
+	}
+	if _, err := d.CreateEndpoint(dual("e0", "10.5.0.2", "fd00:5::2")); err != nil {
+		t.Fatal(err)
+	}
+	// 5 free slots (rxe: one entry per address, slot 0 is the default GID);
+	// a dual-stack container is expected to take 3 (IPv4, IPv6, link-local).
+	if _, err := d.CreateEndpoint(dual("e1", "10.5.0.3", "fd00:5::3")); err == nil {
+		t.Fatal("admitted 2 dual-stack containers (6 entries) into 5 free slots")
+	}
+	if _, err := d.Join("n1", "e0", "/sb/e0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := links.MoveToSandbox(LinkName("e0")); err != nil { // Docker 28: moved before it asks
+		t.Fatal(err)
+	}
+	if _, err := rdmatest.AddAddress(root, "rxe0", 1, "10.5.0.2", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	// Only the IPv4 entry comes: strict lets the start go on.
+	if err := d.ProgramExternalConnectivity("n1", "e0"); err != nil {
+		t.Fatalf("strict failed a container with IPv6 disabled although its IPv4 GID is there: %v", err)
+	}
+	st := waitStatus(t, d, "e0", time.Second, func(e EndpointStatus) bool { return e.RDMAReady })
+	if len(st.GIDs) != 1 || st.GIDs[0].GID != rdmatest.IPv4GID("10.5.0.2") {
+		t.Fatalf("status GIDs %+v: want the IPv4 entry only", st.GIDs)
+	}
+	// e0 holds 1 entry, not 3: room for one more dual-stack container.
+	if _, err := d.CreateEndpoint(dual("e1", "10.5.0.3", "fd00:5::3")); err != nil {
+		t.Fatalf("e0's IPv6 entries that never came are still held: %v", err)
+	}
+}
+
+// On an IPv4-only network the engines disable IPv6 in the container, so
+// admission counts the IPv4 entries alone; a container that turns IPv6 on
+// gets its link-local entry, and status reports it with the others.
+func TestRDMAIPv4OnlyLinkLocal(t *testing.T) {
 	links := drivertest.NewLinks("p0")
 	root := buildRoot(t, func(r string) error { return rdmatest.BuildRXE(r, rdmatest.RXEOptions{Netdev: "p0", TableSize: 6}) })
 	d := newTestDriverAt(t, links, t.TempDir(), root)
@@ -544,8 +614,11 @@ func TestRDMAAdmissionLearnsLinkLocal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// 6 slots: default + e0's two = 3 used. At 2 entries a container, one
-	// more fits (at 1 entry, three would).
+	st := waitStatus(t, d, "e0", time.Second, func(e EndpointStatus) bool { return e.RDMAReady && len(e.GIDs) == 2 })
+	if st.GIDs[1].GID != rdma.DefaultGID(mac) {
+		t.Fatalf("status GIDs %+v: want the IPv4 and the link-local entry", st.GIDs)
+	}
+	// 6 slots: default + e0's two = 3 used; IPv4 containers take 1 each.
 	admitted := 0
 	for i := range 4 {
 		if _, err := d.CreateEndpoint(ep("n1", fmt.Sprintf("e%d", i+1), fmt.Sprintf("10.5.0.%d/24", i+3))); err != nil {
@@ -553,9 +626,43 @@ func TestRDMAAdmissionLearnsLinkLocal(t *testing.T) {
 		}
 		admitted++
 	}
-	if admitted != 1 {
-		t.Fatalf("admitted %d after a link-local GID was seen, want 1", admitted)
+	if admitted != 3 {
+		t.Fatalf("admitted %d IPv4 containers into 3 free slots, want 3", admitted)
 	}
+}
+
+// Engines before Docker 28 call ProgramExternalConnectivity inside Join,
+// before the link leaves the host namespace and gets its addresses: strict
+// cannot hold the start there, so it must not fail it. Status says why.
+func TestRDMAStrictOnEnginesBefore28(t *testing.T) {
+	links := drivertest.NewLinks("p0")
+	root := mlx5Root(t, rdmatest.MLX5Options{})
+	d := newTestDriverAt(t, links, t.TempDir(), root)
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0", "gid_check", "strict")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateEndpoint(ep("n1", "e1", "10.5.0.8/24")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Join("n1", "e1", "/sb/e1"); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := d.ProgramExternalConnectivity("n1", "e1"); err != nil {
+		t.Fatalf("strict failed a start on an engine that asks before the addresses exist: %v", err)
+	}
+	if waited := time.Since(t0); waited > time.Second {
+		t.Fatalf("strict waited %s although the addresses can only come after it answers", waited)
+	}
+	n := d.Status().Networks[0]
+	if !strings.Contains(n.GIDCheckNote, "Docker before 28") || !strings.Contains(n.GIDCheckNote, "works as warn") {
+		t.Fatalf("status gid_check_note %q: want why strict works as warn here", n.GIDCheckNote)
+	}
+	// The watch still follows the container.
+	if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "10.5.0.8", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, d, "e1", time.Second, func(e EndpointStatus) bool { return e.RDMAReady })
 }
 
 // With a table snapshot (the daemon's GIDTableMaxAge), admission errs on the

@@ -22,24 +22,25 @@ type VLAN struct {
 
 // Network is the persistent record of one network.
 type Network struct {
-	ID         string       `json:"id"`
-	Parent     string       `json:"parent"` // the macvlan master
-	VLAN       *VLAN        `json:"vlan,omitempty"`
-	Mode       string       `json:"macvlan_mode"`
-	MTU        int          `json:"mtu"`
-	RDMADevice string       `json:"rdma_device,omitempty"`
-	RDMA       *NetworkRDMA `json:"rdma,omitempty"`
-	GIDCheck   string       `json:"gid_check,omitempty"`
-	// LinkLocalSeen records that a container of this IPv4-only network
-	// got an IPv6 link-local GID: the engine (Docker before 26) leaves IPv6
-	// on, so every container costs its link-local's entries too.
-	LinkLocalSeen bool              `json:"link_local_seen,omitempty"`
-	IPv4          []Subnet          `json:"ipv4,omitempty"`
-	IPv6          []Subnet          `json:"ipv6,omitempty"`
-	EnableIPv6    bool              `json:"enable_ipv6,omitempty"`
-	Internal      bool              `json:"internal,omitempty"`
-	Options       map[string]string `json:"options,omitempty"`
-	Created       time.Time         `json:"created"`
+	ID         string            `json:"id"`
+	Parent     string            `json:"parent"` // the macvlan master
+	VLAN       *VLAN             `json:"vlan,omitempty"`
+	Mode       string            `json:"macvlan_mode"`
+	MTU        int               `json:"mtu"`
+	RDMADevice string            `json:"rdma_device,omitempty"`
+	RDMA       *NetworkRDMA      `json:"rdma,omitempty"`
+	GIDCheck   string            `json:"gid_check,omitempty"`
+	IPv4       []Subnet          `json:"ipv4,omitempty"`
+	IPv6       []Subnet          `json:"ipv6,omitempty"`
+	EnableIPv6 bool              `json:"enable_ipv6,omitempty"`
+	Internal   bool              `json:"internal,omitempty"`
+	Options    map[string]string `json:"options,omitempty"`
+	Created    time.Time         `json:"created"`
+
+	// strictNote says why gid_check=strict could not hold the last start
+	// (the engine's call order); not persisted: the engine may be upgraded.
+	// Guarded by Driver.mu.
+	strictNote string
 }
 
 // Endpoint is the persistent record of one endpoint. It carries its parent

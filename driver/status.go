@@ -22,20 +22,22 @@ type NetworkStatus struct {
 	MTU    int    `json:"mtu"`
 	// MTUFromParent: no -o mtu; MTU is the parent's now, which new
 	// containers take.
-	MTUFromParent bool             `json:"mtu_from_parent,omitempty"`
-	GIDCheck      string           `json:"gid_check,omitempty"`
-	HCA           string           `json:"hca,omitempty"`
-	Port          int              `json:"port,omitempty"`
-	PortState     string           `json:"port_state,omitempty"`
-	LinkLayer     string           `json:"link_layer,omitempty"`
-	NetnsMode     string           `json:"netns_mode,omitempty"`
-	RoCETypes     int              `json:"roce_types,omitempty"`
-	GIDTable      *GIDTableStatus  `json:"gid_table,omitempty"`
-	Devices       []DeviceStatus   `json:"devices,omitempty"`
-	CDIDevice     string           `json:"cdi_device,omitempty"`
-	Problems      []string         `json:"problems,omitempty"`
-	Endpoints     []EndpointStatus `json:"endpoints"`
-	RDMADevice    string           `json:"rdma_device,omitempty"` // the -o rdma_device override, if any
+	MTUFromParent bool   `json:"mtu_from_parent,omitempty"`
+	GIDCheck      string `json:"gid_check,omitempty"`
+	// GIDCheckNote says why gid_check=strict works as warn on this engine.
+	GIDCheckNote string           `json:"gid_check_note,omitempty"`
+	HCA          string           `json:"hca,omitempty"`
+	Port         int              `json:"port,omitempty"`
+	PortState    string           `json:"port_state,omitempty"`
+	LinkLayer    string           `json:"link_layer,omitempty"`
+	NetnsMode    string           `json:"netns_mode,omitempty"`
+	RoCETypes    int              `json:"roce_types,omitempty"`
+	GIDTable     *GIDTableStatus  `json:"gid_table,omitempty"`
+	Devices      []DeviceStatus   `json:"devices,omitempty"`
+	CDIDevice    string           `json:"cdi_device,omitempty"`
+	Problems     []string         `json:"problems,omitempty"`
+	Endpoints    []EndpointStatus `json:"endpoints"`
+	RDMADevice   string           `json:"rdma_device,omitempty"` // the -o rdma_device override, if any
 }
 
 // GIDTableStatus counts a port's GID slots.
@@ -92,7 +94,7 @@ func (d *Driver) Status() Status {
 		n := &nets[i]
 		ipv6[n.ID] = n.ipv6()
 		ns := NetworkStatus{ID: n.ID, Parent: n.Parent, VLAN: n.VLAN, Mode: n.Mode, MTU: n.MTU, GIDCheck: n.GIDCheck,
-			RDMADevice: n.RDMADevice, Endpoints: []EndpointStatus{}}
+			GIDCheckNote: n.strictNote, RDMADevice: n.RDMADevice, Endpoints: []EndpointStatus{}}
 		if n.MTU == 0 {
 			ns.MTUFromParent = true
 			if l, err := d.links.LinkByName(n.Parent); err == nil {
@@ -123,12 +125,12 @@ func (d *Driver) Status() Status {
 		es := EndpointStatus{ID: e.ID, Ifname: e.Ifname, IPv4: addrOnly(e.IPv4), IPv6: addrOnly(e.IPv6), MAC: e.MAC,
 			Sandbox: e.Sandbox, GIDs: []EndpointGID{}}
 		if table, ok := tables[portKey{ns.HCA, ns.Port}]; ok && ns.HCA != "" {
-			want := wantedGIDs(e, ipv6[e.NetworkID])
-			found, missing := d.findGIDs(NetworkRDMA{HCA: ns.HCA, Port: ns.Port}, table, want, ns.RoCETypes)
+			want := gidsOf(e, ipv6[e.NetworkID])
+			found, missing, _ := d.readiness(NetworkRDMA{HCA: ns.HCA, Port: ns.Port}, table, want, ns.RoCETypes)
 			if found != nil {
 				es.GIDs = found
 			}
-			es.RDMAReady = e.Sandbox != "" && len(want) > 0 && len(missing) == 0
+			es.RDMAReady = e.Sandbox != "" && len(want.Required) > 0 && len(missing) == 0
 			switch {
 			case es.RDMAReady:
 			case e.Sandbox == "":

@@ -143,6 +143,10 @@ func (f *Links) CreateMacvlan(s netns.MacvlanSpec) (netns.Link, error) {
 	if mtu == 0 {
 		mtu = p.MTU
 	}
+	if mtu > p.MTU {
+		// The kernel refuses a macvlan larger than its lower device.
+		return netns.Link{}, fmt.Errorf("create macvlan %s: mtu %d > %d of %s: %w", s.Name, mtu, p.MTU, s.Parent, unix.EINVAL)
+	}
 	return f.addLocked(netns.Link{Name: s.Name, Kind: "macvlan", EncapType: "ether", MTU: mtu, MAC: s.MAC,
 		ParentIndex: p.Index, MacvlanMode: s.Mode, Alias: s.Alias}), nil
 }
@@ -178,5 +182,40 @@ func (f *Links) DeleteLink(name string) error {
 			delete(f.links, n)
 		}
 	}
+	return nil
+}
+
+// MoveToSandbox takes the link called name out of the table, as libnetwork
+// moving it into a container's namespace does (Docker 28 and later before
+// ProgramExternalConnectivity, older engines only after it). It returns the
+// link, to be put back with MoveBack.
+func (f *Links) MoveToSandbox(name string) (netns.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	if !ok {
+		return netns.Link{}, fmt.Errorf("move %s: %w", name, netns.ErrLinkNotFound)
+	}
+	delete(f.links, name)
+	return l, nil
+}
+
+// MoveBack puts l back into the table, as libnetwork does on Leave.
+func (f *Links) MoveBack(l netns.Link) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.links[l.Name] = l
+}
+
+// SetMTU sets the MTU of the link called name.
+func (f *Links) SetMTU(name string, mtu int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	if !ok {
+		return fmt.Errorf("set mtu of %s: %w", name, netns.ErrLinkNotFound)
+	}
+	l.MTU = mtu
+	f.links[name] = l
 	return nil
 }
