@@ -131,6 +131,10 @@ func (s *session) describeNetwork(n docker.Network) (inspectNetwork, *netView) {
 	in.HCA, in.Port, in.PortState, in.LinkLayer, in.NetnsMode = v.HCA, v.Port, v.PortState, v.LinkLayer, v.NetnsMode
 	in.GIDTable, in.CDIDevice, in.Source = v.GIDTable, v.CDIDevice, v.Source
 	in.Missing, in.Problems = v.Missing, v.Problems
+	in.GIDCheck = firstNonEmpty(n.Options["gid_check"], driver.GIDCheckWarn)
+	if v.Status != nil {
+		in.GIDCheck, in.GIDCheckNote = firstNonEmpty(v.Status.GIDCheck, in.GIDCheck), v.Status.GIDCheckNote
+	}
 	for _, d := range v.Nodes {
 		in.DeviceNodes = append(in.DeviceNodes, d.Path)
 	}
@@ -434,6 +438,13 @@ func renderNetworkHead(w io.Writer, n lsNetwork) {
 		fmt.Fprintf(w, "  netns mode %s\n", n.NetnsMode)
 	}
 	fmt.Fprintf(w, "  GID table  %s\n", gidCell(n.GIDTable))
+	if n.GIDCheck != "" {
+		check := n.GIDCheck
+		if n.GIDCheckNote != "" {
+			check += " (works as warn here: " + n.GIDCheckNote + ")"
+		}
+		fmt.Fprintf(w, "  gid check  %s\n", check)
+	}
 	fmt.Fprintf(w, "  run flags  %s\n", dash(strings.Join(n.DeviceFlags, " ")))
 	for _, p := range n.Problems {
 		fmt.Fprintf(w, "  problem:   %s\n", p)

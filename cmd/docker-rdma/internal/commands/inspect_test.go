@@ -51,6 +51,7 @@ func TestInspectContainer(t *testing.T) {
 		"GIDs       4  IB/RoCE v1  0000:0000:0000:0000:0000:ffff:c0a8:0702",
 		"           5  RoCE v2     0000:0000:0000:0000:0000:ffff:c0a8:0702",
 		"RDMA       ready",
+		"gid check  strict (works as warn here: the engine asks before the container has its addresses)",
 		"\nNCCL_IB_HCA==mlx5_0:1\nNCCL_IB_GID_INDEX=5\nUCX_NET_DEVICES=mlx5_0:1\nUCX_IB_GID_INDEX=5\n",
 	} {
 		if !strings.Contains(out, s) {

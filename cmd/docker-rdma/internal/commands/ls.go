@@ -30,9 +30,13 @@ type lsNetwork struct {
 	DeviceFlags []string `json:"device_flags"`
 	CDIDevice   string   `json:"cdi_device,omitempty"`
 	DeviceNodes []string `json:"device_nodes,omitempty"`
-	Source      string   `json:"source,omitempty"`
-	Missing     []string `json:"missing,omitempty"`
-	Problems    []string `json:"problems,omitempty"`
+	// GIDCheck is the network's gid_check; GIDCheckNote says why strict
+	// works as warn on this engine, once the daemon has seen it.
+	GIDCheck     string   `json:"gid_check,omitempty"`
+	GIDCheckNote string   `json:"gid_check_note,omitempty"`
+	Source       string   `json:"source,omitempty"`
+	Missing      []string `json:"missing,omitempty"`
+	Problems     []string `json:"problems,omitempty"`
 }
 
 type lsOutput struct {
@@ -62,27 +66,8 @@ func (s *session) cmdLs(args []string) int {
 	}
 	out := lsOutput{Networks: []lsNetwork{}}
 	for _, n := range nets {
-		row := lsNetwork{Name: n.Name, ID: n.ID, Driver: n.Driver, Parent: n.Options["parent"], Containers: len(n.Containers), DeviceFlags: []string{}}
-		v, err := s.resolveNetwork(n)
-		if err != nil {
-			row.Problems = append(row.Problems, err.Error())
-			out.Networks = append(out.Networks, row)
-			continue
-		}
-		row.Parent = v.Parent
-		row.HCA, row.Port, row.PortState, row.LinkLayer, row.NetnsMode = v.HCA, v.Port, v.PortState, v.LinkLayer, v.NetnsMode
-		row.GIDTable, row.CDIDevice, row.Source = v.GIDTable, v.CDIDevice, v.Source
-		row.Missing, row.Problems = v.Missing, v.Problems
-		for _, d := range v.Nodes {
-			row.DeviceNodes = append(row.DeviceNodes, d.Path)
-		}
-		if useCDI, _ := s.cdiSpecInEngine(v.HCA, v.CDIDevice); useCDI {
-			row.DeviceFlags = []string{"--device", v.CDIDevice}
-		} else {
-			for _, p := range row.DeviceNodes {
-				row.DeviceFlags = append(row.DeviceFlags, "--device", p)
-			}
-		}
+		in, _ := s.describeNetwork(n)
+		row := in.lsNetwork
 		out.Networks = append(out.Networks, row)
 	}
 	if *format == "json" {
