@@ -23,6 +23,9 @@ type Links interface {
 	CreateMacvlan(spec netns.MacvlanSpec) (netns.Link, error)
 	CreateVLAN(name, lower string, id int) (netns.Link, error)
 	DeleteLink(name string) error
+	// PeerLinks lists the links with ifalias alias in the other network
+	// namespaces that have an ID in this one: where containers' links are.
+	PeerLinks(alias string) ([]netns.Link, error)
 }
 
 // Config holds the driver's dependencies.

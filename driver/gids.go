@@ -118,6 +118,12 @@ func (d *Driver) readiness(r NetworkRDMA, table rdma.GIDTable, g endpointGIDs, t
 // subtracts what endpoints created but not yet populated will take, so that
 // concurrent starts cannot overcommit. Caller holds d.mu.
 func (d *Driver) admit(n *Network, e *Endpoint) error {
+	return d.admitOnce(n, e, false)
+}
+
+// admitOnce is admit; a refusal first collects endpoints of removed
+// containers and, when it found any, looks once more.
+func (d *Driver) admitOnce(n *Network, e *Endpoint, retried bool) error {
 	r := n.RDMA
 	pi, err := d.rdma.Port(r.HCA, r.Port)
 	if err != nil {
@@ -155,6 +161,9 @@ func (d *Driver) admit(n *Network, e *Endpoint) error {
 	}
 	if e.GIDNeed <= free-held {
 		return nil
+	}
+	if !retried && d.collectGone(d.logFor("CreateEndpoint", logrus.Fields{"nid": ShortID(n.ID)})) > 0 {
+		return d.admitOnce(n, e, true) // they held reservations
 	}
 	addrs := e.GIDNeed / max(e.GIDTypes, 1)
 	return invalidf("GID table of RDMA device %s port %d is too full for this container: it needs %d entries (%d addresses x RoCE types), %d of %d are free and %d are held for %d containers still starting. Each container holds its entries until it stops: stop or disconnect containers on this port (parent %q), or use a parent on another port",

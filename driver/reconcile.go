@@ -42,6 +42,7 @@ func (d *Driver) restore() error {
 		}
 	}
 	d.reconcileCDI(log)
+	d.collectGone(log)
 	for _, e := range d.endpoints {
 		// Watches do not survive a restart: resume those that were running.
 		if n, ok := d.networks[e.NetworkID]; ok && n.RDMA != nil && e.Sandbox != "" && !e.RDMAReady {
@@ -131,4 +132,69 @@ func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
 		log.WithField("ifname", l.Name).Info("orphan link deleted")
 	}
 	return n, nil
+}
+
+// collectGone deletes the records of joined endpoints whose container is
+// gone without Docker telling the driver: a container removed while the
+// plugin was down or disabled, by a dockerd crash or a reboot with a legacy
+// plugin, or a forced delete. Their GID reservations would otherwise last
+// until their network is removed. An endpoint is gone when its link is
+// neither in the host namespace nor in any namespace that has an ID here:
+// libnetwork's move of the link into the container gives the container's
+// namespace one for as long as it exists, and the kernel destroys the
+// macvlan with the namespace. When other namespaces cannot be read, or a link
+// there carries this driver's mark with a MAC no endpoint has (so matching
+// by MAC cannot be trusted), nothing is collected. Caller holds d.mu.
+func (d *Driver) collectGone(log *logrus.Entry) int {
+	var cand []*Endpoint
+	for _, e := range d.endpoints {
+		if e.Sandbox == "" {
+			continue // not in a container: the unjoined grace handles it
+		}
+		if _, err := d.links.LinkByName(e.Ifname); errors.Is(err, netns.ErrLinkNotFound) {
+			cand = append(cand, e)
+		}
+	}
+	if len(cand) == 0 {
+		return 0
+	}
+	peers, err := d.links.PeerLinks(d.owner)
+	if err != nil {
+		log.WithError(err).Warn("cannot read other network namespaces; endpoints of removed containers are kept")
+		return 0
+	}
+	byMAC := make(map[string]bool, len(d.endpoints))
+	for _, e := range d.endpoints {
+		byMAC[e.MAC] = true
+	}
+	alive := make(map[string]bool, len(peers))
+	for _, l := range peers {
+		mac := l.MAC.String()
+		if !byMAC[mac] {
+			log.WithFields(logrus.Fields{"ifname": l.Name, "mac": mac}).
+				Warn("a container link of this daemon has a MAC no endpoint has; not collecting endpoints of removed containers")
+			return 0
+		}
+		alive[mac] = true
+	}
+	collected := 0
+	for _, e := range cand {
+		if alive[e.MAC] {
+			continue
+		}
+		// Moved back to the host (a Leave under way) while we looked?
+		if _, err := d.links.LinkByName(e.Ifname); !errors.Is(err, netns.ErrLinkNotFound) {
+			continue
+		}
+		d.stopWatch(e.ID)
+		elog := log.WithFields(logrus.Fields{"eid": ShortID(e.ID), "nid": ShortID(e.NetworkID), "sandbox": e.Sandbox})
+		if err := d.store.deleteEndpoint(e.ID); err != nil {
+			elog.WithError(err).Warn("could not delete the record of an endpoint whose container is gone")
+			continue
+		}
+		delete(d.endpoints, e.ID)
+		collected++
+		elog.Warn("endpoint collected: its container is gone (removed while rdma-macvlan was not running); its GID entries are free again")
+	}
+	return collected
 }

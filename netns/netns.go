@@ -17,6 +17,9 @@ import (
 type Handle struct {
 	nl *netlink.Handle
 	ns vnetns.NsHandle // owned by the Handle
+	// current: ns is the namespace the process runs in, where sockets are
+	// opened without switching threads (and without CAP_SYS_ADMIN).
+	current bool
 }
 
 // Current returns a Handle for the namespace the daemon runs in (the host
@@ -37,7 +40,7 @@ func Current() (*Handle, error) {
 		_ = ns.Close()
 		return nil, fmt.Errorf("open netlink socket: %w", err)
 	}
-	return &Handle{nl: nl, ns: ns}, nil
+	return &Handle{nl: nl, ns: ns, current: true}, nil
 }
 
 // At returns a Handle for the namespace of ns. The Handle keeps its own

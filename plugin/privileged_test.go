@@ -3,6 +3,7 @@ package plugin_test
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -592,5 +593,53 @@ func TestPrivilegedConcurrentLifecycle(t *testing.T) {
 	}
 	if f := e.stateFiles(); !slices.Equal(f, []string{"networks/" + nid + ".json"}) {
 		t.Fatalf("state left: %v", f)
+	}
+}
+
+// A container removed while the daemon was down (its namespace destroyed
+// without Leave or DeleteEndpoint) loses its endpoint at the next start;
+// a running container's endpoint stays. Real namespaces, real netlink.
+func TestPrivilegedCollectsRemovedContainers(t *testing.T) {
+	e := newEnv(t)
+	nid := id("aa0c")
+	e.must(e.createNetwork(nid, map[string]string{"parent": "p0"}, "10.9.0.0/24"))
+	gone, running := id("ee0a"), id("ee0b")
+	sbGone, sbRunning := sandbox(t), sandbox(t)
+	for _, c := range []struct {
+		eid, addr string
+		sb        *netns.Handle
+	}{{gone, "10.9.0.3/24", sbGone}, {running, "10.9.0.4/24", sbRunning}} {
+		mac, err := e.createEndpoint(nid, c.eid, c.addr, "", nil)
+		e.must(err)
+		_, err = e.join(nid, c.eid)
+		e.must(err)
+		hw, _ := net.ParseMAC(mac)
+		e.must(e.host.MoveInto(c.sb, driver.LinkName(c.eid), "eth0", hw, cidr(t, c.addr)))
+	}
+	e.stop()
+	data, err := os.ReadFile(filepath.Join(e.stateDir, "instance"))
+	e.must(err)
+	alias := "rdma-macvlan " + strings.TrimSpace(string(data))
+	sbGone.Close() // docker rm -f while the plugin is down
+	deadline := time.Now().Add(5 * time.Second)
+	for { // the kernel destroys a namespace asynchronously
+		ls, err := e.host.PeerLinks(alias)
+		e.must(err)
+		if len(ls) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the removed container's namespace is still there: %+v", ls)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.start()
+	st, err := e.c.Status()
+	e.must(err)
+	if eps := st.Networks[0].Endpoints; len(eps) != 1 || eps[0].ID != running {
+		t.Fatalf("endpoints after restart: %+v, want only the running container's %s", eps, running[:12])
+	}
+	if _, err := os.Stat(filepath.Join(e.stateDir, "endpoints", gone+".json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("record of the removed container's endpoint: %v", err)
 	}
 }

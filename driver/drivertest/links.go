@@ -24,6 +24,10 @@ type Links struct {
 	next  int                   // guarded by mu
 	// NoVLAN makes CreateVLAN fail as on a kernel without CONFIG_VLAN_8021Q.
 	NoVLAN bool
+	// PeerErr makes PeerLinks fail (other namespaces cannot be read).
+	PeerErr error
+	// sandboxed are the links moved into containers, by their host name.
+	sandboxed map[string]netns.Link
 }
 
 // NewLinks returns a table with lo and a veth (MTU 1500) per parent name.
@@ -61,6 +65,12 @@ func (f *Links) Clone() *Links {
 	c := &Links{links: make(map[string]netns.Link, len(f.links)), next: f.next, NoVLAN: f.NoVLAN}
 	for n, l := range f.links {
 		c.links[n] = l
+	}
+	if f.sandboxed != nil {
+		c.sandboxed = make(map[string]netns.Link, len(f.sandboxed))
+		for n, l := range f.sandboxed {
+			c.sandboxed[n] = l
+		}
 	}
 	return c
 }
@@ -185,10 +195,11 @@ func (f *Links) DeleteLink(name string) error {
 	return nil
 }
 
-// MoveToSandbox takes the link called name out of the table, as libnetwork
-// moving it into a container's namespace does (Docker 28 and later before
-// ProgramExternalConnectivity, older engines only after it). It returns the
-// link, to be put back with MoveBack.
+// MoveToSandbox takes the link called name out of the table into a
+// container's namespace, as libnetwork does (Docker 28 and later before
+// ProgramExternalConnectivity, older engines only after it), renamed eth0.
+// It returns the link, to be put back with MoveBack or destroyed with its
+// namespace by DestroySandbox.
 func (f *Links) MoveToSandbox(name string) (netns.Link, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -197,6 +208,12 @@ func (f *Links) MoveToSandbox(name string) (netns.Link, error) {
 		return netns.Link{}, fmt.Errorf("move %s: %w", name, netns.ErrLinkNotFound)
 	}
 	delete(f.links, name)
+	if f.sandboxed == nil {
+		f.sandboxed = map[string]netns.Link{}
+	}
+	in := l
+	in.Name = "eth0"
+	f.sandboxed[name] = in
 	return l, nil
 }
 
@@ -204,7 +221,32 @@ func (f *Links) MoveToSandbox(name string) (netns.Link, error) {
 func (f *Links) MoveBack(l netns.Link) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	delete(f.sandboxed, l.Name)
 	f.links[l.Name] = l
+}
+
+// DestroySandbox destroys the namespace the link called name was moved
+// into, and the link with it, as the kernel does when a container goes.
+func (f *Links) DestroySandbox(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.sandboxed, name)
+}
+
+// PeerLinks implements driver.Links: the links moved into sandboxes.
+func (f *Links) PeerLinks(alias string) ([]netns.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.PeerErr != nil {
+		return nil, f.PeerErr
+	}
+	var out []netns.Link
+	for _, l := range f.sandboxed {
+		if l.Alias == alias {
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
 
 // SetMTU sets the MTU of the link called name.
@@ -218,4 +260,11 @@ func (f *Links) SetMTU(name string, mtu int) error {
 	l.MTU = mtu
 	f.links[name] = l
 	return nil
+}
+
+// MacvlanOf returns a macvlan link on parent with ifalias alias, as the
+// driver creates them, to Add.
+func MacvlanOf(f *Links, name, parent, alias string) netns.Link {
+	p, _ := f.LinkByName(parent)
+	return netns.Link{Name: name, Kind: "macvlan", EncapType: "ether", MTU: p.MTU, ParentIndex: p.Index, MacvlanMode: "bridge", Alias: alias}
 }

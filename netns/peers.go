@@ -1,0 +1,146 @@
+package netns
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	vnetns "github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// PeerLinks returns the links, in every other network namespace that has an
+// ID in h's namespace, whose ifalias is alias. Moving a link out of a
+// namespace gives the target namespace an ID there (the kernel announces it
+// with the move), so a container's namespace has one in the namespace its
+// link came from for as long as it exists. It reads other namespaces through
+// netlink alone: no setns, only CAP_NET_ADMIN.
+// Equivalent to: ip netns list-id, then for each id N: ip link show
+// target-netnsid N (iproute2 6.x: ip -target-netnsid N link show).
+func (h *Handle) PeerLinks(alias string) ([]Link, error) {
+	s, err := h.routeSocket()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	ids, err := nsids(s)
+	if err != nil {
+		return nil, err
+	}
+	// Reading another namespace's macvlan makes the kernel give the
+	// namespace of its lower device, this one, an ID here too: skip it.
+	self, err := h.nl.GetNetNsIdByFd(int(h.ns))
+	if err != nil {
+		return nil, fmt.Errorf("network namespace id of this namespace: %w", err)
+	}
+	var out []Link
+	for _, id := range ids {
+		if int(id) == self {
+			continue
+		}
+		links, err := linksIn(s, id)
+		if errors.Is(err, unix.EINVAL) {
+			continue // the namespace went while we looked
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list links of network namespace id %d: %w", id, err)
+		}
+		for _, l := range links {
+			if l.Alias == alias {
+				out = append(out, l)
+			}
+		}
+	}
+	return out, nil
+}
+
+// routeSocket opens a route netlink socket in h's namespace; in the
+// daemon's own namespace without switching threads.
+func (h *Handle) routeSocket() (*nl.SocketHandle, error) {
+	target := h.ns
+	if h.current {
+		target = vnetns.None()
+	}
+	s, err := nl.GetNetlinkSocketAt(target, vnetns.None(), unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("open route netlink socket: %w", err)
+	}
+	if err := s.SetReceiveTimeout(&nl.SocketTimeoutTv); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("route netlink socket: %w", err)
+	}
+	return &nl.SocketHandle{Socket: s}, nil
+}
+
+// dump runs a dump request, retried while the kernel reports it
+// interrupted.
+func dump(s *nl.SocketHandle, build func() *nl.NetlinkRequest, resType uint16) ([][]byte, error) {
+	var err error
+	for range dumpRetries {
+		req := build()
+		req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: s}
+		var msgs [][]byte
+		msgs, err = req.Execute(unix.NETLINK_ROUTE, resType)
+		if !errors.Is(err, nl.ErrDumpInterrupted) && !errors.Is(err, unix.EINTR) {
+			return msgs, err
+		}
+	}
+	return nil, err
+}
+
+// nsids lists the IDs of the other network namespaces that have one in the
+// socket's namespace.
+// Equivalent to: ip netns list-id
+func nsids(s *nl.SocketHandle) ([]int32, error) {
+	msgs, err := dump(s, func() *nl.NetlinkRequest {
+		req := nl.NewNetlinkRequest(unix.RTM_GETNSID, unix.NLM_F_DUMP)
+		req.AddData(nl.NewRtGenMsg())
+		return req
+	}, unix.RTM_NEWNSID)
+	if err != nil {
+		return nil, fmt.Errorf("list network namespace ids: %w", err)
+	}
+	var ids []int32
+	for _, m := range msgs {
+		// struct rtgenmsg, padded to 4 bytes, then the attributes.
+		if len(m) < unix.SizeofRtGenmsg {
+			continue
+		}
+		attrs, err := nl.ParseRouteAttr(m[(unix.SizeofRtGenmsg+unix.NLMSG_ALIGNTO-1)&^(unix.NLMSG_ALIGNTO-1):])
+		if err != nil {
+			return nil, fmt.Errorf("parse network namespace id: %w", err)
+		}
+		for _, a := range attrs {
+			if a.Attr.Type == unix.NETNSA_NSID && len(a.Value) >= 4 {
+				if id := int32(nl.NativeEndian().Uint32(a.Value)); id >= 0 {
+					ids = append(ids, id)
+				}
+			}
+		}
+	}
+	return ids, nil
+}
+
+// linksIn lists the links of the namespace with ID id.
+// Equivalent to: ip -target-netnsid $id link show
+func linksIn(s *nl.SocketHandle, id int32) ([]Link, error) {
+	msgs, err := dump(s, func() *nl.NetlinkRequest {
+		req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_DUMP)
+		req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
+		req.AddData(nl.NewRtAttr(unix.IFLA_TARGET_NETNSID, nl.Uint32Attr(uint32(id))))
+		return req
+	}, unix.RTM_NEWLINK)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Link, 0, len(msgs))
+	for _, m := range msgs {
+		l, err := netlink.LinkDeserialize(nil, m)
+		if err != nil {
+			return nil, fmt.Errorf("parse link: %w", err)
+		}
+		out = append(out, toLink(l))
+	}
+	return out, nil
+}

@@ -1,0 +1,93 @@
+package netns_test
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
+)
+
+// A link moved into another namespace is found there through the
+// namespace ID its move gave, by its ifalias, until that namespace goes.
+func TestPrivilegedPeerLinks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP (needs root): creates network namespaces and links; run: sudo make test-root")
+	}
+	host, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	if err := host.CreateVeth("p0", "p0peer", 1500); err != nil {
+		t.Fatal(err)
+	}
+	const alias = "rdma-macvlan peer-test"
+	mk := func(name string) netns.Link {
+		t.Helper()
+		l, err := host.CreateMacvlan(netns.MacvlanSpec{Name: name, Parent: "p0", Mode: "bridge", Alias: alias})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a, b := mk("rmvpeera"), mk("rmvpeerb")
+	mk("rmvpeerc") // stays in host: not a peer link
+	if _, err := host.CreateMacvlan(netns.MacvlanSpec{Name: "other", Parent: "p0", Mode: "bridge", Alias: "someone else"}); err != nil {
+		t.Fatal(err)
+	}
+	sbA, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbA.Close()
+	sbB, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbB.Close()
+	if err := host.MoveInto(sbA, "rmvpeera", "eth0", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.MoveInto(sbB, "rmvpeerb", "eth0", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.MoveInto(sbB, "other", "eth1", nil); err != nil {
+		t.Fatal(err)
+	}
+	macs := func() map[string]string {
+		t.Helper()
+		ls, err := host.PeerLinks(alias)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, l := range ls {
+			out[l.MAC.String()] = l.Name
+		}
+		return out
+	}
+	// Twice: the first look gives the host an ID of its own in itself
+	// (the moved macvlans' lower device is there); the second must not
+	// count the host's own links.
+	var got map[string]string
+	for range 2 {
+		got = macs()
+		if len(got) != 2 || got[a.MAC.String()] != "eth0" || got[b.MAC.String()] != "eth0" {
+			t.Fatalf("peer links %v: want %s and %s, both renamed eth0 (and not the host's own or another alias)", got, a.MAC, b.MAC)
+		}
+	}
+	sbA.Close() // the container goes: its namespace and its macvlan with it
+	// The kernel destroys a namespace asynchronously.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got = macs()
+		if len(got) == 1 && got[b.MAC.String()] == "eth0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("peer links %v after namespace A went: want only %s", got, b.MAC)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
