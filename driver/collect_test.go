@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -143,4 +144,78 @@ func TestCollectGoneOnTableFull(t *testing.T) {
 	if n := len(d.Status().Networks[0].Endpoints); n != 3 {
 		t.Fatalf("%d endpoints, want e0, e2 and e3", n)
 	}
+}
+
+// Watches resumed at start-up finish (and touch the driver's maps) while
+// the restore is still going: run with -race, this caught restore starting
+// watches without the driver's lock.
+func TestRestoreResumesWatchesWithoutRace(t *testing.T) {
+	links := drivertest.NewLinks("p0")
+	dir := memDir(t) // 600 fsync'd state writes: in memory, where fsync costs nothing
+	root := memDir(t)
+	if err := rdmatest.BuildRXE(root, rdmatest.RXEOptions{Netdev: "p0", TableSize: 256}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(Config{StateDir: dir, Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: memDir(t),
+		GIDTimeout: time.Hour, GIDPoll: time.Hour}) // no watch finishes before the restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for i := range n {
+		eid, ip := fmt.Sprintf("e%03d", i), fmt.Sprintf("10.5.%d.%d", i/200, i%200+2)
+		r := ep("n1", eid, ip+"/16")
+		if _, err := d.CreateEndpoint(r); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Join("n1", eid, "/sb/"+eid); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := links.MoveToSandbox(LinkName(eid)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rdmatest.AddAddress(root, "rxe0", 1, ip, "eth0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.Close()
+	d2, err := New(Config{StateDir: dir, Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: memDir(t),
+		GIDTimeout: 10 * time.Second, GIDPoll: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ready := 0
+		d2.mu.Lock()
+		for _, e := range d2.endpoints {
+			if e.RDMAReady {
+				ready++
+			}
+		}
+		d2.mu.Unlock()
+		if ready == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d restored endpoints ready", ready, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// memDir is a temporary directory in /dev/shm when there is one (tmpfs),
+// else in the default temporary directory.
+func memDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "rdma-macvlan-test-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }

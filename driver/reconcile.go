@@ -12,7 +12,12 @@ import (
 
 // restore loads the state and makes the host agree with it. Problems with
 // single objects are logged and skipped: the daemon keeps serving the others.
+// It holds d.mu.
 func (d *Driver) restore() error {
+	// Held throughout: the watches resumed below may finish, and change the
+	// driver's maps, before the restore is done.
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	nets, eps, problems, err := d.store.load()
 	if err != nil {
 		return err
