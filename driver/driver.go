@@ -185,8 +185,19 @@ func GetCapabilities() Capabilities {
 	return Capabilities{Scope: "local", ConnectivityScope: "global", GatewayAllocCheck: true}
 }
 
-// SkipGatewayAllocation reports that Docker need not reserve a gateway
-// address in a network's subnets when the user gives none: a macvlan network's
-// gateway is a router outside Docker, which only the user can name. This is
-// what the built-in macvlan answers since Docker 28.
-func SkipGatewayAllocation() bool { return true }
+// SkipGatewayAllocation reports whether Docker 28+ may leave a network with
+// options opts without a gateway address when the user gives none. As the
+// built-in macvlan answers since Docker 28: yes, a macvlan network's gateway is
+// a router outside Docker that only the user can name (--gateway); without one
+// the containers have no default route instead of one via an address nobody
+// owns, and that address is free for --ip and --aux-address.
+//
+// Except with gid_check=strict: Docker asks the driver to program external
+// connectivity (where strict holds the start) only for the endpoint that is a
+// container's gateway, and an endpoint without a gateway address is none. A
+// strict network keeps the gateway Docker reserves, as on engines before 28.
+// Unparseable options are the business of CreateNetwork, which follows.
+func SkipGatewayAllocation(opts []Option) bool {
+	o, err := ParseNetworkOptions(opts)
+	return err != nil || o.GIDCheck != GIDCheckStrict
+}

@@ -306,16 +306,20 @@ type gwAllocCheckResponse struct {
 }
 
 // gwAllocCheck answers whether Docker should reserve gateway addresses in a
-// new network's subnets. As the built-in macvlan: never by itself. A gateway
-// the user gives with --gateway is still reserved and becomes the containers'
-// default route; without one there is none, instead of a route via an address
-// nobody owns, and that address stays usable for --ip and --aux-address.
+// new network's subnets (see driver.SkipGatewayAllocation).
 func gwAllocCheck(_ *driver.Driver, body []byte) (any, error) {
 	var req gwAllocCheckRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	skip := driver.SkipGatewayAllocation()
+	var opts []driver.Option
+	if raw, ok := req.Options[genericOptions]; ok {
+		var err error
+		if opts, err = decodeOptions(raw, engineOption); err != nil {
+			return nil, err
+		}
+	}
+	skip := driver.SkipGatewayAllocation(opts)
 	return &gwAllocCheckResponse{SkipIPv4: skip, SkipIPv6: skip}, nil
 }
 

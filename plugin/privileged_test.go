@@ -344,11 +344,23 @@ func TestPrivilegedUnknownIDs(t *testing.T) {
 	if caps.Scope != "local" || caps.ConnectivityScope != "global" || !caps.GwAllocChecker {
 		t.Fatalf("capabilities %+v: want local scope, global connectivity and GwAllocChecker (as the built-in macvlan since Docker 28)", caps)
 	}
-	// As the built-in macvlan: no gateway reserved unless the user gives one.
-	var gw struct{ SkipIPv4, SkipIPv6 bool }
-	e.must(e.c.Call("GwAllocCheck", map[string]any{"Options": map[string]any{"com.docker.network.generic": map[string]string{"parent": "x"}}}, &gw))
-	if !gw.SkipIPv4 || !gw.SkipIPv6 {
-		t.Fatalf("GwAllocCheck answered %+v: want both skipped", gw)
+	// As the built-in macvlan: no gateway reserved unless the user gives one;
+	// except for gid_check=strict, which Docker consults only on a gateway
+	// endpoint.
+	for _, c := range []struct {
+		generic map[string]string
+		skip    bool
+	}{
+		{map[string]string{"parent": "x", "com.docker.network.enable_ipv4": "true"}, true},
+		{map[string]string{"parent": "x", "gid_check": "warn"}, true},
+		{map[string]string{"parent": "x", "gid_check": "strict"}, false},
+	} {
+		var gw struct{ SkipIPv4, SkipIPv6 bool }
+		e.must(e.c.Call("GwAllocCheck", map[string]any{"Options": map[string]any{"com.docker.network.generic": c.generic,
+			"com.docker.network.enable_ipv6": false}}, &gw))
+		if gw.SkipIPv4 != c.skip || gw.SkipIPv6 != c.skip {
+			t.Fatalf("GwAllocCheck for %v answered %+v: want skip %v", c.generic, gw, c.skip)
+		}
 	}
 }
 

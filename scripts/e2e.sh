@@ -415,6 +415,53 @@ both_listed() {
 	net_endpoints "$nid" 2 && ep_has "$ip1" "ifname=rmv[0-9a-f]{12} " && ep_has "$ip2" "ifname=rmv[0-9a-f]{12} "
 }
 
+# net_has NID REGEX: the status line of network NID matches REGEX.
+net_has() {
+	local l
+	l=$(net_line "$1")
+	grep -Eq -- "$2" <<<"$l" || { echo "network line does not match /$2/: $l"; return 1; }
+}
+
+# strict_start_waits: on the current engine a strict container's docker run returns only once its
+# GID entry exists; the (fake) kernel adds it while docker run waits.
+strict_start_waits() {
+	local pid t0 rc=0
+	t0=$(now_ms)
+	dk run -d --name "$net-s1" --network "$net-strict" --ip "$ips1" "$IMAGE" "${SLEEPER[@]}" >"$rdir/s1.out" 2>&1 &
+	pid=$!
+	if ! poll 15 ep_has "$ips1" "ifname=rmv"; then
+		fail "strict: the container's endpoint appears while docker run waits"
+		wait "$pid" || true
+		return 0
+	fi
+	sleep 1
+	if ! kill -0 "$pid" 2>/dev/null; then
+		fail "strict: docker run waits for the GID entries (it returned before they existed)" "$(cat "$rdir/s1.out")"
+		return 0
+	fi
+	pass "strict: docker run waits while the container's GID entries are missing"
+	"$work/bin/fakesysfs" add-ip -root "$rdir/sysfs" -hca "$HCA" -ip "$ips1" -ndev eth0 >/dev/null
+	wait "$pid" || rc=$?
+	if ((rc == 0)) && running "$net-s1"; then
+		pass "strict: once the (fake) kernel adds them, the start completes$(took "$t0")"
+	else
+		fail "strict: once the (fake) kernel adds them, the start completes" "$(cat "$rdir/s1.out")"
+	fi
+	"$work/bin/fakesysfs" del-ip -root "$rdir/sysfs" -hca "$HCA" -ip "$ips1" >/dev/null
+}
+
+strict_refused() {
+	local out
+	if out=$(dk run -d --name "$net-s2" --network "$net-strict" --ip "$ips2" "$IMAGE" "${SLEEPER[@]}" 2>&1); then
+		echo "started: $out"
+		return 1
+	fi
+	if ! grep -q 'gid_check=strict' <<<"$out" || ! grep -q 'did not appear' <<<"$out"; then
+		echo "docker said: $out"
+		return 1
+	fi
+}
+
 both_not_ready() { ep_has "$ip1" "rdma_ready=false gids=- " && ep_has "$ip2" "rdma_ready=false gids=- "; }
 
 # ping_pair A IP-OF-B B IP-OF-A: each pings the other.
@@ -478,7 +525,7 @@ e2e_run() {
 	net=rmv-e2e-$id
 	sub=10.231.$((0x${id:0:2} % 120 * 2 + 1))
 	sub2=10.231.$((0x${id:0:2} % 120 * 2 + 2))
-	ip1=$sub.11 ip2=$sub.12 ip3=$sub.13 ip4=$sub.14 ipr=$sub.21
+	ip1=$sub.11 ip2=$sub.12 ip3=$sub.13 ip4=$sub.14 ipr=$sub.21 ips1=$sub2.31 ips2=$sub2.32
 	swaddr=198.18.$((0x${id:0:2})).$((0x${id:2:2} % 250 + 2))
 	rdir=$(mktemp -d /tmp/rmv-e2e.XXXXXX)
 	ddir=$rdir/d
@@ -588,6 +635,27 @@ e2e_run() {
 			cdi_device_ok
 	else
 		skip "docker run --device rdma-macvlan/hca=$HCA: Docker 20.10 has no CDI"
+	fi
+
+	say "gid_check=strict"
+	# --- gid_check=strict, per engine ---------------------------------------------------------
+	# Docker 28+ asks the driver after the container has its addresses: strict holds the start
+	# until the GID entries exist and fails it when they do not come. Docker 20.10 asks inside
+	# Join, before any address exists: strict must let the start go on and say why.
+	if check "a gid_check=strict network on the same parent" \
+		dk network create -d "$drv" --subnet "$sub2.0/24" -o parent="$parent" -o gid_check=strict "$net-strict"; then
+		snid=$(dk network inspect -f '{{.Id}}' "$net-strict")
+		if [[ $engine == current ]]; then
+			strict_start_waits
+			check "strict: a container whose GID entries never appear is refused with the reason" strict_refused
+		else
+			check "strict on Docker 20.10: a container starts although its GID entries are not there yet" \
+				dk run -d --name "$net-s1" --network "$net-strict" --ip "$ips1" "$IMAGE" "${SLEEPER[@]}"
+			check "strict on Docker 20.10: /v1/status says strict works as warn, and why" \
+				poll 5 net_has "$snid" 'gid_check=strict gid_check_note=".*Docker before 28.*works as warn'
+		fi
+		dk rm -f "$net-s1" "$net-s2" >/dev/null 2>&1 || true
+		check "the strict network is removed" dk network rm "$net-strict"
 	fi
 
 	say "plugin restart"

@@ -41,6 +41,8 @@ type network struct {
 	NetnsMode string     `json:"netns_mode"`
 	GIDTable  *gidTable  `json:"gid_table"`
 	Endpoints []endpoint `json:"endpoints"`
+	GIDCheck  string     `json:"gid_check"`
+	CheckNote string     `json:"gid_check_note"`
 }
 
 type gidTable struct {
@@ -129,8 +131,8 @@ func write(out io.Writer, st status) error {
 		if n.GIDTable != nil {
 			size, used, free = n.GIDTable.Size, n.GIDTable.Used, n.GIDTable.Free
 		}
-		fmt.Fprintf(&b, "network %s parent=%s hca=%s port=%d netns_mode=%s gid_size=%d gid_used=%d gid_free=%d endpoints=%d\n",
-			n.ID, dash(n.Parent), dash(n.HCA), n.Port, dash(n.NetnsMode), size, used, free, len(n.Endpoints))
+		fmt.Fprintf(&b, "network %s parent=%s hca=%s port=%d netns_mode=%s gid_size=%d gid_used=%d gid_free=%d endpoints=%d gid_check=%s gid_check_note=%q\n",
+			n.ID, dash(n.Parent), dash(n.HCA), n.Port, dash(n.NetnsMode), size, used, free, len(n.Endpoints), dash(n.GIDCheck), n.CheckNote)
 		for _, e := range n.Endpoints {
 			idx := make([]string, 0, len(e.GIDs))
 			for _, g := range e.GIDs {
