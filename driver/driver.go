@@ -88,6 +88,9 @@ type Driver struct {
 	networks  map[string]*Network  // guarded by mu
 	endpoints map[string]*Endpoint // guarded by mu
 	watches   map[string]*gidWatch // by endpoint ID; guarded by mu
+	pollers   map[portKey]*portPoller // one per port with watches; guarded by mu
+	pollWG    sync.WaitGroup          // the running pollers
+	closing   chan struct{}           // closed by Close: pollers stop
 }
 
 // Sentinel errors, wrapped with the object's name.
@@ -135,6 +138,8 @@ func New(cfg Config) (*Driver, error) {
 		networks:    make(map[string]*Network),
 		endpoints:   make(map[string]*Endpoint),
 		watches:     make(map[string]*gidWatch),
+		pollers:     make(map[portKey]*portPoller),
+		closing:     make(chan struct{}),
 	}
 	id, err := st.instanceID()
 	if err != nil {

@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -69,6 +68,16 @@ func gidsOf(e *Endpoint, ipv6 bool) endpointGIDs {
 	return g
 }
 
+// gidsOfEndpoint is gidsOf for e of network n, computed once. Caller holds
+// d.mu.
+func (d *Driver) gidsOfEndpoint(n *Network, e *Endpoint) endpointGIDs {
+	if e.gids == nil {
+		g := gidsOf(e, n.ipv6())
+		e.gids = &g
+	}
+	return *e.gids
+}
+
 // expected lists the GIDs admission reserves room for.
 func (g endpointGIDs) expected() []string { return append(slices.Clone(g.Required), g.Optional...) }
 
@@ -129,29 +138,31 @@ func (d *Driver) admitOnce(n *Network, e *Endpoint, retried bool) error {
 	if err != nil {
 		return fmt.Errorf("read RDMA device %s port %d: %w", r.HCA, r.Port, err)
 	}
-	table, fresh, err := d.table(*r, d.tableMaxAge)
+	table, at, fresh, err := d.table(*r, d.tableMaxAge)
 	if err != nil {
 		return fmt.Errorf("read GID table: %w", err)
 	}
 	free := pi.GIDTableSize - table.Used
 	e.GIDTypes = d.roceTypes(r)
-	e.GIDNeed = len(gidsOf(e, n.ipv6()).expected()) * e.GIDTypes
+	e.GIDNeed = len(d.gidsOfEndpoint(n, e).expected()) * e.GIDTypes
 	// Every endpoint on the port will take what it needs and the table
 	// does not show yet: entries already there are counted there, not
 	// twice. With a snapshot (tableMaxAge) this errs on the safe side:
 	// entries added since are counted here, entries removed since still
-	// count as used until the next read.
+	// count as used until the next read. An endpoint whose entries were
+	// found before the table was read is skipped at once: at 1000 live
+	// endpoints that is nearly all of them.
 	held, starting := 0, 0
 	for _, o := range d.endpoints {
+		if o.RDMAReady && (fresh || (!o.readyAt.IsZero() && o.readyAt.Before(at))) {
+			continue // its entries are in the table read
+		}
 		on, ok := d.networks[o.NetworkID]
 		if !ok || on.RDMA == nil || on.RDMA.HCA != r.HCA || on.RDMA.Port != r.Port {
 			continue
 		}
-		if o.RDMAReady && fresh {
-			continue // its entries are in the table just read
-		}
 		have := 0
-		for _, g := range gidsOf(o, on.ipv6()).observed() {
+		for _, g := range d.gidsOfEndpoint(on, o).observed() {
 			have += len(table.ByGID[g])
 		}
 		if missing := max(o.GIDNeed-have, 0); missing > 0 {
@@ -184,24 +195,27 @@ type tableSnap struct {
 
 // table returns the GID table of r's port, read now or, when maxAge > 0,
 // no older than maxAge. fresh reports whether it was read now.
-func (d *Driver) table(r NetworkRDMA, maxAge time.Duration) (t rdma.GIDTable, fresh bool, err error) {
+// table returns the GID table of r's port, read now or, when maxAge > 0,
+// no older than maxAge, and when its read began. fresh reports whether it
+// was read now.
+func (d *Driver) table(r NetworkRDMA, maxAge time.Duration) (t rdma.GIDTable, at time.Time, fresh bool, err error) {
 	key := portKey{r.HCA, r.Port}
 	d.tablesMu.Lock()
 	snap, ok := d.tables[key]
 	d.tablesMu.Unlock()
 	if ok && maxAge > 0 && time.Since(snap.at) < maxAge {
-		return snap.table, false, nil
+		return snap.table, snap.at, false, nil
 	}
-	at := time.Now()
+	at = time.Now()
 	if t, err = d.rdma.Table(r.HCA, r.Port); err != nil {
-		return t, false, err
+		return t, at, false, err
 	}
 	d.tablesMu.Lock()
 	if cur, ok := d.tables[key]; !ok || cur.at.Before(at) {
 		d.tables[key] = tableSnap{at: at, table: t}
 	}
 	d.tablesMu.Unlock()
-	return t, true, nil
+	return t, at, true, nil
 }
 
 // roceTypes returns the number of RoCE types (entries per address) of r's
@@ -214,91 +228,145 @@ func (d *Driver) roceTypes(r *NetworkRDMA) int {
 	return d.rdma.RoCETypesPerAddress(r.HCA, r.Port)
 }
 
-// gidWatch follows one endpoint's GID entries after Join.
+// gidWatch follows one endpoint's GID entries after Join. Its port's poller
+// alone reads and changes the fields below done.
 type gidWatch struct {
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the watch ends
+	eid      string
+	port     portKey
+	want     endpointGIDs
+	types    int       // RoCE types of the port (entries per address)
+	start    time.Time // its first look comes one poll interval later
+	deadline time.Time
+	done     chan struct{} // closed when the watch ends, whatever the reason
+
+	grace   int // polls left for optional GIDs once the required are there; -1: not yet
+	missing []string
+	found   []EndpointGID
 }
 
-// startWatch polls the port's GID table for e's entries until they are all
-// there or the deadline passes. It never blocks the caller, which holds d.mu.
+// portPoller reads one port's GID table for every endpoint waiting on it,
+// and stops when none waits.
+type portPoller struct {
+	r       NetworkRDMA
+	watches map[string]*gidWatch // by endpoint ID; guarded by Driver.mu
+}
+
+// startWatch has e's port poller look for e's entries until they are all
+// there or the GID timeout passes. It never blocks the caller, which holds
+// d.mu.
 func (d *Driver) startWatch(n *Network, e *Endpoint) {
 	d.stopWatch(e.ID)
-	want := gidsOf(e, n.ipv6())
-	// CreateEndpoint learned the port's RoCE types; reuse them instead of
-	// reading the whole table once more (0: not known).
-	types := e.GIDTypes
-	ctx, cancel := context.WithTimeout(context.Background(), d.gidTimeout)
-	w := &gidWatch{cancel: cancel, done: make(chan struct{})}
+	r := *n.RDMA
+	now := time.Now()
+	w := &gidWatch{eid: e.ID, port: portKey{r.HCA, r.Port}, want: d.gidsOfEndpoint(n, e),
+		// CreateEndpoint learned the port's RoCE types; reuse them instead
+		// of reading them once more (0: not known).
+		types: e.GIDTypes, start: now, deadline: now.Add(d.gidTimeout), done: make(chan struct{}), grace: -1}
 	d.watches[e.ID] = w
-	go d.watch(ctx, w, e.ID, *n.RDMA, want, types)
+	p, ok := d.pollers[w.port]
+	if !ok {
+		p = &portPoller{r: r, watches: map[string]*gidWatch{}}
+		d.pollers[w.port] = p
+		d.pollWG.Add(1)
+		go d.poll(w.port, p)
+	}
+	p.watches[e.ID] = w
 }
 
 // stopWatch ends e's watch, if any. Caller holds d.mu.
 func (d *Driver) stopWatch(eid string) {
 	if w, ok := d.watches[eid]; ok {
-		w.cancel()
-		delete(d.watches, eid)
+		d.endWatch(w)
 	}
 }
 
-// optionalGrace is how long the watch still looks for an endpoint's
+// endWatch takes w off its port and ends it. Caller holds d.mu.
+func (d *Driver) endWatch(w *gidWatch) {
+	delete(d.watches, w.eid)
+	if p, ok := d.pollers[w.port]; ok {
+		delete(p.watches, w.eid)
+	}
+	close(w.done)
+}
+
+// optionalGrace is how many more polls the watch looks for an endpoint's
 // optional GIDs once its required ones are there. The kernel adds the
 // entries of all the addresses libnetwork sets within one poll or two; one
 // that has not come by then (IPv6 disabled in the container) never will.
 const optionalGrace = 4
 
-func (d *Driver) watch(ctx context.Context, w *gidWatch, eid string, r NetworkRDMA, want endpointGIDs, types int) {
-	defer close(w.done)
-	defer w.cancel()
-	log := d.logFor("gid-watch", logrus.Fields{"eid": ShortID(eid), "ibdev": r.HCA, "port": r.Port})
-	if len(want.Required) == 0 {
-		d.finishWatch(w, eid, nil, "the endpoint has no IP address; RoCE needs one", log)
-		return
-	}
-	if types <= 0 {
-		types = d.rdma.RoCETypesPerAddress(r.HCA, r.Port)
-	}
+// poll reads the GID table of one port every poll interval, one read for
+// all the endpoints waiting on it, and ends their watches as their entries
+// appear or their time runs out. The table is read without d.mu.
+func (d *Driver) poll(key portKey, p *portPoller) {
+	defer d.pollWG.Done()
 	tick := time.NewTicker(d.gidPoll)
 	defer tick.Stop()
-	missing := want.Required
-	var found []EndpointGID
-	grace := -1 // polls left for the optional GIDs once the required are there
+	log := d.logFor("gid-watch", logrus.Fields{"ibdev": key.hca, "port": key.port})
+	var ws []*gidWatch
 	for {
-		// The first look waits one interval too: libnetwork sets the
-		// addresses only after Join returns, so a look at Join time cannot
-		// find their entries and only costs a table read while the
-		// container is starting.
 		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				if grace >= 0 {
-					d.finishWatch(w, eid, found, "", log)
-				} else {
-					d.finishWatch(w, eid, nil, d.notReadyReason(r, missing), log)
-				}
-			}
+		case <-d.closing:
 			return
 		case <-tick.C:
 		}
-		table, _, err := d.table(r, 0)
-		if err != nil {
-			continue
-		}
-		var optional []string
-		found, missing, optional = d.readiness(r, table, want, types)
-		if len(missing) > 0 {
-			grace = -1 // an entry went again: start over
-			continue
-		}
-		if grace < 0 {
-			grace = optionalGrace
-		}
-		if len(optional) == 0 || grace == 0 {
-			d.finishWatch(w, eid, found, "", log)
+		now := time.Now()
+		d.mu.Lock()
+		if len(p.watches) == 0 {
+			if d.pollers[key] == p {
+				delete(d.pollers, key)
+			}
+			d.mu.Unlock()
 			return
 		}
-		grace--
+		ws = ws[:0]
+		for _, w := range p.watches {
+			// The first look waits one interval: libnetwork sets the
+			// addresses only after Join returns, so a look at Join time
+			// cannot find their entries.
+			if now.Sub(w.start) >= d.gidPoll || now.After(w.deadline) {
+				ws = append(ws, w)
+			}
+		}
+		d.mu.Unlock()
+		if len(ws) == 0 {
+			continue
+		}
+		table, _, _, err := d.table(p.r, 0)
+		for _, w := range ws {
+			wlog := log.WithField("eid", ShortID(w.eid))
+			if len(w.want.Required) == 0 {
+				d.finishWatch(w, nil, "the endpoint has no IP address; RoCE needs one", wlog)
+				continue
+			}
+			if err == nil {
+				if w.types <= 0 {
+					w.types = d.rdma.RoCETypesPerAddress(p.r.HCA, p.r.Port)
+				}
+				var optional []string
+				w.found, w.missing, optional = d.readiness(p.r, table, w.want, w.types)
+				switch {
+				case len(w.missing) > 0:
+					w.grace = -1 // an entry went again: start over
+				case len(optional) == 0 || w.grace == 0:
+					d.finishWatch(w, w.found, "", wlog)
+					continue
+				case w.grace < 0:
+					w.grace = optionalGrace
+				default:
+					w.grace--
+				}
+			} else if w.missing == nil {
+				w.missing = w.want.Required
+			}
+			if now.After(w.deadline) {
+				if w.grace >= 0 {
+					d.finishWatch(w, w.found, "", wlog)
+				} else {
+					d.finishWatch(w, nil, d.notReadyReason(p.r, w.missing), wlog)
+				}
+			}
+		}
 	}
 }
 
@@ -321,15 +389,18 @@ func (d *Driver) notReadyReason(r NetworkRDMA, missing []string) string {
 }
 
 // finishWatch records the outcome of w, unless the endpoint was deleted,
-// left or re-joined meanwhile.
-func (d *Driver) finishWatch(w *gidWatch, eid string, found []EndpointGID, reason string, log *logrus.Entry) {
+// left or re-joined meanwhile, and ends w.
+func (d *Driver) finishWatch(w *gidWatch, found []EndpointGID, reason string, log *logrus.Entry) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	e, ok := d.endpoints[eid]
-	if !ok || d.watches[eid] != w {
+	if d.watches[w.eid] != w {
 		return
 	}
-	delete(d.watches, eid)
+	d.endWatch(w)
+	e, ok := d.endpoints[w.eid]
+	if !ok {
+		return
+	}
 	prev := *e
 	e.GIDs, e.RDMAReady, e.RDMAReason = found, reason == "", reason
 	if reason == "" {
@@ -337,6 +408,7 @@ func (d *Driver) finishWatch(w *gidWatch, eid string, found []EndpointGID, reaso
 		// the container does not have (IPv6 disabled in it) reserves no
 		// entries.
 		e.GIDNeed = len(found)
+		e.readyAt = time.Now()
 	}
 	if err := d.store.saveEndpoint(e); err != nil {
 		*e = prev
@@ -424,17 +496,17 @@ func (d *Driver) strictFallsBack(nid, eid, why string) {
 	}
 }
 
-// stopWatches ends every watch and waits for them.
+// stopWatches ends every watch and waits for the port pollers to stop.
 func (d *Driver) stopWatches() {
 	d.mu.Lock()
-	var ws []*gidWatch
-	for id, w := range d.watches {
-		w.cancel()
-		ws = append(ws, w)
-		delete(d.watches, id)
+	for _, w := range d.watches {
+		d.endWatch(w)
+	}
+	select {
+	case <-d.closing:
+	default:
+		close(d.closing)
 	}
 	d.mu.Unlock()
-	for _, w := range ws {
-		<-w.done
-	}
+	d.pollWG.Wait()
 }

@@ -718,3 +718,62 @@ func TestRDMAAdmissionWithTableSnapshot(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Endpoints waiting on one port share one poller (one table read per
+// interval for all of them), which stops once none waits.
+func TestOnePollerPerPort(t *testing.T) {
+	links := drivertest.NewLinks("p0", "p1")
+	root := t.TempDir()
+	for i, nd := range []string{"p0", "p1"} {
+		if err := rdmatest.BuildRXE(root, rdmatest.RXEOptions{HCA: fmt.Sprintf("rxe%d", i), Netdev: nd, TableSize: 64, Uverbs: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := newTestDriverAt(t, links, t.TempDir(), root)
+	for i, p := range []string{"p0", "p1"} {
+		if err := d.CreateNetwork(netReq(fmt.Sprintf("n%d", i), "parent", p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 20 {
+		nid, eid := fmt.Sprintf("n%d", i%2), fmt.Sprintf("e%02d", i)
+		if _, err := d.CreateEndpoint(ep(nid, eid, fmt.Sprintf("10.5.0.%d/24", i+2))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Join(nid, eid, "/sb/"+eid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.mu.Lock()
+	pollers, watches := len(d.pollers), len(d.watches)
+	d.mu.Unlock()
+	if pollers != 2 || watches != 20 {
+		t.Fatalf("%d pollers for %d watches on 2 ports: want one poller per port", pollers, watches)
+	}
+	for i := range 20 {
+		hca := fmt.Sprintf("rxe%d", i%2)
+		if _, err := rdmatest.AddAddress(root, hca, 1, fmt.Sprintf("10.5.0.%d", i+2), "eth0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d.mu.Lock()
+		pollers, watches = len(d.pollers), len(d.watches)
+		d.mu.Unlock()
+		if pollers == 0 && watches == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pollers and %d watches left after every entry appeared", pollers, watches)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, n := range d.Status().Networks {
+		for _, e := range n.Endpoints {
+			if !e.RDMAReady {
+				t.Fatalf("endpoint %s not ready: %s", e.ID, e.RDMAReason)
+			}
+		}
+	}
+}

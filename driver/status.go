@@ -169,7 +169,7 @@ func (d *Driver) rdmaStatus(ns *NetworkStatus, r *NetworkRDMA, tables map[portKe
 	key := portKey{r.HCA, r.Port}
 	table, ok := tables[key]
 	if !ok {
-		if table, _, err = d.table(*r, 0); err != nil {
+		if table, _, _, err = d.table(*r, 0); err != nil {
 			ns.Problems = append(ns.Problems, err.Error())
 			return
 		}
