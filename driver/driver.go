@@ -85,9 +85,9 @@ type Driver struct {
 	gcTimer  *time.Timer           // deletes endpoints never joined after a restart
 
 	mu        sync.Mutex
-	networks  map[string]*Network  // guarded by mu
-	endpoints map[string]*Endpoint // guarded by mu
-	watches   map[string]*gidWatch // by endpoint ID; guarded by mu
+	networks  map[string]*Network     // guarded by mu
+	endpoints map[string]*Endpoint    // guarded by mu
+	watches   map[string]*gidWatch    // by endpoint ID; guarded by mu
 	pollers   map[portKey]*portPoller // one per port with watches; guarded by mu
 	pollWG    sync.WaitGroup          // the running pollers
 	closing   chan struct{}           // closed by Close: pollers stop
