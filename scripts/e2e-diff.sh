@@ -37,8 +37,9 @@
 # restart), dockerd (dockerd restart with a --restart always container), prune (docker network
 # prune), auxrouter (--aux-address router=.1 without --gateway), mtuopt (-o
 # com.docker.network.driver.mtu=1400), parentmtu (parent raised 1500 -> 1600 after network
-# create, then a new container), badopt (an unknown -o), noparent (no -o parent), missing (a parent
-# that does not exist).
+# create, then a new container), ifname (driver-opt com.docker.network.endpoint.ifname), gwprio
+# (network connect --gw-priority), badopt (an unknown -o), noparent (no -o parent), missing (a
+# parent that does not exist).
 #
 # Needs: root, Go, apt (scripts/engines.sh installs the engines and docker-compose), iproute2,
 #   nsenter. Traffic only between the containers it starts.
@@ -523,6 +524,28 @@ sc_parentmtu() {
 	want c2.eth0.mtu "^mtu 1600$"
 }
 
+# ifname: the interface name asked per endpoint (com.docker.network.endpoint.ifname, which compose
+# calls interface_name); the engine sets it itself, so both drivers must show it.
+sc_ifname() {
+	netc "$net" --subnet "$S.0/24" --gateway "$S.1" || true
+	cli cli.run-c1 run -d --name c1 --network "name=$net,driver-opt=com.docker.network.endpoint.ifname=data0" \
+		"$IMAGE" "${SLEEPER[@]}" >/dev/null || true
+	view c1
+	if [[ $engine == current ]]; then want c1.ifs "^data0 lo$"; else want c1.ifs "^eth0 lo$"; fi
+}
+
+# gwprio: which endpoint gives the default route, with a second network connected with a higher
+# --gw-priority (Docker 28+; the 20.10 CLI and engine do not know the flag).
+sc_gwprio() {
+	cli cli.create-a network create -d "$D" -o parent="$P1" --subnet "$S.0/24" --gateway "$S.1" "$net-a" >/dev/null || true
+	cli cli.create-b network create -d "$D" -o parent="$P2" --subnet "$S2.0/24" --gateway "$S2.1" "$net-b" >/dev/null || true
+	run_c c1 "$net-a" --ip "$S.11" || true
+	cli cli.connect network connect --gw-priority 1 "$net-b" c1 || true
+	view c1
+	[[ $engine == current ]] && want c1.route4 "^default via $S2.1 dev eth1"
+	return 0
+}
+
 sc_badopt() {
 	netc "$net" --subnet "$S.0/24" -o foo=bar || true
 	want cli.create.rc "^0$"
@@ -539,7 +562,7 @@ sc_missing() {
 }
 
 SCENARIOS=(basic compose connect dual nov6 internal iprange aux nogw nosubnet mac restart dockerd prune
-	auxrouter mtuopt parentmtu badopt noparent missing)
+	auxrouter mtuopt parentmtu ifname gwprio badopt noparent missing)
 
 # ---------------------------------------------------------------------------------------------
 # Comparison.
