@@ -83,8 +83,6 @@ rdir=""   # temp dir of one engine's run
 ddir=""   # the private dockerd's dir
 links=()  # host links this run created (one end of each veth pair)
 engine=""
-timings=()
-summary_done=""
 
 teardown() {
 	local l ids
@@ -115,32 +113,7 @@ teardown() {
 	set -e
 }
 
-summary() {
-	local t
-	tag="summary"
-	for t in "${timings[@]}"; do printf '# time %s\n' "$t"; done
-	printf '%d passed, %d failed\n' "$PASSED" "$FAILED"
-	summary_done=1
-}
-
-on_exit() {
-	local rc=$?
-	trap - EXIT ERR
-	if ((rc == 130)) && [[ -z $summary_done ]]; then
-		fail "interrupted"
-	elif ((rc != 0)) && [[ -z $summary_done ]]; then
-		fail "aborted: a step outside the checks failed (exit $rc; see the lines above)"
-	fi
-	teardown
-	[[ -n $work ]] && rm -rf --one-file-system "$work"
-	[[ -n $summary_done ]] || summary
-	((rc == 0)) || exit "$rc"
-	((FAILED == 0)) || exit 1
-}
-trap on_exit EXIT
-trap 'exit 130' INT TERM
-on_err() { say "command failed (exit $?): $BASH_COMMAND"; }
-trap on_err ERR
+e2e_traps
 
 # ---------------------------------------------------------------------------------------------
 # Recording what a driver's run shows. Scenario functions run once per driver with:

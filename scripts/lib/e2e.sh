@@ -150,3 +150,38 @@ restart_dockerd() {
 		{ echo "dockerd did not answer again"; return 1; }
 	say "dockerd answers again after $((($(date +%s%N) - t0) / 1000000)) ms"
 }
+
+# e2e_traps installs the exit handling of a suite: on any exit the sourcing script's teardown
+# runs, $work (the suite's temp dir, if set) goes, and the summary (`# time` lines from the
+# timings array, then `N passed, N failed`) is printed once; an interrupt or a step failing
+# outside the checks counts as a failed check. The exit status is 1 when a check failed.
+summary_done=""
+timings=()
+summary() {
+	local t
+	tag="summary"
+	for t in "${timings[@]}"; do printf '# time %s\n' "$t"; done
+	printf '%d passed, %d failed\n' "$PASSED" "$FAILED"
+	summary_done=1
+}
+on_exit() {
+	local rc=$?
+	trap - EXIT ERR
+	if ((rc == 130)) && [[ -z $summary_done ]]; then
+		fail "interrupted"
+	elif ((rc != 0)) && [[ -z $summary_done ]]; then
+		fail "aborted: a step outside the checks failed (exit $rc; see the lines above)"
+	fi
+	teardown
+	[[ -n ${work:-} ]] && rm -rf --one-file-system "$work"
+	[[ -n $summary_done ]] || summary
+	((rc == 0)) || exit "$rc"
+	((FAILED == 0)) || exit 1
+}
+# on_err says where a step outside the checks failed.
+on_err() { say "command failed (exit $?): $BASH_COMMAND"; }
+e2e_traps() {
+	trap on_exit EXIT
+	trap 'exit 130' INT TERM
+	trap on_err ERR
+}
