@@ -37,7 +37,7 @@ lint: $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck (pinned), shellcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
-	shellcheck scripts/*.sh scripts/vm/*.sh scripts/vm/init .ci/run
+	shellcheck -x scripts/*.sh scripts/lib/*.sh scripts/vm/*.sh scripts/vm/init .ci/run
 
 plugin: ## build the managed plugin and create $(PLUGIN_NAME):latest on the daemon DOCKER_HOST points at (FORCE=1 replaces it)
 	bash scripts/plugin.sh build && bash scripts/plugin.sh create $(if $(FORCE),-f)
@@ -49,9 +49,11 @@ install: ## plugin + the host directories its mounts need + enable it + the dock
 install-cli: build ## install docker rdma as a Docker CLI plugin into CLI_PLUGINS_DIR (~/.docker/cli-plugins for one user)
 	install -D -m 0755 $(BIN)/docker-rdma $(CLI_PLUGINS_DIR)/docker-rdma
 
-e2e: ## end to end on private Docker engines (20.10 and the current one), managed and legacy plugin (root)
+e2e: ## end to end on private Docker engines (20.10 and the current one): managed and legacy plugin, side by side with the built-in macvlan, two-node swarm (root)
 	bash scripts/engines.sh install
 	bash scripts/e2e.sh
+	bash scripts/e2e-diff.sh
+	bash scripts/e2e-swarm.sh
 
 e2e-cli: ## docker rdma end to end on private engines (root)
 	bash scripts/engines.sh install

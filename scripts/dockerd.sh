@@ -5,12 +5,16 @@
 # moby v2 dockerd and runc it builds); the docker CLI on PATH.
 #
 # Usage:
-#   dockerd.sh start DIR [debian|current] [-- EXTRA-DOCKERD-ARGS...]
+#   dockerd.sh start DIR [debian|current] [--netns NAME] [-- EXTRA-DOCKERD-ARGS...]
 #       Starts containerd and dockerd under DIR (created; must be absent, empty or a stopped DIR of
 #       this script), waits until `docker info` answers, writes DIR/env and prints
 #       `export DOCKER_HOST=unix://DIR/docker.sock` on stdout (progress goes to stderr), so
 #       `eval "$(scripts/dockerd.sh start DIR)"` works. On failure it shows the log tail, removes
-#       everything it made and exits non-zero.
+#       everything it made and exits non-zero. With --netns NAME both daemons (and so the
+#       containers' and managed plugins' host network) run in the network namespace
+#       /run/netns/NAME (made by the caller, e.g. `ip netns add`; it is not removed by stop), in
+#       the host's mount namespace, so their mounts and sockets stay visible to stop; the socket
+#       DIR/docker.sock is reached from the host as usual.
 #   dockerd.sh stop DIR      stops dockerd, its containers and plugins, and containerd (SIGTERM,
 #                            SIGKILL after a deadline, each by the pid this script recorded),
 #                            unmounts everything below DIR, removes the cgroups and host dirs
@@ -21,7 +25,8 @@
 # Layout of DIR: data/ (--data-root), x/ (--exec-root), docker.sock, dockerd.pid (--pidfile),
 #   {dockerd,containerd}.spawned (pids as started), dockerd.log,
 #   daemon.json (the host's /etc/docker/daemon.json is never read), key.json, containerd/ (its own
-#   containerd: config, root, state, socket, log), env, engine, cgroup-parent, host-dirs.
+#   containerd: config, root, state, socket, log), env, engine, cgroup-parent, host-dirs,
+#   netns (the --netns NAME, when given).
 # Leaves behind: while running, the daemons; after stop, nothing. The engine itself puts managed
 #   plugins' sockets under /run/docker/plugins/<plugin-id>/ and containerd 1.6 its shim sockets
 #   under /run/containerd/s/ (both paths are fixed in the engines); stop removes this engine's
@@ -243,8 +248,9 @@ failed_start() {
 }
 
 do_start() {
-	local dir=$1 engine=$2 dockerd path bindir pid d cpid ver
-	shift 2
+	local dir=$1 engine=$2 netns=$3 dockerd path bindir pid d cpid ver
+	local -a pre=()
+	shift 3
 	case $engine in
 	debian)
 		dockerd=/usr/sbin/dockerd
@@ -281,6 +287,12 @@ do_start() {
 		[[ -e $d ]] || printf '%s\n' "$d" >>"$dir/host-dirs"
 	done
 	printf '%s\n' "$engine" >"$dir/engine"
+	if [[ -n $netns ]]; then
+		[[ -e /run/netns/$netns ]] || die "network namespace $netns not found (/run/netns/$netns): create it first (ip netns add $netns)"
+		printf '%s\n' "$netns" >"$dir/netns"
+		# nsenter execs the daemon: the pid recorded below is the daemon's own.
+		pre=(nsenter "--net=/run/netns/$netns")
+	fi
 	# One cgroup parent per engine, so stop can find (and remove) everything its containers left.
 	printf '/rmv-%s\n' "$(printf '%s' "$dir" | sha256sum | cut -c1-12)" >"$dir/cgroup-parent"
 	# Never read the host's /etc/docker/daemon.json. Docker 20.10 also writes a trust key to
@@ -293,7 +305,7 @@ do_start() {
 	write_containerd_config "$dir"
 
 	say "starting containerd for $dir"
-	PATH=$path setsid /usr/bin/containerd --config "$dir/containerd/config.toml" \
+	PATH=$path setsid "${pre[@]}" /usr/bin/containerd --config "$dir/containerd/config.toml" \
 		</dev/null >"$dir/containerd/containerd.log" 2>&1 &
 	cpid=$!
 	printf '%s\n' "$cpid" >"$dir/containerd.spawned"
@@ -301,7 +313,7 @@ do_start() {
 
 	ver=$("$dockerd" --version)
 	say "starting $ver for $dir"
-	PATH=$path setsid "$dockerd" \
+	PATH=$path setsid "${pre[@]}" "$dockerd" \
 		--config-file "$dir/daemon.json" \
 		--data-root "$dir/data" \
 		--exec-root "$dir/x" \
@@ -327,14 +339,24 @@ case $cmd in
 start)
 	(($# >= 2)) || usage
 	dir=$(abs_dir "$2")
-	engine=${3:-debian}
-	shift $(($# >= 3 ? 3 : 2))
+	engine=debian
+	netns=""
+	shift 2
+	if (($#)) && [[ $1 != -* ]]; then
+		engine=$1
+		shift
+	fi
+	if (($#)) && [[ $1 == --netns ]]; then
+		(($# >= 2)) || usage
+		netns=$2
+		shift 2
+	fi
 	if (($#)); then
 		[[ $1 == -- ]] || usage
 		shift
 	fi
 	[[ $(id -u) -eq 0 ]] || die "needs root"
-	do_start "$dir" "$engine" "$@"
+	do_start "$dir" "$engine" "$netns" "$@"
 	;;
 stop)
 	(($# == 2)) || usage

@@ -4,8 +4,10 @@
 # Needs: root, Debian 12 with apt, Go (go on PATH), the Debian archive and the Go module proxy.
 # Leaves behind (on purpose, so the next run is fast):
 #   - Debian packages: docker.io (Docker 20.10, with containerd and runc), busybox-static,
-#     iproute2; for the current engine also containerd, libseccomp-dev, pkg-config, gcc. Nothing is started; when the host has no
-#     /usr/sbin/policy-rc.d, one denying service starts exists only while apt runs.
+#     iproute2, docker-compose (1.29, the compose client of scripts/e2e-diff.sh); for the
+#     current engine also containerd, libseccomp-dev, pkg-config, gcc. Nothing is started; when
+#     the host has no /usr/sbin/policy-rc.d, one denying service starts exists only while apt
+#     runs.
 #   - the "current" engine, moby v2 dockerd and a seccomp-enabled runc built from the Go module
 #     proxy, in $RDMA_MACVLAN_ENGINES_DIR/<version>/bin (default /var/cache/rdma-macvlan/engines),
 #     plus Go's own module and build caches. The new runc is only ever put on the PATH of the
@@ -29,8 +31,9 @@ RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
 ENGINE_DIR="$ENGINES_DIR/moby-$MOBY_VERSION-runc-$RUNC_VERSION"
 BIN_DIR="$ENGINE_DIR/bin"
 
-# Debian's engine; busybox-static for the test image; iproute2 for the test links.
-DEBIAN_PACKAGES=(docker.io busybox-static iproute2)
+# Debian's engine; busybox-static for the test image; iproute2 for the test links; Debian's
+# compose client (1.29.2 on Debian 12) for the compose scenario of scripts/e2e-diff.sh.
+DEBIAN_PACKAGES=(docker.io busybox-static iproute2 docker-compose)
 # The current engine runs on Debian's containerd; runc needs libseccomp and cgo to build.
 CURRENT_PACKAGES=(containerd busybox-static iproute2 libseccomp-dev pkg-config gcc)
 

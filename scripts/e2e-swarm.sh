@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# e2e-swarm.sh: a two-node Docker swarm on one machine, with a macvlan swarm network made of
+# per-node config-only networks, once on Docker's built-in macvlan and once on rdma-macvlan (the
+# managed plugin built from the working tree), on each engine.
+#
+# For each engine (Debian's dockerd 20.10, the current moby of scripts/engines.sh):
+#   - two network namespaces, one per node, joined by a veth pair with 198.18.X.1/24 and .2/24
+#     (the swarm's control and data traffic stays between them), and a second veth pair whose
+#     ends are the nodes' macvlan parents: rmvwIDp in node 1, rmvwIDq in node 2 (one L2 segment,
+#     so the tasks of the two nodes reach each other through their parents);
+#   - a private dockerd per node inside its namespace (scripts/dockerd.sh start --netns), the
+#     busybox image and the plugin on each, with a fake mlx5 sysfs tree (rdma/rdmatest/fakesysfs)
+#     naming that node's parent;
+#   - node 1 inits the swarm, node 2 joins it as a worker;
+#   - per driver: on each node a --config-only network with the same subnet, the node's own parent
+#     and the node's own --ip-range (node 1: .32/28, node 2: .64/28); on the manager one
+#     --scope swarm --config-from network; a service with 2 replicas, at most one per node. The
+#     checks: a task runs on each node, each has an address from its node's range on a macvlan
+#     child of its node's parent, and each pings the other's address; then the service and the
+#     networks go.
+# Every check prints `ok - ...` or `not ok - ...`; the last line is `N passed, N failed`.
+#
+# Needs: root, Go, apt (scripts/engines.sh installs the engines), iproute2, nsenter.
+# Leaves behind: nothing of a run (namespaces, links, processes, mounts, temp dirs), also when a
+#   step fails.
+#
+# Usage: e2e-swarm.sh [debian] [current]            (default: both)
+# Environment: E2E_CMD_TIMEOUT  seconds any single docker command may take (default 60)
+set -Eeuo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+IMAGE=rdma-macvlan-test/busybox:latest
+CMD_TIMEOUT=${E2E_CMD_TIMEOUT:-60}
+PLUGIN=rdma-macvlan:latest
+SLEEPER=(sh -c 'trap "exit 0" TERM; sleep 3600 & wait')
+# shellcheck source=scripts/lib/e2e.sh
+source "$here/lib/e2e.sh"
+
+work=""      # temp dir of the whole suite
+rdir=""      # temp dir of one engine's run
+nodes=()     # the nodes' dockerd dirs
+nss=()       # the network namespaces this run made
+
+# on NODE CMD...: dk against node NODE (1 or 2).
+on() {
+	local n=$1
+	shift
+	DOCKER_HOST=unix://$rdir/d$n/docker.sock dk "$@"
+}
+
+teardown() {
+	local d ns ids
+	set +e
+	trap - ERR
+	[[ -n $rdir ]] && say "teardown of $rdir"
+	for d in "${nodes[@]}"; do
+		[[ -S $d/docker.sock ]] || continue
+		export DOCKER_HOST=unix://$d/docker.sock
+		if timeout 10 docker info >/dev/null 2>&1; then
+			timeout 30 docker swarm leave --force >/dev/null 2>&1
+			ids=$(timeout 30 docker ps -aq 2>/dev/null)
+			# shellcheck disable=SC2086 # one word per container
+			[[ -n $ids ]] && timeout 60 docker rm -f $ids >/dev/null 2>&1
+		fi
+	done
+	unset DOCKER_HOST
+	for d in "${nodes[@]}"; do
+		bash "$here/dockerd.sh" stop "$d" 2>/dev/null || say "warning: dockerd.sh stop $d failed"
+	done
+	nodes=()
+	# The links live in the namespaces and go with them.
+	for ns in "${nss[@]}"; do ip netns del "$ns" 2>/dev/null; done
+	nss=()
+	[[ -n $rdir ]] && rm -rf --one-file-system "$rdir"
+	rdir=""
+	trap on_err ERR
+	set -e
+}
+
+e2e_traps
+
+# node_up N ENGINE PARENT: the node's fake sysfs, dockerd in its namespace, image, plugin.
+node_up() {
+	local n=$1 eng=$2 p=$3 d mac
+	d=$rdir/d$n
+	mac=$(ip -n "${nss[n - 1]}" -o link show dev "$p" | grep -oE 'link/ether [0-9a-f:]+' | cut -d' ' -f2)
+	"$work/bin/fakesysfs" build -root "$rdir/sys$n" -kind mlx5 -hca mlx5_0 -netdev "$p" -mac "$mac"
+	mkdir -p "$rdir/state$n" "$rdir/cdi$n"
+	nodes+=("$d")
+	bash "$here/dockerd.sh" start "$d" "$eng" --netns "${nss[n - 1]}" >/dev/null
+	export DOCKER_HOST=unix://$d/docker.sock
+	bash "$here/mkimage.sh"
+	PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" create
+	dk plugin set "$PLUGIN" state.source="$rdir/state$n" cdi.source="$rdir/cdi$n" sysfs.source="$rdir/sys$n/sys"
+	PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" install
+	unset DOCKER_HOST
+}
+
+two_ready() {
+	local out
+	out=$(on 1 node ls --format '{{.Status}} {{.Availability}}') || return 1
+	[[ $(grep -c '^Ready Active$' <<<"$out") == 2 ]] || { echo "$out"; return 1; }
+}
+
+# task_on N SVC: the id of the running task container of SVC on node N.
+task_on() { on "$1" ps -q --filter "label=com.docker.swarm.service.name=$2" --filter status=running; }
+
+both_running() {
+	local a b
+	a=$(task_on 1 "$1") b=$(task_on 2 "$1")
+	[[ -n $a && -n $b ]] || { echo "running tasks: node 1 '${a}', node 2 '${b}'"; on 1 service ps --no-trunc "$1"; return 1; }
+}
+
+# addr_in N C PREFIX LO HI PARENT: eth0 of task C on node N has PREFIX.x/24 with LO <= x <= HI and is a
+# macvlan child of PARENT in that node's namespace.
+addr_in() {
+	local n=$1 c=$2 pfx=$3 lo=$4 hi=$5 p=$6 a x pid l idx
+	a=$(on "$n" exec "$c" ip -4 -o addr show dev eth0 | awk '{print $4}')
+	[[ $a =~ ^${pfx//./\\.}\.([0-9]+)/24$ ]] || { echo "eth0 has '$a', not an address in $pfx.0/24"; return 1; }
+	x=${BASH_REMATCH[1]}
+	((x >= lo && x <= hi)) || { echo "eth0 has $a, outside the node's range $pfx.$lo-$pfx.$hi"; return 1; }
+	pid=$(on "$n" inspect -f '{{.State.Pid}}' "$c")
+	l=$(nsenter -t "$pid" -n ip -d -o link show dev eth0)
+	grep -q 'macvlan mode bridge' <<<"$l" || { echo "eth0 is not a macvlan in bridge mode: $l"; return 1; }
+	idx=$(ip -n "${nss[n - 1]}" -o link show dev "$p" | cut -d: -f1)
+	grep -q "eth0@if$idx:" <<<"$l" || { echo "eth0 does not hang off $p (ifindex $idx): $l"; return 1; }
+	echo "$a"
+}
+
+svc_gone() { [[ -z $(task_on 1 "$1")$(task_on 2 "$1") ]] && [[ -z $(on 1 ps -aq --filter "label=com.docker.swarm.service.name=$1")$(on 2 ps -aq --filter "label=com.docker.swarm.service.name=$1") ]]; }
+
+# swarm_driver DRV D: the config-only networks, the swarm network and a service on driver D.
+swarm_driver() {
+	local DRV=$1 D=$2 cfg swnet svc out a1 a2 c1 c2
+	cfg=rmvw-cfg-$DRV swnet=rmvw-$DRV svc=rmvw-svc-$DRV
+	tag="$engine/$DRV"
+	if out=$(on 1 network create --config-only --subnet "$S.0/24" --gateway "$S.1" --ip-range "$S.32/28" -o parent="$P1" "$cfg" 2>&1) &&
+		out=$(on 2 network create --config-only --subnet "$S.0/24" --gateway "$S.1" --ip-range "$S.64/28" -o parent="$P2" "$cfg" 2>&1); then
+		pass "--config-only networks: node 1 -o parent=$P1 --ip-range $S.32/28, node 2 -o parent=$P2 --ip-range $S.64/28"
+	else
+		fail "--config-only networks on both nodes" "$out"
+		return 0
+	fi
+	if ! out=$(on 1 network create -d "$D" --scope swarm --config-from "$cfg" "$swnet" 2>&1); then
+		fail "docker network create -d $D --scope swarm --config-from $cfg" "$out"
+		return 0
+	fi
+	pass "docker network create -d $D --scope swarm --config-from $cfg"
+	if ! out=$(on 1 service create --detach --no-resolve-image --replicas 2 --replicas-max-per-node 1 \
+		--name "$svc" --network "$swnet" "$IMAGE" "${SLEEPER[@]}" 2>&1); then
+		fail "docker service create --replicas 2 --replicas-max-per-node 1 --network $swnet" "$out"
+		return 0
+	fi
+	if out=$(poll 60 both_running "$svc"); then
+		pass "service $svc: one task runs on each node"
+		c1=$(task_on 1 "$svc") c2=$(task_on 2 "$svc")
+		if a1=$(addr_in 1 "$c1" "$S" 32 47 "$P1" 2>&1); then
+			pass "node 1's task has $a1, from node 1's --ip-range, on a macvlan child of $P1"
+		else
+			fail "node 1's task has an address from node 1's --ip-range on a macvlan child of $P1" "$a1"
+		fi
+		if a2=$(addr_in 2 "$c2" "$S" 64 79 "$P2" 2>&1); then
+			pass "node 2's task has $a2, from node 2's --ip-range, on a macvlan child of $P2"
+		else
+			fail "node 2's task has an address from node 2's --ip-range on a macvlan child of $P2" "$a2"
+		fi
+		check "node 1's task pings node 2's task (${a2%/*})" on 1 exec "$c1" ping -c 2 -W 2 "${a2%/*}"
+		check "node 2's task pings node 1's task (${a1%/*})" on 2 exec "$c2" ping -c 2 -W 2 "${a1%/*}"
+	else
+		fail "service $svc: one task runs on each node" "$out"
+	fi
+	check "docker service rm; the tasks go on both nodes" on 1 service rm "$svc"
+	check "the tasks are gone on both nodes" poll 30 svc_gone "$svc"
+	check "swarm network and config-only networks removed" poll 30 rm_nets "$swnet" "$cfg"
+}
+
+rm_nets() { on 1 network rm "$1" && on 1 network rm "$2" && on 2 network rm "$2"; }
+
+# One engine.
+swarm_run() {
+	engine=$1
+	local t0 n id ns1 ns2 u1 u2 A1 A2 S P1 P2 token out
+	tag=$engine
+	t0=$(date +%s)
+	for ((n = 0; n < 20; n++)); do
+		id=$(od -An -N2 -tx2 /dev/urandom | tr -d ' \n')
+		ip netns list | grep -qF "rmvw$id" || break
+	done
+	ns1=rmvw${id}n1 ns2=rmvw${id}n2 u1=rmvw${id}u u2=rmvw${id}v P1=rmvw${id}p P2=rmvw${id}q
+	A1=198.18.$((0x${id:0:2})).1 A2=198.18.$((0x${id:0:2})).2
+	S=10.$((200 + 0x${id:2:2} % 50)).$((0x${id:0:2}))
+	rdir=$(mktemp -d /tmp/rmv-swarm.XXXXXX)
+	say "run $id: namespaces $ns1 $ns2, swarm on $A1/$A2, parents $P1/$P2, subnet $S.0/24"
+	ip netns add "$ns1"
+	nss+=("$ns1")
+	ip netns add "$ns2"
+	nss+=("$ns2")
+	ip link add "$u1" netns "$ns1" type veth peer name "$u2" netns "$ns2"
+	ip link add "$P1" netns "$ns1" type veth peer name "$P2" netns "$ns2"
+	ip -n "$ns1" addr add "$A1/24" dev "$u1"
+	ip -n "$ns2" addr add "$A2/24" dev "$u2"
+	for l in lo "$u1" "$P1"; do ip -n "$ns1" link set "$l" up; done
+	for l in lo "$u2" "$P2"; do ip -n "$ns2" link set "$l" up; done
+
+	check_here "node 1: dockerd in namespace $ns1 with the plugin" node_up 1 "$engine" "$P1"
+	check_here "node 2: dockerd in namespace $ns2 with the plugin" node_up 2 "$engine" "$P2"
+	[[ $run_failed ]] && { teardown; return 0; }
+	if ! out=$(on 1 swarm init --advertise-addr "$A1" --listen-addr "$A1:2377" --data-path-addr "$A1" 2>&1); then
+		fail "node 1: docker swarm init --advertise-addr $A1" "$out"
+		teardown
+		return 0
+	fi
+	pass "node 1: docker swarm init --advertise-addr $A1"
+	token=$(on 1 swarm join-token -q worker)
+	check "node 2: docker swarm join $A1:2377" on 2 swarm join --token "$token" --advertise-addr "$A2" --listen-addr "$A2:2377" --data-path-addr "$A2" "$A1:2377"
+	check "both nodes Ready and Active" poll 30 two_ready
+	say "swarm ready after $(($(date +%s) - t0)) s"
+	swarm_driver macvlan macvlan
+	swarm_driver rdma-macvlan "$PLUGIN"
+	tag=$engine
+	teardown
+	timings+=("$engine: $(($(date +%s) - t0)) s")
+}
+
+engines=("$@")
+((${#engines[@]})) || engines=(debian current)
+for e in "${engines[@]}"; do
+	[[ $e == debian || $e == current ]] || die "unknown engine '$e' (want: debian, current)"
+done
+[[ $(id -u) -eq 0 ]] || die "needs root (namespaces, links, private dockerds)"
+command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
+command -v go >/dev/null || die "go not found"
+bash "$here/engines.sh" install "${engines[@]}"
+work=$(mktemp -d /tmp/rmv-swarm-work.XXXXXX)
+say "building the daemon and fakesysfs from the working tree"
+(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/bin/rdma-macvlan" ./cmd/rdma-macvlan &&
+	go build -o "$work/bin/fakesysfs" ./rdma/rdmatest/fakesysfs)
+PLUGIN_DIR=$work/plugin PLUGIN_BINARY=$work/bin/rdma-macvlan bash "$here/plugin.sh" build
+for e in "${engines[@]}"; do
+	swarm_run "$e"
+done
+summary
