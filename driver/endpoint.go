@@ -19,6 +19,9 @@ type CreateEndpointRequest struct {
 	IPv6       string // CIDR assigned by IPAM, may be empty
 	MAC        string // only when the user asked for one
 	Options    []Option
+	// ContainerIfname is the interface name asked inside the container
+	// (OptEndpointIfname), or "".
+	ContainerIfname string
 }
 
 // CreateEndpointResponse carries what the driver chose: the MAC, when Docker
@@ -51,6 +54,11 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 		}
 		if slices.Equal(mac, net.HardwareAddr{0, 0, 0, 0, 0, 0}) {
 			return resp, invalidf("MAC address %s is all zeros: use a real one, e.g. 02:42:ac:11:00:02, or leave it out", req.MAC)
+		}
+	}
+	if req.ContainerIfname != "" {
+		if err := checkIfname("option "+OptEndpointIfname, req.ContainerIfname); err != nil {
+			return resp, err
 		}
 	}
 	for _, a := range []string{req.IPv4, req.IPv6} {
@@ -124,6 +132,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 		MAC:       link.MAC.String(),
 		IPv4:      req.IPv4,
 		IPv6:      req.IPv6,
+		DstName:   req.ContainerIfname,
 		Options:   optionMap(req.Options),
 		Created:   time.Now().UTC(),
 	}

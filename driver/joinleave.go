@@ -17,6 +17,7 @@ const ContainerIfPrefix = "eth"
 type JoinResponse struct {
 	SrcName               string
 	DstPrefix             string
+	DstName               string // the name asked inside the container, or ""
 	Gateway               string
 	GatewayIPv6           string
 	DisableGatewayService bool
@@ -58,6 +59,7 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 	resp = JoinResponse{
 		SrcName:   e.Ifname,
 		DstPrefix: ContainerIfPrefix,
+		DstName:   e.DstName,
 		// As the built-in macvlan driver: the network's own gateway is the
 		// container's default route; no docker_gwbridge.
 		DisableGatewayService: true,

@@ -94,6 +94,10 @@ const EngineOptionPrefix = "com.docker.network."
 // OptEngineMTU is the engine's generic MTU option; it means what -o mtu means.
 const OptEngineMTU = EngineOptionPrefix + "driver.mtu"
 
+// OptEndpointIfname is the engine's per-endpoint option naming the
+// container's interface (compose's interface_name).
+const OptEndpointIfname = EngineOptionPrefix + "endpoint.ifname"
+
 // ParseNetworkOptions validates the options of `docker network create -o`.
 // Engine keys (EngineOptionPrefix) are ignored, except OptEngineMTU.
 func ParseNetworkOptions(opts []Option) (NetworkOptions, error) {
@@ -109,7 +113,7 @@ func ParseNetworkOptions(opts []Option) (NetworkOptions, error) {
 	for _, o := range kv {
 		switch o.Key {
 		case OptParent:
-			if err := checkIfname(o.Value); err != nil {
+			if err := checkIfname("parent", o.Value); err != nil {
 				return out, err
 			}
 			out.Parent = o.Value
@@ -260,14 +264,15 @@ func hasControl(s string) bool {
 var rdmaDeviceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // checkIfname applies the kernel's rules for interface names (dev_valid_name).
-func checkIfname(name string) error {
+// what names the name in the error ("parent").
+func checkIfname(what, name string) error {
 	switch {
 	case len(name) > 15:
-		return invalidf("parent %q is %d bytes long; Linux interface names have at most 15", name, len(name))
+		return invalidf("%s %q is %d bytes long; Linux interface names have at most 15", what, name, len(name))
 	case name == "." || name == "..":
-		return invalidf("parent %q is not a valid interface name", name)
+		return invalidf("%s %q is not a valid interface name", what, name)
 	case strings.ContainsAny(name, "/: \t\n"):
-		return invalidf("parent %q is not a valid interface name: it may not contain '/', ':' or spaces", name)
+		return invalidf("%s %q is not a valid interface name: it may not contain '/', ':' or spaces", what, name)
 	}
 	return nil
 }

@@ -58,7 +58,10 @@ type Endpoint struct {
 	IPv6      string            `json:"ipv6,omitempty"` // CIDR
 	Options   map[string]string `json:"options,omitempty"`
 	Sandbox   string            `json:"sandbox,omitempty"` // set between Join and Leave
-	Created   time.Time         `json:"created"`
+	// DstName is the interface name asked inside the container; "" for
+	// Docker's eth0, eth1, ...
+	DstName string    `json:"dst_name,omitempty"`
+	Created time.Time `json:"created"`
 	// GIDNeed is the number of GID entries the endpoint will take.
 	GIDNeed int `json:"gid_need,omitempty"`
 	// GIDTypes is the number of RoCE types (entries per address) of the

@@ -185,6 +185,9 @@ func createEndpoint(d *driver.Driver, body []byte) (any, error) {
 		if r.Options, err = decodeOptions(req.Options, driver.IsLibnetworkLabel); err != nil {
 			return nil, err
 		}
+		if r.ContainerIfname, err = endpointIfname(req.Options); err != nil {
+			return nil, err
+		}
 	}
 	res, err := d.CreateEndpoint(r)
 	if err != nil {
@@ -196,6 +199,26 @@ func createEndpoint(d *driver.Driver, body []byte) (any, error) {
 		out.Interface = &network.EndpointInterface{MacAddress: res.MAC}
 	}
 	return out, nil
+}
+
+// endpointIfname returns the interface name asked for the endpoint inside
+// the container (docker run --network name=N,driver-opt=com.docker.network.endpoint.ifname=NAME,
+// compose's interface_name), or "". Docker 28+ applies it for its built-in
+// drivers and, for a remote driver, takes the name its Join answers.
+func endpointIfname(raw json.RawMessage) (string, error) {
+	var opts map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &opts); err != nil {
+		return "", nil // decodeOptions has judged the object already
+	}
+	v, ok := opts[driver.OptEndpointIfname]
+	if !ok {
+		return "", nil
+	}
+	var name string
+	if err := json.Unmarshal(v, &name); err != nil {
+		return "", &driver.InvalidOptionError{Msg: fmt.Sprintf("option %s must be a string, got %s", driver.OptEndpointIfname, abbreviate(v))}
+	}
+	return name, nil
 }
 
 func deleteNetwork(d *driver.Driver, body []byte) (any, error) {
@@ -231,12 +254,28 @@ func join(d *driver.Driver, body []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &network.JoinResponse{
-		InterfaceName:         network.InterfaceName{SrcName: res.SrcName, DstPrefix: res.DstPrefix},
+	return &joinResponse{
+		InterfaceName:         interfaceName{SrcName: res.SrcName, DstPrefix: res.DstPrefix, DstName: res.DstName},
 		Gateway:               res.Gateway,
 		GatewayIPv6:           res.GatewayIPv6,
 		DisableGatewayService: res.DisableGatewayService,
 	}, nil
+}
+
+// joinResponse is network.JoinResponse with DstName, which go-plugins-helpers
+// lacks: the container-side interface name Docker 28+ takes from a remote
+// driver (older engines ignore it and name the interface from DstPrefix).
+type joinResponse struct {
+	InterfaceName         interfaceName
+	Gateway               string
+	GatewayIPv6           string
+	DisableGatewayService bool
+}
+
+type interfaceName struct {
+	SrcName   string
+	DstPrefix string
+	DstName   string `json:",omitempty"`
 }
 
 func leave(d *driver.Driver, body []byte) (any, error) {

@@ -655,3 +655,40 @@ func TestPrivilegedCollectsRemovedContainers(t *testing.T) {
 		t.Fatalf("record of the removed container's endpoint: %v", err)
 	}
 }
+
+// The interface name asked for inside the container
+// (com.docker.network.endpoint.ifname, compose's interface_name) comes back
+// as Join's DstName, which Docker 28+ applies as it does for its built-in
+// macvlan; it survives a restart, and a name the kernel would refuse is
+// refused at CreateEndpoint.
+func TestPrivilegedContainerIfname(t *testing.T) {
+	e := newEnv(t)
+	nid, eid, plain := id("aa0d"), id("ee0d"), id("ee0e")
+	e.must(e.createNetwork(nid, map[string]string{"parent": "p0"}, "10.9.0.0/24"))
+	_, err := e.createEndpoint(nid, eid, "10.9.0.3/24", "", map[string]any{driver.OptEndpointIfname: "data0"})
+	e.must(err)
+	_, err = e.createEndpoint(nid, plain, "10.9.0.4/24", "", nil)
+	e.must(err)
+	join := func(eid string) (src, prefix, dst string) {
+		t.Helper()
+		var res struct {
+			InterfaceName struct{ SrcName, DstPrefix, DstName string }
+		}
+		e.must(e.c.Call("Join", network.JoinRequest{NetworkID: nid, EndpointID: eid, SandboxKey: "/var/run/docker/netns/test"}, &res))
+		return res.InterfaceName.SrcName, res.InterfaceName.DstPrefix, res.InterfaceName.DstName
+	}
+	if src, prefix, dst := join(eid); src != driver.LinkName(eid) || prefix != "eth" || dst != "data0" {
+		t.Fatalf("Join answered %s/%s/%s: want the host link, prefix eth and DstName data0", src, prefix, dst)
+	}
+	if _, _, dst := join(plain); dst != "" {
+		t.Fatalf("Join of an endpoint with no name asked answered DstName %q", dst)
+	}
+	e.restart()
+	if _, _, dst := join(eid); dst != "data0" {
+		t.Fatalf("after a restart Join answered DstName %q, want data0", dst)
+	}
+	_, err = e.createEndpoint(nid, id("ee0f"), "10.9.0.5/24", "", map[string]any{driver.OptEndpointIfname: "data/0"})
+	if err == nil || !strings.Contains(err.Error(), `option com.docker.network.endpoint.ifname "data/0" is not a valid interface name`) {
+		t.Fatalf("CreateEndpoint with an interface name the kernel refuses: %v", err)
+	}
+}
