@@ -24,15 +24,17 @@ func (h *Handle) PeerLinks(alias string) ([]Link, error) {
 		return nil, err
 	}
 	defer s.Close()
+	// Reading another namespace's macvlan makes the kernel give the
+	// namespace of its lower device, this one, an ID here too: skip it.
+	// Asked first on this socket: a receive with a large buffer makes the
+	// kernel fill later dump messages to 32 KiB (see nsids).
+	self, err := selfID(s, h.ns)
+	if err != nil {
+		return nil, fmt.Errorf("network namespace id of this namespace: %w", err)
+	}
 	ids, err := nsids(s)
 	if err != nil {
 		return nil, err
-	}
-	// Reading another namespace's macvlan makes the kernel give the
-	// namespace of its lower device, this one, an ID here too: skip it.
-	self, err := h.nl.GetNetNsIdByFd(int(h.ns))
-	if err != nil {
-		return nil, fmt.Errorf("network namespace id of this namespace: %w", err)
 	}
 	var out []Link
 	for _, id := range ids {
@@ -89,6 +91,49 @@ func dump(s *nl.SocketHandle, build func() *nl.NetlinkRequest, resType uint16) (
 	return nil, err
 }
 
+// selfID returns the ID ns has in itself, or -1.
+// Equivalent to: ip netns list-id (the line of the current namespace)
+func selfID(s *nl.SocketHandle, ns vnetns.NsHandle) (int, error) {
+	req := nl.NewNetlinkRequest(unix.RTM_GETNSID, unix.NLM_F_REQUEST)
+	req.AddData(nl.NewRtGenMsg())
+	req.AddData(nl.NewRtAttr(unix.NETNSA_FD, nl.Uint32Attr(uint32(ns))))
+	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: s}
+	msgs, err := req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWNSID)
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range msgs {
+		if len(m) < unix.SizeofRtGenmsg {
+			continue
+		}
+		attrs, err := nl.ParseRouteAttr(m[(unix.SizeofRtGenmsg+unix.NLMSG_ALIGNTO-1)&^(unix.NLMSG_ALIGNTO-1):])
+		if err != nil {
+			return 0, err
+		}
+		for _, a := range attrs {
+			if a.Attr.Type == unix.NETNSA_NSID && len(a.Value) >= 4 {
+				return int(int32(nl.NativeEndian().Uint32(a.Value))), nil
+			}
+		}
+	}
+	return -1, nil
+}
+
+// The kernels this runs on (Debian's 6.1 among them; ip netns list-id
+// shows the same) end the RTM_GETNSID dump after its first batch, however
+// many IDs there are: 134 IDs in a batch of one page, 1,158 in one of
+// 32 KiB, which is what the kernel sends once the socket has received with
+// a large buffer (selfID does that first). A dump is trusted as complete
+// only when it is well short of a batch of either size; otherwise nothing
+// is concluded from it.
+const (
+	smallBatchLow, smallBatchHigh = 120, 150
+	maxNsidDump                   = 1000
+)
+
+// ErrTooManyNamespaces says the namespace IDs could not all be read.
+var ErrTooManyNamespaces = errors.New("cannot list every network namespace that has an ID here")
+
 // nsids lists the IDs of the other network namespaces that have one in the
 // socket's namespace.
 // Equivalent to: ip netns list-id
@@ -118,6 +163,9 @@ func nsids(s *nl.SocketHandle) ([]int32, error) {
 				}
 			}
 		}
+	}
+	if n := len(ids); n >= maxNsidDump || (n >= smallBatchLow && n <= smallBatchHigh) {
+		return nil, fmt.Errorf("%w (the kernel's list of %d may be cut short)", ErrTooManyNamespaces, n)
 	}
 	return ids, nil
 }

@@ -30,6 +30,7 @@ func serve(t *testing.T, body string) string {
 
 func TestLines(t *testing.T) {
 	body := `{"networks":[{"id":"n1","parent":"veth0","hca":"mlx5_0","port":1,"netns_mode":"shared",
+		"gid_check":"strict","gid_check_note":"works as warn",
 		"gid_table":{"size":255,"used":4,"free":251},"extra":"ignored",
 		"endpoints":[{"id":"e1","ifname":"rmve10000000000","ipv4":"10.0.0.2","mac":"02:00:00:00:00:01",
 			"gids":[{"index":2,"type":"IB/RoCE v1","gid":"x"},{"index":3,"type":"RoCE v2","gid":"x"}],"rdma_ready":true},
@@ -41,7 +42,7 @@ func TestLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"network n1 parent=veth0 hca=mlx5_0 port=1 netns_mode=shared gid_size=255 gid_used=4 gid_free=251 endpoints=2",
+		"network n1 parent=veth0 hca=mlx5_0 port=1 netns_mode=shared gid_size=255 gid_used=4 gid_free=251 endpoints=2 gid_check=strict gid_check_note=\"works as warn\"",
 		`endpoint n1 e1 ifname=rmve10000000000 ipv4=10.0.0.2 ipv6=- mac=02:00:00:00:00:01 rdma_ready=true gids=2,3 reason=""`,
 		`endpoint n1 e2 ifname=rmve20000000000 ipv4=10.0.0.3 ipv6=- mac=02:00:00:00:00:02 rdma_ready=false gids=- reason="waiting for the kernel"`,
 	}

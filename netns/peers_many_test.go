@@ -1,0 +1,48 @@
+package netns_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
+)
+
+// The kernel lists the namespace IDs of a namespace in batches and (6.1
+// here) ends the list after the first: 134 IDs in a one-page batch. With
+// 400 containers' namespaces, every link must still be found.
+func TestPrivilegedPeerLinksBeyondOneBatch(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP (needs root): creates network namespaces and links; run: sudo make test-root")
+	}
+	host, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	if err := host.CreateVeth("p0", "p0peer", 1500); err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	for i := range n {
+		name := fmt.Sprintf("rmvmany%d", i)
+		if _, err := host.CreateMacvlan(netns.MacvlanSpec{Name: name, Parent: "p0", Mode: "bridge", Alias: "rdma-macvlan many"}); err != nil {
+			t.Fatal(err)
+		}
+		sb, err := netns.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Close()
+		if err := host.MoveInto(sb, name, "eth0", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls, err := host.PeerLinks("rdma-macvlan many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != n {
+		t.Fatalf("%d links found in the containers' namespaces, want %d", len(ls), n)
+	}
+}
