@@ -157,7 +157,7 @@ func TestPrivilegedHostileInput(t *testing.T) {
 		{"parent ..", "CreateNetwork", parent(".."), []string{`parent ".." is not a valid interface name`}},
 		{"path-like rdma_device", "CreateNetwork", withP0("rdma_device", "../mlx5_0"), []string{`rdma_device="../mlx5_0" is not an RDMA device name`, "rdma link show"}},
 		{"path-like sandbox of an unknown endpoint", "Join", jsonBody(t, map[string]string{"NetworkID": nid, "EndpointID": newEP, "SandboxKey": "../../../proc/1/ns/net"}),
-			[]string{"endpoint " + newEP[:12] + " is not known to rdma-macvlan", "remove the container and start it again"}},
+			[]string{`sandbox key "../../../proc/1/ns/net" is not an absolute clean path`, "path of the container's network namespace"}},
 
 		// Unknown and duplicate IDs.
 		{"endpoint on an unknown network", "CreateEndpoint", endpoint(newNet, newEP, map[string]string{"Address": "10.22.0.2/24"}, nil),
