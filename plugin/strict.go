@@ -58,7 +58,7 @@ func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
 				return nil
 			}
 			key, _ := tok.(string)
-			where := path + key
+			where := member(path, key)
 			if seen[key] {
 				return &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed request: field %s is given more than once: give it once", abbreviate([]byte(where)))}
 			}
@@ -69,7 +69,7 @@ func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
 			case t.Kind() == reflect.Struct:
 				f, exact := fieldOf(t, key)
 				if f != nil && !exact {
-					return &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed request: field %s is spelled %s in the plugin protocol", abbreviate([]byte(where)), path+jsonName(*f))}
+					return &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed request: field %s is spelled %s in the plugin protocol", abbreviate([]byte(where)), member(path, jsonName(*f)))}
 				}
 				if f != nil {
 					sub = f.Type
@@ -87,13 +87,22 @@ func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
 				}
 				continue
 			}
-			if err := walkValue(dec, sub, where+"."); err != nil {
+			if err := walkValue(dec, sub, where); err != nil {
 				return err
 			}
 		}
 		_, _ = dec.Token()
 	}
 	return nil
+}
+
+// member is the path of key in the object at path, as error messages show
+// it: NetworkID, Interface.Address, IPv4Data[].Pool.
+func member(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
 }
 
 var rawMessage = reflect.TypeOf(json.RawMessage(nil))
