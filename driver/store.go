@@ -81,7 +81,7 @@ func openStore(dir string) (*store, error) {
 		if fi, err := os.Lstat(d); err != nil {
 			return nil, fmt.Errorf("state directory %s: %w", d, err)
 		} else if !fi.IsDir() {
-			return nil, fmt.Errorf("state directory %s is a %s, not a directory: remove it (rdma-macvlan creates it)", d, fileKind(fi.Mode()))
+			return nil, fmt.Errorf("state directory %s is a %s, not a directory: move it away (rdma-macvlan creates it)", d, fileKind(fi.Mode()))
 		}
 	}
 	path := filepath.Join(dir, "lock")
