@@ -49,7 +49,7 @@ func newDriverWithin(t *testing.T, dir string, log *logrus.Logger) (*Driver, err
 // create a link's target, block on a FIFO, nor read a device or a huge
 // file, and must say which file is wrong and what to do.
 func TestStateDirHostileFiles(t *testing.T) {
-	outside := filepath.Join(t.TempDir(), "outside")
+	var outside string // a file outside the state directory, new for each case
 	const outsideText = "not the daemon's\n"
 	cases := []struct {
 		name  string
@@ -121,6 +121,7 @@ func TestStateDirHostileFiles(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "state")
 			mustT(t, os.Mkdir(dir, 0o700))
+			outside = filepath.Join(t.TempDir(), "outside")
 			c.plant(t, dir)
 			_, err := newDriverWithin(t, dir, quietLog())
 			switch {
@@ -150,13 +151,14 @@ func TestInstanceIDWrittenAtomically(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	mustT(t, os.Mkdir(dir, 0o700))
 	path := filepath.Join(dir, "instance")
-	mustT(t, os.WriteFile(path, []byte("garbage"), 0o600))
+	const garbage = "not an ID!\n"
+	mustT(t, os.WriteFile(path, []byte(garbage), 0o600))
 	// A hard link sees an in-place write but not a rename over the name.
 	mustT(t, os.Link(path, path+".seen"))
 	if _, err := newDriverWithin(t, dir, quietLog()); err != nil {
 		t.Fatal(err)
 	}
-	if data, _ := os.ReadFile(path + ".seen"); string(data) != "garbage" {
+	if data, _ := os.ReadFile(path + ".seen"); string(data) != garbage {
 		t.Errorf("the instance file was rewritten in place (%q), not replaced", data)
 	}
 	if data, _ := os.ReadFile(path); !idRE.MatchString(strings.TrimSpace(string(data))) {

@@ -138,7 +138,7 @@ func TestConnectionFlood(t *testing.T) {
 	for i := 0; i < n; i++ {
 		c, err := dialRetry(sock, deadline)
 		if err != nil {
-			t.Fatalf("connection %d: %v", i, err)
+			t.Fatalf("connection %d: %v (the daemon holds about %d connections; its cap is %d)", i, err, openFDs(t)-base-i, capConns)
 		}
 		conns = append(conns, c)
 		if i%10 == 0 {
