@@ -9,7 +9,12 @@ func (s *Server) SetLimits(maxConns int, header, body, write, idle time.Duration
 }
 
 // OpenConns reports how many connections the server holds open.
-func (s *Server) OpenConns() int { return s.conns.Open() }
+func (s *Server) OpenConns() int {
+	if l := s.conns.Load(); l != nil {
+		return l.Open()
+	}
+	return 0
+}
 
 // MaxConns is the server's cap on open connections.
 func (s *Server) MaxConns() int { return s.maxConns }

@@ -48,9 +48,9 @@ type Server struct {
 	maxConns                                 int
 	headerTimeout, bodyTimeout, writeTimeout time.Duration
 	idleTimeout                              time.Duration
-	conns                                    *limitListener // set by Serve
-	dropped                                  atomic.Int64   // connections closed at the cap
-	lastDropLog                              atomic.Int64   // unix seconds
+	conns                                    atomic.Pointer[limitListener] // set by Serve
+	dropped                                  atomic.Int64                  // connections closed at the cap
+	lastDropLog                              atomic.Int64                  // unix seconds
 }
 
 // NewServer returns a Server whose calls wait for SetDriver.
@@ -108,7 +108,8 @@ func Listen(path string) (net.Listener, error) {
 // between requests for at most idleTimeout; and at most maxConns are open
 // (see limitListener).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	s.conns = newLimitListener(l, s.maxConns, s.dropped1)
+	conns := newLimitListener(l, s.maxConns, s.dropped1)
+	s.conns.Store(conns)
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.headerTimeout,
@@ -120,7 +121,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	}
 	s.log.WithFields(logrus.Fields{"max_connections": s.maxConns, "idle_timeout": s.idleTimeout, "request_timeout": s.bodyTimeout}).Debug("connection limits")
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(s.conns) }()
+	go func() { errc <- srv.Serve(conns) }()
 	select {
 	case err := <-errc:
 		return err
