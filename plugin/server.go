@@ -58,6 +58,7 @@ func NewServer(log *logrus.Logger) *Server {
 	s := &Server{log: log, ready: make(chan struct{}), mux: http.NewServeMux(),
 		maxConns: processConnLimit(), headerTimeout: headerTimeout, bodyTimeout: bodyTimeout,
 		writeTimeout: writeTimeout, idleTimeout: idleTimeout}
+	log.WithFields(logrus.Fields{"max_connections": s.maxConns, "idle_timeout": s.idleTimeout, "request_timeout": s.bodyTimeout}).Debug("connection limits")
 	s.routes()
 	return s
 }
@@ -119,7 +120,6 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		ConnContext:       withConn,
 		ErrorLog:          stdlog.New(s.log.WriterLevel(logrus.WarnLevel), "", 0),
 	}
-	s.log.WithFields(logrus.Fields{"max_connections": s.maxConns, "idle_timeout": s.idleTimeout, "request_timeout": s.bodyTimeout}).Debug("connection limits")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(conns) }()
 	select {
