@@ -3,6 +3,7 @@ package plugin
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -20,8 +21,15 @@ import (
 func checkFields(body []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	return walkValue(dec, t, "")
+	if err := walkValue(dec, t, ""); err != nil && !errors.Is(err, errMalformed) {
+		return err
+	}
+	return nil
 }
+
+// errMalformed stops the walk at JSON that does not parse: json.Unmarshal
+// then says what is wrong with it.
+var errMalformed = errors.New("malformed JSON")
 
 // walkValue reads one JSON value from dec, checking the keys of the objects
 // that decode into structs and maps of t (never nil here).
@@ -31,7 +39,7 @@ func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
 	}
 	tok, err := dec.Token()
 	if err != nil {
-		return nil // malformed JSON: json.Unmarshal says what is wrong
+		return errMalformed
 	}
 	d, ok := tok.(json.Delim)
 	if !ok {
@@ -48,14 +56,16 @@ func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
 				return err
 			}
 		}
-		_, _ = dec.Token()
+		if _, err := dec.Token(); err != nil {
+			return errMalformed
+		}
 		return nil
 	case '{':
 		seen := map[string]bool{}
 		for dec.More() {
 			tok, err := dec.Token()
 			if err != nil {
-				return nil
+				return errMalformed
 			}
 			key, _ := tok.(string)
 			where := member(path, key)
@@ -83,7 +93,7 @@ func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
 				// them by name).
 				var skip json.RawMessage
 				if err := dec.Decode(&skip); err != nil {
-					return nil
+					return errMalformed
 				}
 				continue
 			}
@@ -91,7 +101,9 @@ func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
 				return err
 			}
 		}
-		_, _ = dec.Token()
+		if _, err := dec.Token(); err != nil {
+			return errMalformed
+		}
 	}
 	return nil
 }
