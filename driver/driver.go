@@ -123,6 +123,12 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.onNotDurable = func(err error) {
+		log.WithError(err).Error("state change done but not durable: the disk failed to sync it; a crash before the next successful write may undo it")
+	}
+	for _, w := range st.exposure() {
+		log.WithField("state_dir", cfg.StateDir).Warn(w)
+	}
 	d := &Driver{
 		links:       cfg.Links,
 		store:       st,

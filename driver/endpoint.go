@@ -202,6 +202,9 @@ func (d *Driver) DeleteEndpoint(nid, eid string) error {
 		log.Debug("endpoint not known; nothing to delete")
 		return nil
 	}
+	if err := checkEndpointNetwork(e, nid); err != nil {
+		return err
+	}
 	return d.deleteEndpointLocked(e, log)
 }
 

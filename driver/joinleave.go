@@ -30,6 +30,9 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 	if err := checkID("endpoint", eid); err != nil {
 		return resp, err
 	}
+	if err := checkSandboxKey(sandboxKey); err != nil {
+		return resp, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	log := d.logFor("Join", logrus.Fields{"nid": ShortID(nid), "eid": ShortID(eid)})
@@ -37,6 +40,9 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 	if !ok {
 		return resp, fmt.Errorf("%w: endpoint %s is not known to rdma-macvlan (its state may have been lost): remove the container and start it again",
 			ErrEndpointNotFound, ShortID(eid))
+	}
+	if err := checkEndpointNetwork(e, nid); err != nil {
+		return resp, err
 	}
 	if err := d.ensureLink(e, log); err != nil {
 		return resp, err
@@ -105,6 +111,9 @@ func (d *Driver) Leave(nid, eid string) error {
 	if !ok {
 		log.Debug("endpoint not known; nothing to leave")
 		return nil
+	}
+	if err := checkEndpointNetwork(e, nid); err != nil {
+		return err
 	}
 	d.stopWatch(eid)
 	if e.Sandbox == "" {

@@ -46,9 +46,10 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 
 	if n, ok := d.networks[req.NetworkID]; ok {
 		// A repeated CreateNetwork (a retry, or a network restored from
-		// state that its creator asks for again) is answered as done.
+		// state that its creator asks for again) is answered as done;
+		// one asking for other settings is refused.
 		log.WithField("mode", n.Mode).Debug("network already known")
-		return nil
+		return sameNetwork(n, opts, req)
 	}
 	if err := d.checkParentConflicts(opts.Parent, opts.Mode); err != nil {
 		return err

@@ -261,6 +261,8 @@ func hasControl(s string) bool {
 	return strings.ContainsFunc(s, unicode.IsControl)
 }
 
+var mtuRE = regexp.MustCompile(`^[1-9][0-9]{0,5}$`)
+
 var rdmaDeviceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // checkIfname applies the kernel's rules for interface names (dev_valid_name).
@@ -278,8 +280,10 @@ func checkIfname(what, name string) error {
 }
 
 func parseMTU(v string) (int, error) {
+	// Plain decimal digits only: strconv.Atoi also takes "+1400", "-0" and
+	// "01400", which no tool writes and which would be recorded as given.
 	mtu, err := strconv.Atoi(v)
-	if err != nil || mtu < minMTU || mtu > maxMTU {
+	if !mtuRE.MatchString(v) || err != nil || mtu < minMTU || mtu > maxMTU {
 		return 0, invalidf("option %s=%q is not an MTU: give a whole number from %d to the parent's MTU, or leave it out to use the parent's",
 			OptMTU, v, minMTU)
 	}

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/rdma-macvlan/rdma-macvlan/internal/atomicfile"
 	"golang.org/x/sys/unix"
@@ -25,6 +27,29 @@ const stateVersion = 1
 type store struct {
 	dir  string
 	lock *os.File // flock'd: one daemon per state dir
+	// onNotDurable is told about a change that is done but whose fsync
+	// failed (nil: ignored).
+	onNotDurable func(err error)
+}
+
+// notDurable reports a change that is in place but not durable. The change
+// is done, so the call that made it succeeds; a crash before the next
+// successful fsync may bring the old file back, which the start-up
+// reconciliation handles like any crash.
+func (s *store) notDurable(err error) {
+	if s.onNotDurable != nil {
+		s.onNotDurable(err)
+	}
+}
+
+// done turns a not-durable error of a finished change into a warning.
+func (s *store) done(err error) error {
+	var nd *atomicfile.NotDurableError
+	if errors.As(err, &nd) {
+		s.notDurable(err)
+		return nil
+	}
+	return err
 }
 
 type networkRecord struct {
@@ -44,14 +69,25 @@ const (
 )
 
 func openStore(dir string) (*store, error) {
-	for _, d := range []string{dir, filepath.Join(dir, networksDir), filepath.Join(dir, endpointsDir)} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory %s: %w", dir, err)
+	}
+	for _, sub := range []string{networksDir, endpointsDir} {
+		d := filepath.Join(dir, sub)
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("create state directory %s: %w", d, err)
 		}
+		// Records are written into these: never through a symlink.
+		if fi, err := os.Lstat(d); err != nil {
+			return nil, fmt.Errorf("state directory %s: %w", d, err)
+		} else if !fi.IsDir() {
+			return nil, fmt.Errorf("state directory %s is a %s, not a directory: move it away (rdma-macvlan creates it)", d, fileKind(fi.Mode()))
+		}
 	}
-	lf, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	path := filepath.Join(dir, "lock")
+	lf, err := openStateFile(path, os.O_CREATE|os.O_RDWR, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open lock file in %s: %w", dir, err)
+		return nil, err
 	}
 	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		lf.Close()
@@ -63,39 +99,124 @@ func openStore(dir string) (*store, error) {
 	return &store{dir: dir, lock: lf}, nil
 }
 
+// Bounds on what the daemon reads from its state directory.
+const (
+	maxInstanceBytes = 4 << 10
+	// maxRecordBytes is far above any record: a request body is at most
+	// 1 MiB and a record keeps only its validated part.
+	maxRecordBytes = 1 << 20
+)
+
+// openStateFile opens a file of the state directory the only way the
+// daemon does: never through a symbolic link (O_NOFOLLOW), never blocking
+// on a FIFO or a device (O_NONBLOCK), and only if it is a regular file.
+// size, if not 0, bounds the file's length.
+func openStateFile(path string, flags int, size int64) (*os.File, error) {
+	fd, err := unix.Open(path, flags|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+	if errors.Is(err, unix.ELOOP) {
+		target, _ := os.Readlink(path)
+		return nil, &stateFileError{path: path, what: fmt.Sprintf("is a symbolic link (to %q)", target)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, &os.PathError{Op: "open", Path: path, Err: err})
+	}
+	f := os.NewFile(uintptr(fd), path)
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, &stateFileError{path: path, what: "is a " + fileKind(fi.Mode())}
+	}
+	if size > 0 && fi.Size() > size {
+		f.Close()
+		return nil, &stateFileError{path: path, what: fmt.Sprintf("is %d bytes long, more than the %d it can be", fi.Size(), size), tooLarge: true}
+	}
+	return f, nil
+}
+
+// stateFileError is a file of the state directory that is not what the
+// daemon writes there.
+type stateFileError struct {
+	path     string
+	what     string
+	tooLarge bool // a regular file, too long to be one the daemon wrote
+}
+
+func (e *stateFileError) Error() string {
+	return fmt.Sprintf("state file %s %s: rdma-macvlan only uses regular files it wrote itself; move it away (rdma-macvlan makes a new one)", e.path, e.what)
+}
+
+// readStateFile reads a regular file of at most size bytes (see
+// openStateFile).
+func readStateFile(path string, size int64) ([]byte, error) {
+	f, err := openStateFile(path, os.O_RDONLY, size)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, size+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if int64(len(data)) > size {
+		return nil, &stateFileError{path: path, what: fmt.Sprintf("is more than the %d bytes it can be", size), tooLarge: true}
+	}
+	return data, nil
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m.IsDir():
+		return "directory"
+	}
+	return "special file"
+}
+
 // instanceID returns the ID of this state directory, creating it on first
 // use. Links carry it (as their ifalias) so that a daemon only ever sweeps
-// links it made, never those of another instance on the same host.
+// links it made, never those of another instance on the same host. The
+// file is read only if it is a regular file (a link to another instance's
+// file would make this daemon sweep that instance's links).
 func (s *store) instanceID() (string, error) {
 	path := filepath.Join(s.dir, "instance")
-	data, err := os.ReadFile(path)
-	if err == nil {
+	data, err := readStateFile(path, maxInstanceBytes)
+	var bad *stateFileError
+	switch {
+	case err == nil:
 		if id := strings.TrimSpace(string(data)); idRE.MatchString(id) {
 			return id, nil
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("read %s: %w", path, err)
+	case errors.As(err, &bad) && bad.tooLarge:
+		// A regular file too long to be ours: replaced like one with
+		// garbage in it.
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		return "", err
 	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("make instance ID: %w", err)
 	}
 	id := hex.EncodeToString(b[:])
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return "", fmt.Errorf("write %s: %w", path, err)
+	if err := atomicfile.Write(path, []byte(id+"\n"), 0o600, nil); err != nil {
+		var nd *atomicfile.NotDurableError
+		if !errors.As(err, &nd) {
+			return "", err
+		}
+		s.notDurable(err)
 	}
-	_, err = f.WriteString(id + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", fmt.Errorf("write %s: %w", path, err)
-	}
-	return id, atomicfile.SyncDir(s.dir)
+	return id, nil
 }
 
 func (s *store) close() {
@@ -113,16 +234,16 @@ func (s *store) endpointPath(id string) string {
 }
 
 func (s *store) saveNetwork(n *Network) error {
-	return writeJSONAtomic(s.networkPath(n.ID), networkRecord{Version: stateVersion, Network: n})
+	return s.done(writeJSONAtomic(s.networkPath(n.ID), networkRecord{Version: stateVersion, Network: n}))
 }
 
 func (s *store) saveEndpoint(e *Endpoint) error {
-	return writeJSONAtomic(s.endpointPath(e.ID), endpointRecord{Version: stateVersion, Endpoint: e})
+	return s.done(writeJSONAtomic(s.endpointPath(e.ID), endpointRecord{Version: stateVersion, Endpoint: e}))
 }
 
-func (s *store) deleteNetwork(id string) error { return removeSynced(s.networkPath(id)) }
+func (s *store) deleteNetwork(id string) error { return s.done(removeSynced(s.networkPath(id))) }
 
-func (s *store) deleteEndpoint(id string) error { return removeSynced(s.endpointPath(id)) }
+func (s *store) deleteEndpoint(id string) error { return s.done(removeSynced(s.endpointPath(id))) }
 
 // loadProblem is a state file that could not be used. The file is kept,
 // renamed with a .corrupt suffix, so nothing is lost and it is not retried.
@@ -202,7 +323,13 @@ func (s *store) each(sub string, fn func(path string, data []byte) error, proble
 		case !strings.HasSuffix(name, ".json") || !ent.Type().IsRegular():
 			continue
 		}
-		data, err := os.ReadFile(path)
+		data, err := readStateFile(path, maxRecordBytes)
+		var bad *stateFileError
+		if errors.As(err, &bad) && !bad.tooLarge {
+			// Swapped for a link or a FIFO since the listing: skipped,
+			// as those found in it.
+			continue
+		}
 		if err == nil {
 			err = fn(path, data)
 		}
@@ -229,3 +356,51 @@ func writeJSONAtomic(path string, v any) (retErr error) {
 }
 
 func removeSynced(path string) error { return atomicfile.Remove(path) }
+
+// exposure describes what in the state directory other users could have
+// changed: the directories when group- or world-writable, and files or
+// directories that belong to another user than the daemon's. Such files are
+// still read (through the same rules as every state file), but whoever can
+// write them can make the daemon delete links: the operator should know.
+func (s *store) exposure() []string {
+	var out []string
+	uid := uint32(os.Geteuid())
+	others := 0
+	var sample []string
+	check := func(path string, fi fs.FileInfo) {
+		if fi.IsDir() && fi.Mode().Perm()&0o022 != 0 {
+			out = append(out, fmt.Sprintf("directory %s is writable by %s (mode %04o): chmod go-w %s", path,
+				map[bool]string{true: "every user", false: "its group"}[fi.Mode().Perm()&0o002 != 0], fi.Mode().Perm(), path))
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != uid {
+			others++
+			if len(sample) < 5 {
+				sample = append(sample, fmt.Sprintf("%s (uid %d)", path, st.Uid))
+			}
+		}
+	}
+	for _, d := range []string{s.dir, filepath.Join(s.dir, networksDir), filepath.Join(s.dir, endpointsDir)} {
+		fi, err := os.Stat(d)
+		if err != nil {
+			continue
+		}
+		check(d, fi)
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, ent := range ents {
+			if ent.IsDir() && (ent.Name() == networksDir || ent.Name() == endpointsDir) {
+				continue // checked as directories
+			}
+			if fi, err := ent.Info(); err == nil {
+				check(filepath.Join(d, ent.Name()), fi)
+			}
+		}
+	}
+	if others > 0 {
+		out = append(out, fmt.Sprintf("%d files in the state directory belong to another user than rdma-macvlan's (uid %d): %s: check who wrote them",
+			others, uid, strings.Join(sample, ", ")))
+	}
+	return out
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"unicode"
 
@@ -36,6 +37,9 @@ type createEndpointRequest struct {
 }
 
 func decode(body []byte, v any) error {
+	if err := checkFields(body, reflect.TypeOf(v)); err != nil {
+		return err
+	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {

@@ -1,8 +1,13 @@
 package plugin_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -157,7 +162,7 @@ func TestPrivilegedHostileInput(t *testing.T) {
 		{"parent ..", "CreateNetwork", parent(".."), []string{`parent ".." is not a valid interface name`}},
 		{"path-like rdma_device", "CreateNetwork", withP0("rdma_device", "../mlx5_0"), []string{`rdma_device="../mlx5_0" is not an RDMA device name`, "rdma link show"}},
 		{"path-like sandbox of an unknown endpoint", "Join", jsonBody(t, map[string]string{"NetworkID": nid, "EndpointID": newEP, "SandboxKey": "../../../proc/1/ns/net"}),
-			[]string{"endpoint " + newEP[:12] + " is not known to rdma-macvlan", "remove the container and start it again"}},
+			[]string{`sandbox key "../../../proc/1/ns/net" is not an absolute clean path`, "path of the container's network namespace"}},
 
 		// Unknown and duplicate IDs.
 		{"endpoint on an unknown network", "CreateEndpoint", endpoint(newNet, newEP, map[string]string{"Address": "10.22.0.2/24"}, nil),
@@ -196,6 +201,59 @@ func TestPrivilegedHostileInput(t *testing.T) {
 		{"zero MAC", "CreateEndpoint", mac("00:00:00:00:00:00"), []string{"MAC address 00:00:00:00:00:00", "02:42:ac:11:00:02"}},
 		{"8-byte MAC", "CreateEndpoint", mac("02:00:00:00:00:00:00:01"), []string{`MAC address "02:00:00:00:00:00:00:01" is not a 6-byte Ethernet address`}},
 		{"MAC not a MAC", "CreateEndpoint", mac("zz:zz"), []string{`MAC address "zz:zz" is not a 6-byte Ethernet address`, "02:42:ac:11:00:02"}},
+
+		// Requests about known objects that do not agree with them.
+		{"known network, another parent", "CreateNetwork", jsonBody(t, map[string]any{"NetworkID": nid,
+			"Options":  map[string]any{"com.docker.network.generic": map[string]string{"parent": "p1"}},
+			"IPv4Data": []map[string]string{{"AddressSpace": "LocalDefault", "Pool": "10.20.0.0/24", "Gateway": "10.20.0.1/24"}}}),
+			[]string{"network " + nid[:12] + " already exists with other settings", "parent p0 (asked: p1)", "docker network rm"}},
+		{"known network, another subnet", "CreateNetwork", jsonBody(t, map[string]any{"NetworkID": nid,
+			"Options":  map[string]any{"com.docker.network.generic": map[string]string{"parent": "p0"}},
+			"IPv4Data": []map[string]string{{"AddressSpace": "LocalDefault", "Pool": "10.29.0.0/24", "Gateway": "10.29.0.1/24"}}}),
+			[]string{"already exists with other settings", "IPv4 subnets 10.20.0.0/24 gateway 10.20.0.1 (asked: 10.29.0.0/24 gateway 10.29.0.1)"}},
+		{"known network, another mtu", "CreateNetwork", jsonBody(t, map[string]any{"NetworkID": nid,
+			"Options":  map[string]any{"com.docker.network.generic": map[string]string{"parent": "p0", "mtu": "1400"}},
+			"IPv4Data": []map[string]string{{"AddressSpace": "LocalDefault", "Pool": "10.20.0.0/24", "Gateway": "10.20.0.1/24"}}}),
+			[]string{"already exists with other settings", "mtu the parent's (asked: 1400)"}},
+		{"delete endpoint naming another network", "DeleteEndpoint", jsonBody(t, map[string]string{"NetworkID": other, "EndpointID": eid}),
+			[]string{"endpoint " + eid[:12] + " belongs to network " + nid[:12] + `, not to network "` + other[:12] + `"`}},
+		{"join naming another network", "Join", jsonBody(t, map[string]string{"NetworkID": other, "EndpointID": eid, "SandboxKey": "/var/run/docker/netns/x"}),
+			[]string{"endpoint " + eid[:12] + " belongs to network " + nid[:12]}},
+		{"leave naming another network", "Leave", jsonBody(t, map[string]string{"NetworkID": other, "EndpointID": eid}),
+			[]string{"endpoint " + eid[:12] + " belongs to network " + nid[:12]}},
+		{"1 MB sandbox key", "Join", jsonBody(t, map[string]string{"NetworkID": nid, "EndpointID": eid, "SandboxKey": "/" + strings.Repeat("a", 1000000)}),
+			[]string{"sandbox key is 1000001 bytes long, more than 4096"}},
+		{"relative sandbox key", "Join", jsonBody(t, map[string]string{"NetworkID": nid, "EndpointID": eid, "SandboxKey": "netns/x"}),
+			[]string{`sandbox key "netns/x" is not an absolute clean path`}},
+		{"sandbox key with ..", "Join", jsonBody(t, map[string]string{"NetworkID": nid, "EndpointID": eid, "SandboxKey": "/var/run/../../proc/1/ns/net"}),
+			[]string{"is not an absolute clean path"}},
+		{"sandbox key with a newline", "Join", jsonBody(t, map[string]string{"NetworkID": nid, "EndpointID": eid, "SandboxKey": "/var/run/docker/netns/x\ny"}),
+			[]string{"sandbox key", "control character"}},
+		{"empty sandbox key", "Join", jsonBody(t, map[string]string{"NetworkID": nid, "EndpointID": eid}),
+			[]string{`sandbox key "" is not an absolute clean path`}},
+
+		// Numbers that are not plain decimal.
+		{"MTU +1400", "CreateNetwork", withP0("mtu", "+1400"), []string{`mtu="+1400" is not an MTU`}},
+		{"MTU -0", "CreateNetwork", withP0("mtu", "-0"), []string{`mtu="-0" is not an MTU`}},
+		{"MTU 01400", "CreateNetwork", withP0("mtu", "01400"), []string{`mtu="01400" is not an MTU`}},
+		{"MTU with a space", "CreateNetwork", withP0("mtu", " 1400"), []string{`mtu=" 1400" is not an MTU`}},
+		{"endpoint MTU +1400", "CreateEndpoint", epOpt("mtu", "+1400"), []string{`mtu="+1400" is not an MTU`}},
+
+		// JSON the protocol's encoder never writes.
+		{"field name in lower case", "CreateNetwork", raw(`{"networkid":"` + newNet + `","Options":{"com.docker.network.generic":{"parent":"p0"}}}`),
+			[]string{"field networkid is spelled NetworkID"}},
+		{"nested field name in lower case", "CreateEndpoint", raw(`{"NetworkID":"` + nid + `","EndpointID":"` + newEP + `","Interface":{"address":"10.20.0.9/24"}}`),
+			[]string{"field Interface.address is spelled Interface.Address"}},
+		{"IPAM field in upper case", "CreateNetwork", raw(`{"NetworkID":"` + newNet + `","Options":{"com.docker.network.generic":{"parent":"p0"}},"IPv4Data":[{"POOL":"10.22.0.0/24"}]}`),
+			[]string{"field IPv4Data[].POOL is spelled IPv4Data[].Pool"}},
+		{"network ID twice", "CreateNetwork", raw(`{"NetworkID":"` + nid + `","NetworkID":"` + newNet + `","Options":{"com.docker.network.generic":{"parent":"p0"}}}`),
+			[]string{"field NetworkID is given more than once"}},
+		{"options twice", "CreateNetwork", raw(`{"NetworkID":"` + newNet + `","Options":{"com.docker.network.generic":{"parent":"p1"}},"Options":{"com.docker.network.generic":{"parent":"p0"}}}`),
+			[]string{"field Options is given more than once"}},
+		{"generic options twice", "CreateNetwork", raw(`{"NetworkID":"` + newNet + `","Options":{"com.docker.network.generic":{"parent":"p1"},"com.docker.network.generic":{"parent":"p0"}}}`),
+			[]string{"field Options.com.docker.network.generic is given more than once"}},
+		{"endpoint ID twice", "DeleteEndpoint", raw(`{"NetworkID":"` + nid + `","EndpointID":"` + newEP + `","EndpointID":"` + eid + `"}`),
+			[]string{"field EndpointID is given more than once"}},
 	}
 
 	wantLinks, wantState, wantCDI := linkNames(t, e.host), treeDump(t, e.stateDir), treeDump(t, e.cdiDir)
@@ -232,4 +290,53 @@ func TestPrivilegedHostileInput(t *testing.T) {
 		}
 	}
 	t.Logf("hostile inputs: %d sent, %d refused with a clear error and no link, state file or CDI spec left behind", len(cases), clean)
+
+	// Protocol calls with another method than POST: refused, nothing done.
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", e.sock)
+	}}}
+	create := network(map[string]string{"parent": "p0"})
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete, http.MethodPatch, "FOO"} {
+		t.Run("CreateNetwork by "+m, func(t *testing.T) {
+			req, err := http.NewRequest(m, "http://plugin/NetworkDriver.CreateNetwork", bytes.NewReader(create))
+			e.must(err)
+			resp, err := hc.Do(req)
+			e.must(err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != http.MethodPost {
+				_ = e.c.Call("DeleteNetwork", map[string]string{"NetworkID": newNet}, nil)
+				t.Fatalf("%s: HTTP %d (Allow %q) %s, want 405 allowing POST", m, resp.StatusCode, resp.Header.Get("Allow"), body)
+			}
+			if !strings.Contains(string(body), "CreateNetwork takes POST, not "+m) {
+				t.Errorf("answer %s does not say CreateNetwork takes POST", body)
+			}
+			if got := treeDump(t, e.stateDir); got != wantState {
+				t.Errorf("state changed:\n%s", lineDiff(wantState, got))
+			}
+		})
+	}
+	for _, m := range []string{http.MethodPost, http.MethodDelete} {
+		req, err := http.NewRequest(m, "http://plugin"+plugin.StatusPath, nil)
+		e.must(err)
+		resp, err := hc.Do(req)
+		e.must(err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%s %s: HTTP %d, want 405", m, plugin.StatusPath, resp.StatusCode)
+		}
+	}
+
+	// A retry of the request that created a network is answered as done,
+	// whatever the order of its options and whatever else the engine adds
+	// at the top level (Docker 28 sends com.docker.network.enable_ipv4).
+	retry := raw(`{"NetworkID":"` + nid + `","Options":{"com.docker.network.enable_ipv4":true,"com.docker.network.generic":{"parent":"p0"}},` +
+		`"IPv4Data":[{"AddressSpace":"LocalDefault","Gateway":"10.20.0.1/24","Pool":"10.20.0.0/24"}],"IPv6Data":[]}`)
+	if err := e.c.CallRaw("CreateNetwork", retry, nil); err != nil {
+		t.Errorf("identical CreateNetwork retry refused: %v", err)
+	}
+	if got := treeDump(t, e.stateDir); got != wantState {
+		t.Errorf("state changed by a retry:\n%s", lineDiff(wantState, got))
+	}
 }

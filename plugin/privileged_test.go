@@ -211,8 +211,9 @@ func TestPrivilegedRestartMidLife(t *testing.T) {
 	if l, ok := e.link(res.InterfaceName.SrcName); !ok || l.MTU != 1450 || l.Kind != "macvlan" {
 		t.Fatalf("Join after restart: link %+v %v", l, ok)
 	}
-	// A repeated CreateNetwork for a restored network succeeds.
-	e.must(e.createNetwork(nid, map[string]string{"parent": "p0", "mtu": "1450"}))
+	// A repeated CreateNetwork for a restored network (the same request,
+	// options in another order) succeeds.
+	e.must(e.createNetwork(nid, map[string]string{"mtu": "1450", "parent": "p0"}, "10.7.0.0/24 gw 10.7.0.1/24"))
 	st, err := e.c.Status()
 	e.must(err)
 	if len(st.Networks) != 1 || len(st.Networks[0].Endpoints) != 2 || st.Networks[0].MTU != 1450 {

@@ -14,7 +14,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
+
+	stdlog "log"
 
 	"github.com/docker/go-plugins-helpers/network"
 	"github.com/docker/go-plugins-helpers/sdk"
@@ -40,11 +43,22 @@ type Server struct {
 	ready chan struct{}
 	drv   *driver.Driver // set once before ready is closed
 	mux   *http.ServeMux
+
+	// Connection limits (see conns.go); tests shorten them.
+	maxConns                                 int
+	headerTimeout, bodyTimeout, writeTimeout time.Duration
+	idleTimeout                              time.Duration
+	conns                                    atomic.Pointer[limitListener] // set by Serve
+	dropped                                  atomic.Int64                  // connections closed at the cap
+	lastDropLog                              atomic.Int64                  // unix seconds
 }
 
 // NewServer returns a Server whose calls wait for SetDriver.
 func NewServer(log *logrus.Logger) *Server {
-	s := &Server{log: log, ready: make(chan struct{}), mux: http.NewServeMux()}
+	s := &Server{log: log, ready: make(chan struct{}), mux: http.NewServeMux(),
+		maxConns: processConnLimit(), headerTimeout: headerTimeout, bodyTimeout: bodyTimeout,
+		writeTimeout: writeTimeout, idleTimeout: idleTimeout}
+	log.WithFields(logrus.Fields{"max_connections": s.maxConns, "idle_timeout": s.idleTimeout, "request_timeout": s.bodyTimeout}).Debug("connection limits")
 	s.routes()
 	return s
 }
@@ -89,10 +103,25 @@ func Listen(path string) (net.Listener, error) {
 
 // Serve answers requests on l until ctx is done, then stops accepting and
 // waits (bounded) for calls in progress.
+//
+// Every connection is bounded: headers within headerTimeout, the whole
+// request within bodyTimeout, each answer written within writeTimeout, idle
+// between requests for at most idleTimeout; and at most maxConns are open
+// (see limitListener).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	conns := newLimitListener(l, s.maxConns, s.dropped1)
+	s.conns.Store(conns)
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.headerTimeout,
+		ReadTimeout:       s.bodyTimeout,
+		IdleTimeout:       s.idleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ConnContext:       withConn,
+		ErrorLog:          stdlog.New(s.log.WriterLevel(logrus.WarnLevel), "", 0),
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
+	go func() { errc <- srv.Serve(conns) }()
 	select {
 	case err := <-errc:
 		return err
@@ -109,10 +138,48 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	return nil
 }
 
+// dropped1 counts a connection closed at the cap and logs it at most once
+// a minute.
+func (s *Server) dropped1(evicted bool) {
+	n := s.dropped.Add(1)
+	now := time.Now().Unix()
+	last := s.lastDropLog.Load()
+	if now-last < 60 || !s.lastDropLog.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.WithFields(logrus.Fields{"max_connections": s.maxConns, "closed_so_far": n}).
+		Warn("too many open connections to the plugin socket: closing the longest idle ones (a client opens connections and does not use them)")
+}
+
+// post is the part every protocol call shares: POST only (as Docker's plugin
+// client sends them), and the answer's write bounded by writeTimeout.
+func (s *Server) post(op string, fn http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			s.log.WithFields(logrus.Fields{"op": op, "method": abbreviate([]byte(r.Method))}).Warn("request refused: not POST")
+			w.Header().Set("Content-Type", sdk.DefaultContentTypeV1_1)
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			_ = json.NewEncoder(w).Encode(network.NewErrorResponse(fmt.Sprintf("%s takes POST, not %s: the plugin protocol posts every call", op, abbreviate([]byte(r.Method)))))
+			return
+		}
+		fn(w, r)
+	}
+}
+
+// answering bounds the write of an answer: a client that does not read
+// cannot hold the connection. It also ends the request body's deadline, so
+// a call that takes long (waiting for start-up or a GID watch) is not cut.
+func (s *Server) answering(w http.ResponseWriter) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+}
+
 // route registers a protocol call whose handler needs the driver.
 func (s *Server) route(path string, fn func(d *driver.Driver, body []byte) (any, error)) {
 	op := path[len("/NetworkDriver."):]
-	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+	s.mux.HandleFunc(path, s.post(op, func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -123,6 +190,13 @@ func (s *Server) route(path string, fn func(d *driver.Driver, body []byte) (any,
 			s.fail(w, op, fmt.Errorf("read %s request: %w", op, err))
 			return
 		}
+		done, ok := busy(r.Context())
+		if !ok {
+			return // closed for a newcomer before the call started
+		}
+		defer done()
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Time{})
 		select {
 		case <-s.ready:
 		case <-time.After(readyWait):
@@ -132,12 +206,13 @@ func (s *Server) route(path string, fn func(d *driver.Driver, body []byte) (any,
 			return
 		}
 		res, err := fn(s.drv, body)
+		s.answering(w)
 		if err != nil {
 			s.fail(w, op, err)
 			return
 		}
 		sdk.EncodeResponse(w, res, false)
-	})
+	}))
 }
 
 // fail logs a failed call once and answers Docker with the error's text,
@@ -154,18 +229,21 @@ func (s *Server) fail(w http.ResponseWriter, op string, err error) {
 }
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("/Plugin.Activate", func(w http.ResponseWriter, _ *http.Request) {
+	s.mux.HandleFunc("/Plugin.Activate", s.post("Plugin.Activate", func(w http.ResponseWriter, _ *http.Request) {
+		s.answering(w)
 		w.Header().Set("Content-Type", sdk.DefaultContentTypeV1_1)
 		fmt.Fprintln(w, manifest)
-	})
+	}))
 	// Capabilities are static: answer them even while starting up.
-	s.mux.HandleFunc("/NetworkDriver.GetCapabilities", func(w http.ResponseWriter, _ *http.Request) {
+	s.mux.HandleFunc("/NetworkDriver.GetCapabilities", s.post("GetCapabilities", func(w http.ResponseWriter, _ *http.Request) {
+		s.answering(w)
 		c := driver.GetCapabilities()
 		sdk.EncodeResponse(w, &capabilitiesResponse{Scope: c.Scope, ConnectivityScope: c.ConnectivityScope, GwAllocChecker: c.GatewayAllocCheck}, false)
-	})
+	}))
 	s.mux.HandleFunc(StatusPath, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
-			http.Error(w, "use GET", http.StatusMethodNotAllowed)
+			w.Header().Set("Allow", http.MethodGet)
+			http.Error(w, StatusPath+" takes GET", http.StatusMethodNotAllowed)
 			return
 		}
 		select {
@@ -174,10 +252,17 @@ func (s *Server) routes() {
 			http.Error(w, "rdma-macvlan is still starting", http.StatusServiceUnavailable)
 			return
 		}
+		done, ok := busy(r.Context())
+		if !ok {
+			return
+		}
+		defer done()
+		st := s.drv.Status()
+		s.answering(w)
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(s.drv.Status())
+		_ = enc.Encode(st)
 	})
 	s.route("/NetworkDriver.CreateNetwork", createNetwork)
 	s.route("/NetworkDriver.DeleteNetwork", deleteNetwork)

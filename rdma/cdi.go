@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -161,10 +162,18 @@ func WriteCDISpec(dir string, d CDIDevice) (path string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("write CDI spec %s: %w (check --cdi-dir)", path, err)
 	}
-	if err := atomicfile.Write(path, data, 0o644, nil); err != nil {
+	// A spec in place whose directory fsync failed is done: the daemon
+	// rewrites its specs at every start, so a crash that undoes it is
+	// repaired then.
+	if err := atomicfile.Write(path, data, 0o644, nil); err != nil && !notDurable(err) {
 		return "", fmt.Errorf("write CDI spec %s: %w (check --cdi-dir)", path, err)
 	}
 	return path, nil
+}
+
+func notDurable(err error) bool {
+	var nd *atomicfile.NotDurableError
+	return errors.As(err, &nd)
 }
 
 // RemoveCDISpec removes the spec of hca and any temporary file a crash left
@@ -174,7 +183,8 @@ func RemoveCDISpec(dir, hca string) error {
 		return err
 	}
 	path := CDISpecPath(dir, hca)
-	if err := atomicfile.Remove(path); err != nil {
+	// Not durable is done too: specs no network uses are removed at start.
+	if err := atomicfile.Remove(path); err != nil && !notDurable(err) {
 		return fmt.Errorf("remove CDI spec: %w", err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 )
 
 // IsTemp reports whether name (a base name) is a temporary file of Write:
@@ -17,6 +18,26 @@ import (
 // never take it for a real file.
 func IsTemp(name string) bool {
 	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
+}
+
+// dirSyncFault, when set, is the error every directory fsync fails with
+// (FailDirSync).
+var dirSyncFault atomic.Pointer[error]
+
+func syncDir(d *os.File) error {
+	if err := dirSyncFault.Load(); err != nil {
+		return *err
+	}
+	return d.Sync()
+}
+
+// FailDirSync makes every directory fsync fail with err until the returned
+// function is called. Only for tests, which must not run in parallel with
+// others writing files: it stands in for a disk that fails fsync (EIO),
+// which a test cannot provoke on a real file system.
+func FailDirSync(err error) (restore func()) {
+	dirSyncFault.Store(&err)
+	return func() { dirSyncFault.Store(nil) }
 }
 
 // Write replaces path with data: write a temporary file in the same
@@ -53,8 +74,25 @@ func Write(path string, data []byte, perm fs.FileMode, beforeRename func()) (ret
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
 	}
-	return SyncDir(dir)
+	if err := SyncDir(dir); err != nil {
+		return &NotDurableError{Path: path, Err: err}
+	}
+	return nil
 }
+
+// NotDurableError reports a change that is done (readers see the new file,
+// or no file) but that a crash could still undo: the fsync of its directory
+// failed. Retrying the change is safe.
+type NotDurableError struct {
+	Path string
+	Err  error
+}
+
+func (e *NotDurableError) Error() string {
+	return fmt.Sprintf("%s is in place but not durable (a crash may undo it): %v", e.Path, e.Err)
+}
+
+func (e *NotDurableError) Unwrap() error { return e.Err }
 
 // Remove deletes path (a missing file is not an error), any temporary file
 // a crashed Write left beside it, and makes the removal durable.
@@ -68,7 +106,7 @@ func Remove(path string) error {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
 	if err := SyncDir(filepath.Dir(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return &NotDurableError{Path: path, Err: err}
 	}
 	return nil
 }
@@ -80,7 +118,7 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("open %s: %w", dir, err)
 	}
 	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := syncDir(d); err != nil {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil

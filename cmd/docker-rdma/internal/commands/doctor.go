@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unicode"
 
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
@@ -83,6 +84,10 @@ func (s *session) cmdDoctor(args []string) int {
 	memlock, err := runflags.ParseMemlock(d.memlock)
 	if err != nil {
 		fmt.Fprintf(s.env.Stderr, "docker rdma doctor: --memlock: %v\n", err)
+		return exitUsage
+	}
+	if strings.HasPrefix(d.image, "-") || strings.ContainsFunc(d.image, unicode.IsSpace) || strings.ContainsFunc(d.image, unicode.IsControl) {
+		fmt.Fprintf(s.env.Stderr, "docker rdma doctor: --image %s is not an image name: pass a local image, e.g. --image busybox\n", shellQuote(d.image))
 		return exitUsage
 	}
 	d.out.SysfsRoot = d.root
@@ -414,13 +419,14 @@ func (d *doctor) checkMemlock(memlock string) {
 		return
 	}
 	base := []string{"run", "--rm", "--pull", "never", "--network", "none", "--entrypoint", "cat"}
-	out, err := d.s.cli.Output(d.s.ctx, append(base, d.image, "/proc/self/limits")...)
+	// "--" ends docker run's flags: the image is never read as one.
+	out, err := d.s.cli.Output(d.s.ctx, append(base, "--", d.image, "/proc/self/limits")...)
 	if err != nil {
 		d.add("memlock", statusWarn, "could not measure with "+d.image+": "+err.Error(), "pass a local image that has cat (it is never pulled)")
 		return
 	}
 	def := memlockOf(out)
-	out, err = d.s.cli.Output(d.s.ctx, append(append(base[:len(base):len(base)], "--ulimit", "memlock="+memlock), d.image, "/proc/self/limits")...)
+	out, err = d.s.cli.Output(d.s.ctx, append(append(base[:len(base):len(base)], "--ulimit", "memlock="+memlock), "--", d.image, "/proc/self/limits")...)
 	var de *docker.Error
 	switch {
 	case err != nil && errors.As(err, &de) && memlockRefused([]byte(de.Stderr)):

@@ -279,8 +279,8 @@ func TestDoctorMemlock(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		w, root := doctorWorld(t, rdmatest.MLX5Options{})
 		mknodAll(t, w, 0o666)
-		w.docker.on(append(base, "img", "/proc/self/limits"), limits, "", 0)
-		w.docker.on(append(base, "--ulimit", "memlock=-1:-1", "img", "/proc/self/limits"), "", refused, 126)
+		w.docker.on(append(base, "--", "img", "/proc/self/limits"), limits, "", 0)
+		w.docker.on(append(base, "--ulimit", "memlock=-1:-1", "--", "img", "/proc/self/limits"), "", refused, 126)
 		rc, out := runDoctor(t, w, "--sysfs-root", root, "--image", "img")
 		c, _ := checkOf(out, "memlock")
 		if rc != 1 || c.Status != statusFail || !strings.Contains(c.Detail, "containers get 8388608:8388608 by default; the engine refuses memlock=-1:-1") ||
@@ -291,8 +291,8 @@ func TestDoctorMemlock(t *testing.T) {
 	t.Run("accepted", func(t *testing.T) {
 		w, root := doctorWorld(t, rdmatest.MLX5Options{})
 		mknodAll(t, w, 0o666)
-		w.docker.on(append(base, "img", "/proc/self/limits"), limits, "", 0)
-		w.docker.on(append(base, "--ulimit", "memlock=4194304:8388608", "img", "/proc/self/limits"),
+		w.docker.on(append(base, "--", "img", "/proc/self/limits"), limits, "", 0)
+		w.docker.on(append(base, "--ulimit", "memlock=4194304:8388608", "--", "img", "/proc/self/limits"),
 			strings.Replace(limits, "8388608              8388608", "4194304              8388608", 1), "", 0)
 		rc, out := runDoctor(t, w, "--sysfs-root", root, "--image", "img", "--memlock", "4M:8M")
 		c, _ := checkOf(out, "memlock")
@@ -313,5 +313,23 @@ func TestDoctorWithoutDocker(t *testing.T) {
 	}
 	if _, ok := checkOf(out, "port mlx5_0/1"); !ok {
 		t.Errorf("host checks skipped without Docker: %+v", out.Checks)
+	}
+}
+
+// TestDoctorImageIsNotAFlag: --image takes an image name; a value that
+// docker run would read as a flag (or split) is refused before anything
+// runs, and the image is passed after "--" in any case.
+func TestDoctorImageIsNotAFlag(t *testing.T) {
+	for _, img := range []string{"--privileged", "-v/:/host", "img --privileged", "img\n"} {
+		w, root := doctorWorld(t, rdmatest.MLX5Options{})
+		rc := w.run("doctor", "--sysfs-root", root, "--image", img)
+		if rc != exitUsage || !strings.Contains(w.stderr.String(), "is not an image name") {
+			t.Errorf("--image %q: status %d, stderr %q", img, rc, w.stderr.String())
+		}
+		for _, c := range w.docker.calls() {
+			if len(c) > 0 && c[0] == "run" {
+				t.Errorf("--image %q: docker %q was run", img, c)
+			}
+		}
 	}
 }

@@ -92,7 +92,7 @@ func renderLs(w io.Writer, out lsOutput) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
 			n.Name, n.Driver, dash(n.Parent), dash(n.HCA), dash(port), dash(n.PortState), n.Containers,
-			gidCell(n.GIDTable), dash(strings.Join(n.DeviceFlags, " ")))
+			gidCell(n.GIDTable), dash(shellJoin(n.DeviceFlags)))
 	}
 	_ = tw.Flush()
 	notes := map[string][]string{}

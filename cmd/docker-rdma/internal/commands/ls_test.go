@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -135,5 +136,18 @@ func TestLsEmpty(t *testing.T) {
 	}
 	if rc := w.run("ls", "--format", "yaml"); rc != exitUsage {
 		t.Errorf("--format yaml: status %d", rc)
+	}
+}
+
+// TestLsQuotesDeviceFlags: device flags come from the daemon's status and
+// the CDI spec; the table prints them ready to paste into a shell, so each
+// argument that a shell would split or interpret is quoted.
+func TestLsQuotesDeviceFlags(t *testing.T) {
+	var buf bytes.Buffer
+	renderLs(&buf, lsOutput{Networks: []lsNetwork{{Name: "roce", Driver: "rdma-macvlan:latest", Parent: "p0",
+		DeviceFlags: []string{"--device", "rdma-macvlan/hca=x; touch /tmp/pwned", "--device", "/dev/infini band/uverbs0", "--device", "/dev/infiniband/rdma_cm"}}}})
+	want := `--device 'rdma-macvlan/hca=x; touch /tmp/pwned' --device '/dev/infini band/uverbs0' --device /dev/infiniband/rdma_cm`
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("device flags not quoted for a shell:\n%s\nwant them as\n%s", buf.String(), want)
 	}
 }
