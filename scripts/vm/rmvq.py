@@ -59,6 +59,8 @@ def norm(addr):
     a = ipaddress.ip_address(addr.split("/")[0])
     if a.version == 4:
         return "::ffff:" + str(a)
+    if a.ipv4_mapped is not None:
+        return "::ffff:" + str(a.ipv4_mapped)
     return str(a)
 
 
