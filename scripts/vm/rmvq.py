@@ -13,6 +13,7 @@ is one value or one line per item on stdout; exit 1 when it is not there.
   rmvq.py status-gids SOCKET ADDR  INDEX TYPE GID per GID of the endpoint whose ipv4 or ipv6 is ADDR
   rmvq.py status-ep SOCKET ADDR    rdma_ready=BOOL reason=TEXT of that endpoint
   rmvq.py status-net SOCKET NAME?  used=N free=N size=N of the first network (all networks' lines)
+  rmvq.py strict-note SOCKET       gid_check_note of the gid_check=strict network ("" when strict holds)
   rmvq.py linklocal MAC            the EUI-64 link-local address of MAC
   rmvq.py regmr HCA BYTES          register BYTES of memory on HCA; exit 12 on ENOMEM
 """
@@ -146,6 +147,12 @@ def main(a):
         for n in status(a[1]).get("networks") or []:
             t = n.get("gid_table") or {}
             print("used=%s free=%s size=%s endpoints=%d" % (t.get("used"), t.get("free"), t.get("size"), len(n.get("endpoints") or [])))
+    elif cmd == "strict-note":
+        for n in status(a[1]).get("networks") or []:
+            if n.get("gid_check") == "strict":
+                print(n.get("gid_check_note", ""))
+                return 0
+        return 1
     elif cmd == "linklocal":
         b = bytearray(int(x, 16) for x in a[1].split(":"))
         b[0] ^= 2

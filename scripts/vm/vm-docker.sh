@@ -250,9 +250,60 @@ if [ $rc = 0 ]; then
     rdma_ready=true*) pass "c3: rdma_ready" ;;
     *) fail "c3: rdma_ready" "$ep" ;;
   esac
+  note=$(q strict-note "$SOCK")
+  measured "gid_check=strict note in /v1/status: '${note}'"
+  if [ "$engine" = debian ]; then
+    # Docker 20.10 asks (ProgramExternalConnectivity) before the container has its addresses.
+    if [ -n "$note" ]; then pass "20.10: strict falls back to the watch and /v1/status says why"; else fail "20.10: strict falls back to the watch and /v1/status says why" "no gid_check_note"; fi
+  else
+    if [ -z "$note" ]; then pass "current engine: strict holds the start (no gid_check_note)"; else fail "current engine: strict holds the start (no gid_check_note)" "$note"; fi
+  fi
+  edge_probe $((2 + ll6))
 else
   fail "docker rdma run c3 on rn6 (dual stack, gid_check=strict) starts" "exit $rc: $out"
 fi
+
+# edge_probe NEED: fills the GID table on another link (fill0 on p0) until NEED slots are free,
+# what a dual-stack container measured to take here; one is admitted and gets them all (the
+# admission counts what the engine really gives), the next is refused with the reason.
+used_at_least() { [ "$(q gids $HCA $PORT | wc -l)" -ge "$1" ]; }
+edge_probe() {
+  local need=$1 size used n batch i out rc
+  size=$(find /sys/class/infiniband/$HCA/ports/$PORT/gids -mindepth 1 | wc -l)
+  used=$(q gids $HCA $PORT | wc -l)
+  n=$((size - used - need))
+  fill=fill0
+  if ! { ip link add $fill link $PARENT type macvlan mode bridge && sysctl -q -w net.ipv6.conf.$fill.disable_ipv6=1 &&
+    ip link set $fill up; }; then
+    fail "edge: filler link fill0" "$(ip link show)"
+    return
+  fi
+  batch=$(for ((i = 0; i < n; i++)); do echo "address add 10.50.$((i / 250)).$((i % 250 + 1))/32 dev $fill"; done)
+  ip -batch - <<<"$batch" || { fail "edge: $n filler addresses"; return; }
+  if ! poll 120 used_at_least $((size - need)); then fail "edge: the kernel fills the table to $need free" "$(q gids $HCA $PORT | wc -l) used"; return; fi
+  say "edge: $n filler addresses; $need of $size GID slots free"
+  out=$(dk rdma run -d --name c4 --net rn6 --ip 10.31.0.14 --ip6 fd00:31::14 "$IMAGE" sleep infinity 2>&1)
+  rc=$?
+  if [ $rc = 0 ]; then
+    if poll 30 q index $HCA $PORT fd00:31::14 && poll 10 q index $HCA $PORT 10.31.0.14; then
+      pass "edge: with exactly $need slots free a dual-stack container is admitted and gets its GIDs"
+    else
+      fail "edge: with exactly $need slots free a dual-stack container gets its GIDs" "$(q status-gids "$SOCK" 10.31.0.14)"
+    fi
+  else
+    fail "edge: with exactly $need slots free a dual-stack container is admitted (the driver's admission matches the kernel)" "exit $rc: $out" "$(q status-net "$SOCK")"
+  fi
+  out=$(dk rdma run -d --name c5 --net rn6 --ip 10.31.0.15 --ip6 fd00:31::15 "$IMAGE" sleep infinity 2>&1)
+  rc=$?
+  if [ $rc != 0 ] && printf '%s' "$out" | grep -q 'too full'; then
+    pass "edge: the next dual-stack container on the strict network is refused: table full ($(printf '%s' "$out" | grep -o 'NetworkDriver.CreateEndpoint.*' | cut -c1-160))"
+  else
+    fail "edge: the next container is refused with the table full" "exit $rc: $out"
+  fi
+  dk rm -f c4 c5 >/dev/null 2>&1
+  ip link del $fill
+  fill=""
+}
 
 # --- plugin disable/enable, dockerd restart with running containers ------------------------------
 rping_ok() { dk exec c1 timeout 3 rping -s -a $ip1 -C 1 >/dev/null 2>&1; [ $? = 124 ]; }
@@ -289,8 +340,13 @@ if rping_ok; then pass "after the dockerd restart rdma_cm in c1 binds $ip1"; els
 
 # --- removal --------------------------------------------------------------------------------------
 gone() { ! q index $HCA $PORT "$1" >/dev/null; }
-check "docker rm -f c1 c2 c3" dk rm -f c1 c2 c3
+present=()
 for a in $ip1 $ip2 $ip3 $ip3v6; do
+  if q index $HCA $PORT "$a" >/dev/null; then present+=("$a"); fi
+done
+say "GID entries present before docker rm -f: ${present[*]}"
+check "docker rm -f c1 c2 c3" dk rm -f c1 c2 c3
+for a in "${present[@]}"; do
   check "the GID entry of $a is gone after docker rm -f" poll 30 gone "$a"
 done
 check "docker network rm rn4 rn6" dk network rm rn4 rn6
