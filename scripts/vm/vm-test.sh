@@ -8,6 +8,8 @@
 set -uo pipefail
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 
+# devtmpfs has no /dev/fd: bash's process substitution (dockerd.sh) needs it.
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
 kerneltest=1 demo=0 engines=""
 if [ -s /opt/rmv/mode ]; then
   kerneltest=$(sed -n 's/^kerneltest=//p' /opt/rmv/mode)
@@ -34,8 +36,9 @@ echo "# modules: $(cut -d' ' -f1 /proc/modules | sort | tr '\n' ' ')"
 rc=0 passed=0 failed=0
 # tally FILE: adds the "N passed, N failed" line of one part to the totals.
 tally() {
-  local p f
-  read -r p f < <(awk '/^[0-9]+ passed, [0-9]+ failed$/ {print $1, $3}' "$1" | tail -n1)
+  local line p f
+  line=$(awk '/^[0-9]+ passed, [0-9]+ failed$/ {print $1, $3}' "$1" | tail -n1)
+  p=${line% *} f=${line#* }
   passed=$((passed + ${p:-0}))
   failed=$((failed + ${f:-1}))
 }
