@@ -156,12 +156,24 @@ fi
 out=$(dk rdma run --dry-run --net rn4 "$IMAGE" true 2>&1)
 say "docker rdma run --dry-run: $out"
 
+# One exec per container (each costs seconds under emulation): its device nodes, CapEff,
+# ulimit -l, eth0's MAC and disable_ipv6, and ibv_devinfo -v once its IPv4 GID is in sysfs.
+# shellcheck disable=SC2016 # expanded in the container
+probe_cmd='ls /dev/infiniband | tr "\n" " "; echo; sed -n "s/^CapEff:[[:space:]]*//p" /proc/self/status
+ulimit -l; cat /sys/class/net/eth0/address; cat /proc/sys/net/ipv6/conf/eth0/disable_ipv6 2>/dev/null || echo absent
+ibv_devinfo -v -d '$HCA' 2>&1'
+# probe CONTAINER: writes /tmp/probe.CONTAINER; line 1 nodes, 2 CapEff, 3 ulimit -l, 4 MAC, 5 disable_ipv6, then ibv_devinfo.
+probe() { dk exec "$1" sh -c "$probe_cmd" >"/tmp/probe.$1" 2>&1; }
+pline() { sed -n "$2p" "/tmp/probe.$1"; }
+poll 30 q index $HCA $PORT $ip1 || true
+poll 30 q index $HCA $PORT $ip2 || true
 for c in c1 c2; do
-  nodes=$(dk exec $c ls /dev/infiniband 2>&1 | tr '\n' ' ')
-  if [ "$nodes" = "rdma_cm uverbs0 " ]; then pass "$c: /dev/infiniband holds only rdma_cm and uverbs0"; else fail "$c: /dev/infiniband holds only rdma_cm and uverbs0" "got: $nodes"; fi
-  capeff=$(dk exec $c sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status 2>&1)
-  if [ -n "$capeff" ] && (((0x$capeff >> 14) & 1)); then pass "$c: CapEff has CAP_IPC_LOCK ($capeff)"; else fail "$c: CapEff has CAP_IPC_LOCK" "CapEff $capeff"; fi
-  lim=$(dk exec $c sh -c 'ulimit -l' 2>&1)
+  probe $c
+  nodes=$(pline $c 1)
+  if [ "$nodes" = "rdma_cm uverbs0 " ]; then pass "$c: /dev/infiniband holds only rdma_cm and uverbs0"; else fail "$c: /dev/infiniband holds only rdma_cm and uverbs0" "got: $nodes" "$(head -n 5 /tmp/probe.$c)"; fi
+  capeff=$(pline $c 2)
+  if [[ $capeff =~ ^[0-9a-f]+$ ]] && (((0x$capeff >> 14) & 1)); then pass "$c: CapEff has CAP_IPC_LOCK ($capeff)"; else fail "$c: CapEff has CAP_IPC_LOCK" "CapEff $capeff"; fi
+  lim=$(pline $c 3)
   if [ "$lim" = unlimited ]; then pass "$c: ulimit -l is unlimited"; else fail "$c: ulimit -l is unlimited" "got $lim"; fi
 done
 
@@ -171,10 +183,8 @@ inspect_has_index() { docker rdma inspect --format json "$1" | q inspect-index /
 for c in c1 c2; do
   ip=$ip1
   [ $c = c2 ] && ip=$ip2
-  poll 30 q index $HCA $PORT "$ip" || true
   k=$(q index $HCA $PORT "$ip")
-  dk exec $c ibv_devinfo -v -d $HCA >/tmp/devinfo.$c 2>&1
-  d=$(q devinfo-index /tmp/devinfo.$c "$ip")
+  d=$(q devinfo-index /tmp/probe.$c "$ip")
   poll 30 inspect_has_index $c || true
   dk rdma inspect --format json $c >/tmp/inspect.$c 2>&1
   i=$(q inspect-index /tmp/inspect.$c)
@@ -185,7 +195,7 @@ for c in c1 c2; do
     pass "$c: its IPv4 GID is RoCE v2 at index $k in ibv_devinfo -v (in the container), docker rdma inspect, /v1/status and sysfs"
   else
     fail "$c: its IPv4 GID index agrees in ibv_devinfo, docker rdma inspect, /v1/status and sysfs" \
-      "sysfs '$k' devinfo '$d' inspect '$i' status '$s'" "$(grep GID /tmp/devinfo.$c)" "$(cat /tmp/inspect.$c)"
+      "sysfs '$k' devinfo '$d' inspect '$i' status '$s'" "$(grep GID /tmp/probe.$c)" "$(cat /tmp/inspect.$c)"
   fi
 done
 if [ -n "${idx[c1]}" ] && [ "${idx[c1]}" != "${idx[c2]}" ]; then
@@ -196,12 +206,10 @@ fi
 
 # What an IPv4-only network's container holds: IPv6 on or off in it, a link-local GID or not.
 linklocal_probe() { # CONTAINER NETWORK-LABEL: sets ll_count, the link-local GIDs it got
-  local c=$1 label=$2 mac ll dis n
-  mac=$(dk exec "$c" cat /sys/class/net/eth0/address 2>/dev/null)
-  ll=$(q linklocal "$mac")
-  dis=$(dk exec "$c" cat /proc/sys/net/ipv6/conf/eth0/disable_ipv6 2>/dev/null || echo absent)
+  local c=$1 label=$2 ll n
+  ll=$(q linklocal "$(pline "$c" 4)")
   n=$(q gids $HCA $PORT | awk -v g="$ll" '$3 == g' | wc -l)
-  measured "$label: container $c eth0 disable_ipv6=$dis, link-local $ll, its GID entries: $n"
+  measured "$label: container $c eth0 disable_ipv6=$(pline "$c" 5), link-local $ll, its GID entries: $n"
   ll_count=$n
 }
 sleep 2 # a link-local GID would follow the address's DAD; give it time
@@ -239,6 +247,7 @@ if [ $rc = 0 ]; then
     if poll 30 q index $HCA $PORT "$a"; then pass "c3: the kernel holds a RoCE v2 GID for $a (index $(q index $HCA $PORT "$a"))"; else fail "c3: a RoCE v2 GID for $a" "$(q gids $HCA $PORT)"; fi
   done
   sleep 2
+  probe c3
   linklocal_probe c3 "dual-stack network"
   ll6=$ll_count
   want=$((2 + ll6))
