@@ -179,14 +179,13 @@ done
 
 # GID index of each container's IPv4 address: ibv_devinfo in it, docker rdma inspect, /v1/status, sysfs.
 declare -A idx
-inspect_has_index() { docker rdma inspect --format json "$1" | q inspect-index /dev/stdin; }
+inspect_has_index() { docker rdma inspect --format json "$1" >"/tmp/inspect.$1" 2>&1 && q inspect-index "/tmp/inspect.$1"; }
 for c in c1 c2; do
   ip=$ip1
   [ $c = c2 ] && ip=$ip2
   k=$(q index $HCA $PORT "$ip")
   d=$(q devinfo-index /tmp/probe.$c "$ip")
   poll 30 inspect_has_index $c || true
-  dk rdma inspect --format json $c >/tmp/inspect.$c 2>&1
   i=$(q inspect-index /tmp/inspect.$c)
   s=$(q status-gids "$SOCK" "$ip" | awk '$2 == "RoCE_v2" && $3 == "::ffff:'"$ip"'" {print $1}')
   idx[$c]=$k
