@@ -71,10 +71,10 @@ note "(exit $?)"
 
 step "Two containers: docker rdma run adds the HCA's device nodes, CAP_IPC_LOCK and memlock=unlimited"
 show docker rdma run --dry-run --net roce $IMAGE true
-show docker rdma run -d --name a --net roce --ip 192.168.7.11 $IMAGE sleep infinity || die "docker rdma run a"
-show docker rdma run -d --name b --net roce --ip 192.168.7.12 $IMAGE sleep infinity || die "docker rdma run b"
+show docker rdma run -d --name ra --net roce --ip 192.168.7.11 $IMAGE sleep infinity || die "docker rdma run ra"
+show docker rdma run -d --name rb --net roce --ip 192.168.7.12 $IMAGE sleep infinity || die "docker rdma run rb"
 # shellcheck disable=SC2016 # expanded in the container
-show docker exec a sh -c 'ls /dev/infiniband; grep CapEff /proc/self/status; echo "ulimit -l: $(ulimit -l)"'
+show docker exec ra sh -c 'ls /dev/infiniband; grep CapEff /proc/self/status; echo "ulimit -l: $(ulimit -l)"'
 
 step "Each container has its own RoCE GID; the plugin reports its index"
 for _ in $(seq 20); do
@@ -82,12 +82,12 @@ for _ in $(seq 20); do
   sleep 0.5
 done
 show docker rdma ls
-show docker rdma inspect a
-show docker rdma inspect b
+show docker rdma inspect ra
+show docker rdma inspect rb
 note "What the kernel shows inside each container:"
-for c in a b; do
+for c in ra rb; do
   ip=192.168.7.11
-  [ $c = b ] && ip=192.168.7.12
+  [ $c = rb ] && ip=192.168.7.12
   printf '  $ docker exec %s ibv_devinfo -v | grep %s\n' $c "$ip"
   docker exec $c ibv_devinfo -v -d $HCA 2>&1 | grep -F "$ip" | sed 's/^[[:space:]]*/    /'
 done
@@ -95,15 +95,15 @@ note "and in sysfs on the host:"
 q gids $HCA 1 | awk '{printf "    GID[%4d] %-24s %-8s ndev %s\n", $1, $3, $2, $4}'
 
 step "rdma_cm is namespace-aware: a container binds its own address, not its neighbour's"
-printf '  $ docker exec a timeout 3 rping -s -a 192.168.7.11 -C 1\n'
-docker exec a timeout 3 rping -s -a 192.168.7.11 -C 1 >/dev/null 2>&1
+printf '  $ docker exec ra timeout 3 rping -s -a 192.168.7.11 -C 1\n'
+docker exec ra timeout 3 rping -s -a 192.168.7.11 -C 1 >/dev/null 2>&1
 rc=$?
 if [ $rc = 124 ]; then note "    listening on 192.168.7.11 until timeout stopped it (exit 124): bound"; else note "    exit $rc: not bound"; fi
-show docker exec a timeout 3 rping -s -a 192.168.7.12 -C 1
+show docker exec ra timeout 3 rping -s -a 192.168.7.12 -C 1
 note "(exit $?: refused)"
 
 step "Memlock: RDMA pins memory; the kernel charges it to RLIMIT_MEMLOCK"
-show docker exec a python3 $R/rmvq.py regmr $HCA $((256 << 20))
+show docker exec ra python3 $R/rmvq.py regmr $HCA $((256 << 20))
 show docker run --rm --net none --device /dev/infiniband/uverbs0 --ulimit memlock=65536 $IMAGE \
   python3 $R/rmvq.py regmr $HCA $((256 << 20))
 note "(exit $?: ENOMEM) - a plain docker run with a 64 KiB limit cannot register 256 MiB; docker rdma run can."
@@ -114,7 +114,7 @@ note "Soft-RoCE (rxe) sends and receives only in the initial network namespace o
   "hardware; this demo shows the device nodes, GIDs, rdma_cm binding and memlock, not traffic."
 
 step "Clean-up"
-show docker rm -f a b
+show docker rm -f ra rb
 show docker network rm roce
 for _ in $(seq 20); do
   [ "$(q gids $HCA 1 | wc -l)" = "$base" ] && break
