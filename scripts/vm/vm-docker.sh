@@ -236,41 +236,6 @@ out=$(dk run --rm --net none --device /dev/infiniband/uverbs0 --ulimit memlock=$
 rc=$?
 if [ $rc = 12 ]; then pass "plain docker run --ulimit memlock=$SMALL: ibv_reg_mr of 256 MiB fails with ENOMEM"; else fail "plain docker run --ulimit memlock=$SMALL: ibv_reg_mr fails with ENOMEM" "exit $rc: $out"; fi
 
-# --- dual stack, gid_check=strict ----------------------------------------------------------------
-ip3=10.31.0.13 ip3v6=fd00:31::13
-out=$(dk rdma run -d --name c3 --net rn6 --ip $ip3 --ip6 $ip3v6 "$IMAGE" sleep infinity 2>&1)
-rc=$?
-if [ $rc = 0 ]; then
-  pass "docker rdma run c3 on rn6 (dual stack, gid_check=strict) starts"
-  for a in $ip3 $ip3v6; do
-    if poll 30 q index $HCA $PORT "$a"; then pass "c3: the kernel holds a RoCE v2 GID for $a (index $(q index $HCA $PORT "$a"))"; else fail "c3: a RoCE v2 GID for $a" "$(q gids $HCA $PORT)"; fi
-  done
-  sleep 2
-  probe c3
-  linklocal_probe c3 "dual-stack network"
-  ll6=$ll_count
-  want=$((2 + ll6))
-  got=$(q status-gids "$SOCK" $ip3 | wc -l)
-  ep=$(q status-ep "$SOCK" $ip3)
-  say "c3 /v1/status: $ep; GIDs $(q status-gids "$SOCK" $ip3 | tr '\n' ' ')"
-  if [ "$got" = "$want" ]; then pass "c3: /v1/status lists its $want GIDs (IPv4, IPv6, link-local: $ll6)"; else fail "c3: /v1/status lists $want GIDs" "got $got: $(q status-gids "$SOCK" $ip3)"; fi
-  case "$ep" in
-    rdma_ready=true*) pass "c3: rdma_ready" ;;
-    *) fail "c3: rdma_ready" "$ep" ;;
-  esac
-  note=$(q strict-note "$SOCK")
-  measured "gid_check=strict note in /v1/status: '${note}'"
-  if [ "$engine" = debian ]; then
-    # Docker 20.10 asks (ProgramExternalConnectivity) before the container has its addresses.
-    if [ -n "$note" ]; then pass "20.10: strict falls back to the watch and /v1/status says why"; else fail "20.10: strict falls back to the watch and /v1/status says why" "no gid_check_note"; fi
-  else
-    if [ -z "$note" ]; then pass "current engine: strict holds the start (no gid_check_note)"; else fail "current engine: strict holds the start (no gid_check_note)" "$note"; fi
-  fi
-  edge_probe $((2 + ll6))
-else
-  fail "docker rdma run c3 on rn6 (dual stack, gid_check=strict) starts" "exit $rc: $out"
-fi
-
 # edge_probe NEED: fills the GID table on another link (fill0 on p0) until NEED slots are free,
 # what a dual-stack container measured to take here; one is admitted and gets them all (the
 # admission counts what the engine really gives), the next is refused with the reason.
@@ -312,6 +277,41 @@ edge_probe() {
   ip link del $fill
   fill=""
 }
+
+# --- dual stack, gid_check=strict ----------------------------------------------------------------
+ip3=10.31.0.13 ip3v6=fd00:31::13
+out=$(dk rdma run -d --name c3 --net rn6 --ip $ip3 --ip6 $ip3v6 "$IMAGE" sleep infinity 2>&1)
+rc=$?
+if [ $rc = 0 ]; then
+  pass "docker rdma run c3 on rn6 (dual stack, gid_check=strict) starts"
+  for a in $ip3 $ip3v6; do
+    if poll 30 q index $HCA $PORT "$a"; then pass "c3: the kernel holds a RoCE v2 GID for $a (index $(q index $HCA $PORT "$a"))"; else fail "c3: a RoCE v2 GID for $a" "$(q gids $HCA $PORT)"; fi
+  done
+  sleep 2
+  probe c3
+  linklocal_probe c3 "dual-stack network"
+  ll6=$ll_count
+  want=$((2 + ll6))
+  got=$(q status-gids "$SOCK" $ip3 | wc -l)
+  ep=$(q status-ep "$SOCK" $ip3)
+  say "c3 /v1/status: $ep; GIDs $(q status-gids "$SOCK" $ip3 | tr '\n' ' ')"
+  if [ "$got" = "$want" ]; then pass "c3: /v1/status lists its $want GIDs (IPv4, IPv6, link-local: $ll6)"; else fail "c3: /v1/status lists $want GIDs" "got $got: $(q status-gids "$SOCK" $ip3)"; fi
+  case "$ep" in
+    rdma_ready=true*) pass "c3: rdma_ready" ;;
+    *) fail "c3: rdma_ready" "$ep" ;;
+  esac
+  note=$(q strict-note "$SOCK")
+  measured "gid_check=strict note in /v1/status: '${note}'"
+  if [ "$engine" = debian ]; then
+    # Docker 20.10 asks (ProgramExternalConnectivity) before the container has its addresses.
+    if [ -n "$note" ]; then pass "20.10: strict falls back to the watch and /v1/status says why"; else fail "20.10: strict falls back to the watch and /v1/status says why" "no gid_check_note"; fi
+  else
+    if [ -z "$note" ]; then pass "current engine: strict holds the start (no gid_check_note)"; else fail "current engine: strict holds the start (no gid_check_note)" "$note"; fi
+  fi
+  edge_probe $((2 + ll6))
+else
+  fail "docker rdma run c3 on rn6 (dual stack, gid_check=strict) starts" "exit $rc: $out"
+fi
 
 # --- plugin disable/enable, dockerd restart with running containers ------------------------------
 rping_ok() { dk exec c1 timeout 3 rping -s -a $ip1 -C 1 >/dev/null 2>&1; [ $? = 124 ]; }
