@@ -12,7 +12,7 @@ export PLUGIN_NAME
 
 FUZZTIME ?= 20
 
-.PHONY: help build test test-root test-kernel lint check plugin install install-cli e2e e2e-cli e2e-reliability fuzz bench clean deps
+.PHONY: help build test test-root test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-reliability fuzz bench clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -27,8 +27,12 @@ test: ## unit tests (any user; privileged tests skip without root)
 test-root: ## privileged tests: real namespaces, links and socket (root); fails if none ran
 	bash scripts/test-root.sh
 
-test-kernel: ## the daemon against a real kernel RDMA stack: Soft-RoCE in a qemu VM (root; the first run builds the VM image)
+test-kernel: ## the daemon, then Docker 20.10 and the current engine with the managed plugin, on a real kernel RDMA stack: Soft-RoCE in a qemu VM (root; the first run builds the VM image)
+	bash scripts/engines.sh install current
 	bash scripts/vm/run.sh
+
+demo: ## a narrated tour on a real kernel RDMA stack (Soft-RoCE VM, Docker 20.10): no RoCE hardware needed (root; the first run builds the VM image)
+	bash scripts/vm/run.sh --demo
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(abspath $(TOOLS)) GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

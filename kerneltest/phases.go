@@ -454,8 +454,9 @@ func (e *env) ipv6LinkLocal() {
 	e.oldDockerProbe()
 }
 
-// oldDockerProbe joins a container to the IPv4-only network the way
-// Docker < 26 does, leaving IPv6 on, and reports how many slots it takes
+// oldDockerProbe joins a container to the IPv4-only network with IPv6 left
+// on in it (the engines tested in vm-docker.sh, 20.10 included, turn it off;
+// a container can turn it back on), and reports how many slots it takes
 // against the one the plugin reserves. It records a finding, not a check.
 func (e *env) oldDockerProbe() {
 	s := e.s
@@ -477,9 +478,9 @@ func (e *env) oldDockerProbe() {
 	ll := gidText(linkLocal(mac))
 	_, ents, _ := waitTable(e.hca, e.port, 5*time.Second, func(_ int, ents []gidEntry) bool { return len(withGID(ents, ll)) > 0 })
 	taken := len(ents) - len(before)
-	s.note("probe: a container on the IPv4-only network with IPv6 left on (Docker < 26) takes %d slot(s)", taken)
+	s.note("probe: a container on the IPv4-only network with IPv6 left on takes %d slot(s)", taken)
 	if taken > 1 {
-		s.finding("on an IPv4-only network a container whose eth0 keeps IPv6 (Docker 20.10-25 do not disable it) takes %d GID slots (IPv4 + link-local %s), but the plugin reserves 1 for it while it starts (wantedGIDs adds the link-local only when the network has IPv6)", taken, linkLocal(mac))
+		s.finding("on an IPv4-only network a container whose eth0 keeps IPv6 (the engine turned it off; here it is left on) takes %d GID slots (IPv4 + link-local %s), but the plugin reserves 1 for it while it starts (wantedGIDs adds the link-local only when the network has IPv6)", taken, linkLocal(mac))
 	}
 	_ = e.leave(ep)
 	_ = e.deleteEndpoint(ep)
@@ -614,7 +615,8 @@ func (e *env) ipv4Edge(size int) {
 }
 
 // oldDockerEdgeProbe starts two containers on the IPv4-only network with 2
-// slots free, the way Docker < 26 does (IPv6 left on their eth0), and
+// slots free, IPv6 left on in their eth0 (as if the containers turned it
+// on; the engines tested in vm-docker.sh turn it off), and
 // reports what the kernel does with the plugin's reservation of 1 slot
 // each. It records a finding, not a check.
 func (e *env) oldDockerEdgeProbe(size int) {
@@ -663,7 +665,7 @@ func (e *env) oldDockerEdgeProbe(size int) {
 	after, _ := dmesgCount("__ib_cache_gid_add", gidB, "error=-28")
 	s.note("probe: first container ready=%v (%v), GIDs %v; second ready=%v (%v); ENOSPC lines for the second's IPv4: %d", esA.RDMAReady, errA, esA.GIDs, esB.RDMAReady, errB, after-before)
 	if !esB.RDMAReady && after > before {
-		s.finding("with 2 slots free, two containers on an IPv4-only network started by Docker < 26 (IPv6 left on) are both admitted, but the first takes 2 slots (IPv4 + its link-local) and the kernel refuses the second's IPv4 GID (dmesg: error=-28); the daemon says: %q", esB.RDMAReason)
+		s.finding("with 2 slots free, two containers on an IPv4-only network with IPv6 left on in them are both admitted, but the first takes 2 slots (IPv4 + its link-local) and the kernel refuses the second's IPv4 GID (dmesg: error=-28); the daemon says: %q", esB.RDMAReason)
 	}
 }
 

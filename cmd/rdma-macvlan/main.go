@@ -10,9 +10,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -78,9 +80,19 @@ func parseFlags(args []string) (config, error) {
 	return c, nil
 }
 
+// newLogger writes entries at warn, info, debug and trace to stdout and
+// entries at error and above to stderr. Docker reads a managed plugin's
+// stdout as level=info and its stderr as level=error (both 20.10 and the
+// current engine), so this keeps an info line of the plugin from showing as an
+// error in the engine's log.
 func newLogger(c config) (*logrus.Logger, error) {
+	return newLoggerTo(c, os.Stdout, os.Stderr)
+}
+
+func newLoggerTo(c config, stdout, stderr io.Writer) (*logrus.Logger, error) {
 	log := logrus.New()
-	log.SetOutput(os.Stderr)
+	// Every entry goes through the splitting hook; the logger's own output is unused.
+	log.SetOutput(io.Discard)
 	lvl, err := logrus.ParseLevel(c.logLevel)
 	if err != nil {
 		return nil, fmt.Errorf("--log-level %q: use trace, debug, info, warn or error", c.logLevel)
@@ -94,7 +106,32 @@ func newLogger(c config) (*logrus.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-format %q: use text or json", c.logFormat)
 	}
+	log.AddHook(&levelSplit{formatter: log.Formatter, stdout: stdout, stderr: stderr})
 	return log, nil
+}
+
+// levelSplit writes each entry, formatted, to stdout or stderr by its level.
+type levelSplit struct {
+	formatter      logrus.Formatter
+	mu             sync.Mutex
+	stdout, stderr io.Writer
+}
+
+func (h *levelSplit) Levels() []logrus.Level { return logrus.AllLevels }
+
+func (h *levelSplit) Fire(e *logrus.Entry) error {
+	b, err := h.formatter.Format(e)
+	if err != nil {
+		return err
+	}
+	w := h.stdout
+	if e.Level <= logrus.ErrorLevel {
+		w = h.stderr
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, err = w.Write(b)
+	return err
 }
 
 func run(args []string) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"os"
@@ -41,6 +42,45 @@ func TestParseFlagsEnvTwins(t *testing.T) {
 	}
 	if _, err := newLogger(config{logLevel: "loud", logFormat: "text"}); err == nil || !strings.Contains(err.Error(), "use trace, debug") {
 		t.Fatalf("bad level: %v", err)
+	}
+}
+
+// TestLogLevelsSplitByStream: Docker files a managed plugin's stdout under
+// level=info and its stderr under level=error, so only error entries may go to
+// stderr; the rest go to stdout, in either format, at the level asked.
+func TestLogLevelsSplitByStream(t *testing.T) {
+	for _, format := range []string{"text", "json"} {
+		var out, errs bytes.Buffer
+		log, err := newLoggerTo(config{logLevel: "debug", logFormat: format}, &out, &errs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Trace("trace-line")
+		log.Debug("debug-line")
+		log.Info("info-line")
+		log.WithField("k", "v").Warn("warn-line")
+		log.Error("error-line")
+		o, e := out.String(), errs.String()
+		for _, want := range []string{"debug-line", "info-line", "warn-line"} {
+			if !strings.Contains(o, want) || strings.Contains(e, want) {
+				t.Errorf("%s: %s must be on stdout only; stdout %q, stderr %q", format, want, o, e)
+			}
+		}
+		if !strings.Contains(e, "error-line") || strings.Contains(o, "error-line") {
+			t.Errorf("%s: error-line must be on stderr only; stdout %q, stderr %q", format, o, e)
+		}
+		if strings.Contains(o+e, "trace-line") {
+			t.Errorf("%s: trace logged at level debug: %q", format, o+e)
+		}
+		if n := strings.Count(o, "\n"); n != 3 {
+			t.Errorf("%s: want 3 lines on stdout (each entry once), got %d: %q", format, n, o)
+		}
+		if format == "json" && !strings.Contains(o, `"level":"warning"`) {
+			t.Errorf("json: the entry's own level must stay in the line: %q", o)
+		}
+		if format == "text" && !strings.Contains(o, "level=warning") {
+			t.Errorf("text: the entry's own level must stay in the line: %q", o)
+		}
 	}
 }
 

@@ -4,7 +4,8 @@
 # this host) and a trimmed debootstrap minbase bookworm with rdma-core,
 # iproute2 and the kernel modules the tests load (rdma_rxe and its
 # undeclared crc32_generic, ib_uverbs, rdma_ucm, ib_umad, macvlan, veth,
-# dummy, 8021q), packed as a zstd cpio padded to 4 bytes so run.sh can append
+# dummy, 8021q, overlay), with Debian's Docker 20.10 (docker.io, containerd,
+# runc) and python3-pyverbs for the engine tests, packed as a zstd cpio padded to 4 bytes so run.sh can append
 # a second cpio.
 #
 # Needs: root, apt with Debian's archive. Installs qemu-system-x86,
@@ -46,8 +47,9 @@ die() { echo "vm-build: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, device nodes in the image)"
 
 # Packages of the guest and the modules its tests load.
-guest_pkgs=(iproute2 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils kmod busybox procps util-linux)
-modules=(rdma_rxe crc32_generic ib_core ib_uverbs rdma_ucm ib_umad macvlan veth dummy 8021q)
+guest_pkgs=(iproute2 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils kmod busybox procps util-linux
+  docker.io containerd runc iptables ca-certificates python3-pyverbs perftest curl)
+modules=(rdma_rxe crc32_generic ib_core ib_uverbs rdma_ucm ib_umad macvlan veth dummy 8021q overlay)
 # In the image but not loaded: the kernel loads them on demand, as on a
 # Debian host (netlink.NewHandle opens NETLINK_XFRM and NETLINK_NETFILTER
 # sockets).

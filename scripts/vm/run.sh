@@ -1,31 +1,49 @@
 #!/usr/bin/env bash
-# Runs the real-kernel tests: builds the daemon and kerneltest (static, from
-# the working tree), appends them with vm-test.sh as a second cpio to the
-# cached initramfs (build.sh makes it on first use), boots the Soft-RoCE VM
-# with qemu (TCG), collects the results from the VM's second serial port,
-# prints them and exits with the status of the tests in the VM.
+# Runs the real-kernel tests: builds the daemon, kerneltest and docker-rdma
+# (static, from the working tree) and the managed plugin's directory, puts
+# them, vm-test.sh, vm-docker.sh and the current Docker engine (dockerd and
+# runc that scripts/engines.sh built, stripped; the newer docker CLI) into a
+# second cpio appended to the cached initramfs (build.sh makes it on first
+# use), boots the Soft-RoCE VM with qemu (TCG), collects the results from
+# the VM's second serial port, prints them and exits with the status of the
+# tests in the VM. In the VM: kerneltest (the daemon driven like
+# libnetwork), then vm-docker.sh per engine (real dockerd, managed plugin,
+# docker rdma, containers).
 #
 # Needs: root, go, and what build.sh needs (it installs missing host
-# packages through apt). Leaves nothing behind but the cache build.sh
-# fills: the VM, its files and the qemu process go on any exit.
+# packages through apt); for the current engine, scripts/engines.sh install
+# current run before and the docker CLI at DOCKER_CLI_CURRENT. Leaves nothing
+# behind but the cache build.sh fills: the VM, its files and the qemu
+# process go on any exit.
 #
-# Usage: scripts/vm/run.sh [-t SECONDS] [-o FILE] [-v] [--keep] [-- KERNELTEST-ARGS...]
-#   -t, --timeout SECONDS  stop the VM after that long (default 900;
+# Usage: scripts/vm/run.sh [-t SECONDS] [-o FILE] [-v] [--keep] [--engines LIST]
+#                          [--no-kerneltest] [--demo] [-- KERNELTEST-ARGS...]
+#   -t, --timeout SECONDS  stop the VM after that long (default 1500;
 #                          env RDMA_MACVLAN_VM_TIMEOUT); exit 124
 #   -o, --out FILE         also copy the results to FILE
 #   -v, --verbose          stream the VM console to stderr
 #   --keep                 keep the work directory (initrd, console log)
+#   --engines LIST         engines to test in the VM, space separated:
+#                          "debian current" (default; env
+#                          RDMA_MACVLAN_VM_ENGINES), "" for none
+#   --no-kerneltest        skip the daemon-level kerneltest
+#   --demo                 run the narrated demo (vm-demo.sh, Debian's engine)
+#                          instead of the tests, its output streamed as it comes
 #   KERNELTEST-ARGS        e.g. -run 'endpoint|vlan' (phases), -wait 90s
 # Env: RDMA_MACVLAN_VM_CACHE (see build.sh), RDMA_MACVLAN_VM_MEM (MiB,
-#      default 1024), RDMA_MACVLAN_VM_SMP (default 2), GO (default go).
+#      default 3072), RDMA_MACVLAN_VM_SMP (default 2), GO (default go),
+#      DOCKER_CLI_CURRENT (default /usr/local/bin/docker).
 # Exit: the in-VM status (0 all checks passed, 1 a check failed), 124 on
 #       timeout, 2 on bad usage, other non-zero when the VM did not report.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-timeout=${RDMA_MACVLAN_VM_TIMEOUT:-900}
-mem=${RDMA_MACVLAN_VM_MEM:-1024}
+timeout=${RDMA_MACVLAN_VM_TIMEOUT:-1500}
+mem=${RDMA_MACVLAN_VM_MEM:-3072}
+engines=${RDMA_MACVLAN_VM_ENGINES-debian current}
+cli_current=${DOCKER_CLI_CURRENT:-/usr/local/bin/docker}
+kerneltest=1 demo=0
 smp=${RDMA_MACVLAN_VM_SMP:-2}
 go=${GO:-go}
 out="" verbose=0 keep=0
@@ -38,6 +56,9 @@ while [ $# -gt 0 ]; do
     -o | --out) out=${2:?}; shift 2 ;;
     -v | --verbose) verbose=1; shift ;;
     --keep) keep=1; shift ;;
+    --engines) engines=${2?}; shift 2 ;;
+    --no-kerneltest) kerneltest=0; shift ;;
+    --demo) demo=1; kerneltest=0; engines=debian; shift ;;
     -h | --help) usage; exit 0 ;;
     --) shift; kt_args=("$@"); break ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -79,15 +100,38 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-say "building the daemon and kerneltest"
+for e in $engines; do
+  case "$e" in debian | current) ;; *) echo "run.sh: unknown engine $e (want debian, current)" >&2; exit 2 ;; esac
+done
+say "building the daemon, kerneltest, docker-rdma and the plugin dir"
 ov=$work/overlay
-mkdir -p "$ov/opt/rmv/bin"
+mkdir -p "$ov/opt/rmv/bin" "$ov/opt/rmv/scripts"
 (
   cd "$repo"
   CGO_ENABLED=0 "$go" build -trimpath -o "$ov/opt/rmv/bin/rdma-macvlan" ./cmd/rdma-macvlan
-  CGO_ENABLED=0 "$go" build -trimpath -o "$ov/opt/rmv/bin/kerneltest" ./kerneltest
+  if [ "$kerneltest" = 1 ]; then CGO_ENABLED=0 "$go" build -trimpath -o "$ov/opt/rmv/bin/kerneltest" ./kerneltest; fi
+  CGO_ENABLED=0 "$go" build -trimpath -ldflags "-X main.version=$(git describe --always --dirty 2>/dev/null || echo dev)" \
+    -o "$ov/opt/rmv/bin/docker-rdma" ./cmd/docker-rdma
 )
+if [ -n "$engines" ]; then
+  PLUGIN_DIR=$ov/opt/rmv/plugin PLUGIN_BINARY=$ov/opt/rmv/bin/rdma-macvlan bash "$repo/scripts/plugin.sh" build 2>/dev/null
+fi
+case " $engines " in
+  *" current "*)
+    bindir=$(bash "$repo/scripts/engines.sh" bindir) || { echo "run.sh: the current engine is not built: scripts/engines.sh install current" >&2; exit 1; }
+    [ -x "$cli_current" ] || { echo "run.sh: no docker CLI at $cli_current (DOCKER_CLI_CURRENT): the current engine's tests need a CLI that knows CDI devices" >&2; exit 1; }
+    edir=$ov/opt/rmv/engines/$(basename "$(dirname "$bindir")")/bin
+    mkdir -p "$edir" "$ov/opt/rmv/cli"
+    # Stripped: the VM holds every file in memory.
+    for b in dockerd runc; do strip -o "$edir/$b" "$bindir/$b"; done
+    cp "$cli_current" "$ov/opt/rmv/cli/docker"
+    say "current engine: $("$bindir/dockerd" --version) ($(du -sh "$edir" | cut -f1) stripped), CLI $("$cli_current" --version)"
+    ;;
+esac
 install -m 0755 "$here/vm-test.sh" "$ov/opt/rmv/vm-test.sh"
+install -m 0755 "$here/vm-docker.sh" "$here/vm-demo.sh" "$here/vm-image.sh" "$here/rmvq.py" "$ov/opt/rmv/"
+install -m 0755 "$repo/scripts/dockerd.sh" "$repo/scripts/engines.sh" "$ov/opt/rmv/scripts/"
+printf '%s\n' "kerneltest=$kerneltest" "demo=$demo" "engines=$engines" >"$ov/opt/rmv/mode"
 if [ "${#kt_args[@]}" -gt 0 ]; then printf '%s\n' "${kt_args[@]}" >"$ov/opt/rmv/args"; fi
 : >>"$ov/opt/rmv/args"
 chmod 0755 "$ov/opt" "$ov/opt/rmv" "$ov/opt/rmv/bin"
@@ -108,6 +152,10 @@ qemu_pid=$!
 if [ "$verbose" = 1 ]; then
   tail -n +1 -f "$work/console.log" >&2 &
   tail_pid=$!
+elif [ "$demo" = 1 ]; then
+  # tail ends by itself when qemu does.
+  (tail -n +1 -f --pid="$qemu_pid" "$work/results.txt" | grep --line-buffered -v '^rmv-vm-status: ') &
+  tail_pid=$!
 fi
 
 deadline=$((SECONDS + timeout))
@@ -127,7 +175,12 @@ qemu_pid=""
 say "VM stopped"
 
 status=$(awk '/^rmv-vm-status: / {s = $2} END {print s}' "$work/results.txt")
-grep -v '^rmv-vm-status: ' "$work/results.txt" || true
+if [ "$demo" = 1 ]; then
+  wait "$tail_pid" 2>/dev/null || true
+  tail_pid=""
+else
+  grep -v '^rmv-vm-status: ' "$work/results.txt" || true
+fi
 if [ -n "$out" ]; then cp "$work/results.txt" "$out"; fi
 if [ "$timed_out" = 1 ] || [ -z "$status" ]; then
   echo "vm-run: the VM did not report a result (qemu exit $qemu_rc); console tail:" >&2
