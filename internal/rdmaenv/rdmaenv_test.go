@@ -1,0 +1,188 @@
+package rdmaenv
+
+import (
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+)
+
+func addrs(s ...string) []netip.Addr {
+	out := make([]netip.Addr, len(s))
+	for i, a := range s {
+		out[i] = netip.MustParseAddr(a)
+	}
+	return out
+}
+
+// The real mlx5 dump: the default pair, the host's 11.0.0.72 pair at 2/3,
+// two containers' net1 entries (a link-local pair at 4/5, 10.152.0.12 at
+// 6/7, 10.152.0.13 at 8/9), all containers' netdevs called net1.
+func TestReadTableAndPickOnRealMLX5Dump(t *testing.T) {
+	root := rdmatest.MLX5(t, rdmatest.RealHostMLX5())
+	table, size, err := ReadTable(root, "mlx5_0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size != 255 || len(table) != 10 {
+		t.Fatalf("size %d, %d entries; want 255, 10", size, len(table))
+	}
+	if e := table[7]; e.Index != 7 || e.Type != TypeV2 || e.Ndev != "net1" || e.GID != GIDOf(netip.MustParseAddr("10.152.0.12")) {
+		t.Fatalf("entry 7 = %+v", e)
+	}
+	tests := []struct {
+		name   string
+		addrs  []netip.Addr
+		ifname string
+		choice Choice
+		want   int // -1: none
+	}{
+		{"v2 IPv4 of the second container", addrs("10.152.0.13", "fe80::1"), "net1", DefaultChoice, 9},
+		{"v2 IPv4 of the first container", addrs("10.152.0.12"), "net1", DefaultChoice, 7},
+		{"v1 when asked", addrs("10.152.0.12"), "net1", Choice{Version: 1}, 6},
+		{"another netdev name does not match", addrs("10.152.0.12"), "eth0", DefaultChoice, -1},
+		{"any netdev when ifname is empty", addrs("10.152.0.12"), "", DefaultChoice, 7},
+		{"the link-local address is never chosen", addrs("fe80::a4ed:ccff:fe8b:1994"), "net1", DefaultChoice, -1},
+		{"ipv6 family with no global IPv6 address", addrs("10.152.0.12"), "net1", Choice{Version: 2, Family: "ipv6"}, -1},
+		{"an address not in the table", addrs("10.152.0.99"), "net1", DefaultChoice, -1},
+	}
+	for _, tc := range tests {
+		e, _, ok := Pick(table, tc.addrs, tc.ifname, tc.choice)
+		got := -1
+		if ok {
+			got = e.Index
+		}
+		if got != tc.want {
+			t.Errorf("%s: index %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Several containers with the same netdev name eth0 in one table: the
+// address tells them apart.
+func TestPickSeveralContainersSameNdev(t *testing.T) {
+	var extra []rdmatest.Entry
+	for i, ip := range []string{"10.0.0.2", "10.0.0.3", "10.0.0.4"} {
+		extra = append(extra, rdmatest.Pair(2+2*i, rdmatest.IPv4GID(ip), "eth0")...)
+	}
+	root := rdmatest.MLX5(t, rdmatest.MLX5Options{Extra: extra})
+	table, _, err := ReadTable(root, "mlx5_0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ip, want := range map[string]int{"10.0.0.2": 3, "10.0.0.3": 5, "10.0.0.4": 7} {
+		e, _, ok := Pick(table, addrs(ip), "eth0", DefaultChoice)
+		if !ok || e.Index != want {
+			t.Errorf("%s: %+v %v, want index %d", ip, e, ok, want)
+		}
+	}
+}
+
+func TestPickIPv6AndRXE(t *testing.T) {
+	root := rdmatest.RXE(t, rdmatest.RXEOptions{Extra: []rdmatest.Entry{
+		{Index: 1, GID: rdmatest.IPv4GID("10.0.0.2"), Type: TypeV2, Ndev: "eth0"},
+		{Index: 2, GID: "2001:0db8:0000:0000:0000:0000:0000:0002", Type: TypeV2, Ndev: "eth0"},
+	}})
+	table, size, err := ReadTable(root, "rxe0", 1)
+	if err != nil || size != 1024 {
+		t.Fatalf("size %d err %v", size, err)
+	}
+	both := addrs("2001:db8::2", "10.0.0.2")
+	if e, _, ok := Pick(table, both, "eth0", DefaultChoice); !ok || e.Index != 1 {
+		t.Errorf("auto: %+v %v, want IPv4 at 1", e, ok)
+	}
+	if e, _, ok := Pick(table, both, "eth0", Choice{Version: 2, Family: "ipv6"}); !ok || e.Index != 2 {
+		t.Errorf("ipv6: %+v %v, want 2", e, ok)
+	}
+	if e, _, ok := Pick(table, addrs("2001:db8::2"), "eth0", DefaultChoice); !ok || e.Index != 2 {
+		t.Errorf("IPv6-only interface: %+v %v, want 2", e, ok)
+	}
+	if _, _, ok := Pick(table, both, "eth0", Choice{Version: 1}); ok {
+		t.Error("rxe has no RoCE v1 entries, yet one was picked")
+	}
+}
+
+func TestParseChoice(t *testing.T) {
+	for _, tc := range []struct {
+		v, f string
+		want Choice
+		bad  bool
+	}{
+		{"", "", Choice{Version: 2}, false},
+		{"1", "ipv6", Choice{Version: 1, Family: "ipv6"}, false},
+		{"v2", "auto", Choice{Version: 2}, false},
+		{"3", "", Choice{}, true},
+		{"2", "inet", Choice{}, true},
+	} {
+		c, err := ParseChoice(tc.v, tc.f)
+		if (err != nil) != tc.bad || (!tc.bad && c != tc.want) {
+			t.Errorf("ParseChoice(%q, %q) = %+v, %v", tc.v, tc.f, c, err)
+		}
+	}
+}
+
+func names(vars []Var) []string {
+	var s []string
+	for _, v := range vars {
+		s = append(s, v.String())
+	}
+	return s
+}
+
+func TestVars(t *testing.T) {
+	a := netip.MustParseAddr
+	one := []Port{{HCA: "mlx5_0", Port: 1, Ifname: "eth0", Index: 5, Addr: a("10.0.0.3")}}
+	vars, notes := Vars(one, DefaultChoice)
+	want := []string{"NCCL_IB_HCA==mlx5_0:1", "NCCL_IB_GID_INDEX=5", "NCCL_SOCKET_IFNAME==eth0", "UCX_NET_DEVICES=mlx5_0:1", "UCX_IB_GID_INDEX=5"}
+	if !reflect.DeepEqual(names(vars), want) || len(notes) != 0 {
+		t.Errorf("one port: %q %q, want %q", names(vars), notes, want)
+	}
+
+	same := append(one, Port{HCA: "mlx5_1", Port: 1, Ifname: "eth1", Index: 5, Addr: a("10.1.0.3")})
+	vars, _ = Vars(same, DefaultChoice)
+	want = []string{"NCCL_IB_HCA==mlx5_0:1,mlx5_1:1", "NCCL_IB_GID_INDEX=5", "NCCL_SOCKET_IFNAME==eth0,eth1", "UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1", "UCX_IB_GID_INDEX=5"}
+	if !reflect.DeepEqual(names(vars), want) {
+		t.Errorf("two ports, same index: %q, want %q", names(vars), want)
+	}
+
+	unknown := []Port{{HCA: "mlx5_0", Port: 1, Ifname: "eth0", Index: -1}}
+	vars, notes = Vars(unknown, DefaultChoice)
+	if !reflect.DeepEqual(names(vars), []string{"NCCL_IB_HCA==mlx5_0:1", "NCCL_SOCKET_IFNAME==eth0", "UCX_NET_DEVICES=mlx5_0:1"}) || len(notes) != 1 {
+		t.Errorf("unknown index: %q %q", names(vars), notes)
+	}
+}
+
+// Two devices with different indexes: NCCL finds each one's entry through
+// a range, when the range picks the container's entry on both tables.
+func TestVarsDifferentIndexes(t *testing.T) {
+	a := netip.MustParseAddr
+	e := func(i int, ip, typ string) Entry { return Entry{Index: i, GID: GIDOf(a(ip)), Type: typ, Ndev: "eth0"} }
+	t0 := []Entry{e(2, "10.0.0.3", TypeV1), e(3, "10.0.0.3", TypeV2)}
+	t1 := []Entry{e(2, "192.168.9.9", TypeV1), e(3, "192.168.9.9", TypeV2), e(4, "10.0.1.3", TypeV1), e(5, "10.0.1.3", TypeV2)}
+	ports := []Port{
+		{HCA: "mlx5_0", Port: 1, Ifname: "eth0", Index: 3, Addr: a("10.0.0.3"), Table: t0},
+		{HCA: "mlx5_1", Port: 1, Ifname: "eth1", Index: 5, Addr: a("10.0.1.3"), Table: t1},
+	}
+	vars, notes := Vars(ports, DefaultChoice)
+	want := []string{"NCCL_IB_HCA==mlx5_0:1,mlx5_1:1", "NCCL_IB_ROCE_VERSION_NUM=2", "NCCL_IB_ADDR_FAMILY=AF_INET", "NCCL_IB_ADDR_RANGE=10.0.0.0/23",
+		"NCCL_SOCKET_IFNAME==eth0,eth1", "UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1"}
+	if !reflect.DeepEqual(names(vars), want) || len(notes) != 2 {
+		t.Errorf("safe range: %q %q, want %q", names(vars), notes, want)
+	}
+
+	// Another container's 10.0.1.2 sits below ours in the range on mlx5_1:
+	// NCCL would pick it, so no range is given and the note says so.
+	ports[1].Table = append([]Entry{e(0, "10.0.1.2", TypeV2)}, t1...)
+	vars, notes = Vars(ports, DefaultChoice)
+	if strings.Contains(strings.Join(names(vars), " "), NCCLAddrRange) || !strings.Contains(strings.Join(notes, " "), "may pick another container's entry") {
+		t.Errorf("unsafe range: %q %q", names(vars), notes)
+	}
+	// Without the tables nothing tells the range is safe.
+	ports[0].Table, ports[1].Table = nil, nil
+	vars, _ = Vars(ports, DefaultChoice)
+	if strings.Contains(strings.Join(names(vars), " "), NCCLAddrRange) {
+		t.Errorf("range without tables: %q", names(vars))
+	}
+}

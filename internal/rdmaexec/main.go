@@ -1,0 +1,276 @@
+package rdmaexec
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaenv"
+)
+
+// ContainerPath is where docker rdma run mounts rdma-exec in a container.
+const ContainerPath = "/.rdma-macvlan/rdma-exec"
+
+// EnvSysfsRoot points rdma-exec at a fake sysfs tree. For tests only: a
+// container's own /sys is the real one.
+const EnvSysfsRoot = "RDMA_EXEC_SYSFS_ROOT"
+
+// Usage is rdma-exec's help.
+const Usage = `Usage: rdma-exec [OPTIONS] -- COMMAND [ARG...]
+
+Waits until the container's RoCE GID entries are in its HCA ports' GID
+tables, exports NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME,
+UCX_NET_DEVICES and UCX_IB_GID_INDEX (each unless already set) and execs
+COMMAND. docker rdma run starts it; it is not meant to be run by hand.
+
+Options:
+  --net name=N,hca=H,port=P,subnet=S[,subnet=S...]
+                        an rdma-macvlan network of the container (repeat for each)
+  --timeout DURATION    how long to wait (default 10s)
+  --roce-version 1|2    the RoCE version of the entry to use (default 2)
+  --gid-family auto|ipv4|ipv6
+                        the address family of the entry (default auto: IPv4
+                        when the interface has an IPv4 address)
+
+Exit status: 122 when the GID entries did not appear in time (the workload is
+not started), 123 for invalid options, 126/127 when COMMAND cannot be run or
+is not found; otherwise COMMAND's own status, as rdma-exec becomes COMMAND.
+`
+
+// Sys is what Main uses from the outside world.
+type Sys struct {
+	Stderr  io.Writer
+	Environ []string
+	Ifaces  func() ([]Iface, error)
+	// Exec replaces the process with argv0 (a path) and argv; it returns
+	// only on failure.
+	Exec func(argv0 string, argv, env []string) error
+	// Signals are delivered while waiting; nil means none.
+	Signals <-chan os.Signal
+}
+
+// System is the real world.
+func System() *Sys {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	return &Sys{Stderr: os.Stderr, Environ: os.Environ(), Ifaces: SystemIfaces, Exec: syscall.Exec, Signals: sigs}
+}
+
+// Main runs rdma-exec with args (without the program name) and returns the
+// exit status; on success it does not return (the process is COMMAND).
+func Main(args []string, sys *Sys) int {
+	cfg, cmd, err := parse(args, sys)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(sys.Stderr, Usage)
+			return 0
+		}
+		fmt.Fprintf(sys.Stderr, "rdma-exec: %v\n%s", err, Usage)
+		return ExitUsage
+	}
+	env := withoutVar(sys.Environ, EnvSysfsRoot)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got os.Signal
+	if sys.Signals != nil {
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case got = <-sys.Signals:
+				cancel()
+			case <-done:
+			}
+		}()
+	}
+	if len(cfg.Networks) > 0 {
+		ports, err := Wait(ctx, cfg)
+		if err != nil {
+			if ctx.Err() != nil && got != nil {
+				fmt.Fprintf(sys.Stderr, "rdma-exec: %v while waiting for the container's GID entries: the workload was not started\n", got)
+				if s, ok := got.(syscall.Signal); ok {
+					return 128 + int(s)
+				}
+				return ExitNotReady
+			}
+			fmt.Fprintf(sys.Stderr, "rdma-exec: %v\n", err)
+			return ExitNotReady
+		}
+		env = Export(env, ports, cfg.Choice, sys.Stderr)
+	}
+	return execCommand(cmd, env, sys)
+}
+
+// Export adds the variables of rdmaenv.Vars to env, keeping any already
+// set (by docker run -e, --env-file or the image's ENV), and says on w when
+// a kept value differs from the container's own.
+func Export(env []string, ports []rdmaenv.Port, c rdmaenv.Choice, w io.Writer) []string {
+	vars, notes := rdmaenv.Vars(ports, c)
+	for _, n := range notes {
+		fmt.Fprintf(w, "rdma-exec: note: %s\n", n)
+	}
+	for _, v := range vars {
+		if old, ok := lookup(env, v.Name); ok {
+			if old != v.Value {
+				fmt.Fprintf(w, "rdma-exec: keeping %s=%s from the environment (this container's own: %s)\n", v.Name, old, v.Value)
+			}
+			continue
+		}
+		env = append(env, v.String())
+	}
+	return env
+}
+
+func parse(args []string, sys *Sys) (Config, []string, error) {
+	cfg := Config{Ifaces: sys.Ifaces, Timeout: 10 * time.Second}
+	fs := flag.NewFlagSet("rdma-exec", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var nets []string
+	fs.Func("net", "", func(v string) error { nets = append(nets, v); return nil })
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "")
+	version := fs.String("roce-version", "2", "")
+	family := fs.String("gid-family", "auto", "")
+	if err := fs.Parse(args); err != nil {
+		return cfg, nil, err
+	}
+	cmd := fs.Args()
+	if len(cmd) == 0 {
+		return cfg, nil, errors.New("no COMMAND: the image has no entrypoint or command, and none was given")
+	}
+	if cfg.Timeout < 0 {
+		return cfg, nil, fmt.Errorf("--timeout %s: must not be negative", cfg.Timeout)
+	}
+	var err error
+	if cfg.Choice, err = rdmaenv.ParseChoice(*version, *family); err != nil {
+		return cfg, nil, err
+	}
+	for _, v := range nets {
+		n, err := parseNet(v)
+		if err != nil {
+			return cfg, nil, err
+		}
+		cfg.Networks = append(cfg.Networks, n)
+	}
+	if root, ok := lookup(sys.Environ, EnvSysfsRoot); ok {
+		cfg.SysfsRoot = root
+	}
+	return cfg, cmd, nil
+}
+
+// FormatNet is the --net value of a network (parseNet's inverse).
+func FormatNet(n Network) string {
+	f := []string{"name=" + n.Name}
+	if n.HCA != "" {
+		f = append(f, "hca="+n.HCA)
+	}
+	if n.Port > 0 {
+		f = append(f, "port="+strconv.Itoa(n.Port))
+	}
+	for _, s := range n.Subnets {
+		f = append(f, "subnet="+s.String())
+	}
+	return strings.Join(f, ",")
+}
+
+func parseNet(v string) (Network, error) {
+	var n Network
+	for _, f := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(f, "=")
+		if !ok {
+			return n, fmt.Errorf("--net %q: field %q is not key=value", v, f)
+		}
+		switch k {
+		case "name":
+			n.Name = val
+		case "hca":
+			n.HCA = val
+		case "port":
+			p, err := strconv.Atoi(val)
+			if err != nil || p < 1 {
+				return n, fmt.Errorf("--net %q: port %q is not a port number", v, val)
+			}
+			n.Port = p
+		case "subnet":
+			p, err := netip.ParsePrefix(val)
+			if err != nil {
+				return n, fmt.Errorf("--net %q: subnet %q: %v", v, val, err)
+			}
+			n.Subnets = append(n.Subnets, p.Masked())
+		default:
+			return n, fmt.Errorf("--net %q: unknown field %q (want name, hca, port, subnet)", v, k)
+		}
+	}
+	if n.HCA != "" && n.Port == 0 {
+		n.Port = 1
+	}
+	if n.Name == "" {
+		n.Name = "?"
+	}
+	return n, nil
+}
+
+// execCommand becomes cmd, looked up in env's PATH as execvp does.
+func execCommand(cmd, env []string, sys *Sys) int {
+	path, err := lookPath(cmd[0], env)
+	if err == nil {
+		err = sys.Exec(path, cmd, env)
+	}
+	fmt.Fprintf(sys.Stderr, "rdma-exec: exec %s: %v\n", cmd[0], err)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, errNotFound) {
+		return ExitNotFound
+	}
+	return ExitCannotExec
+}
+
+var errNotFound = errors.New("executable file not found in $PATH")
+
+// lookPath finds file as the container runtime does: a name with a slash
+// as is, else the first executable regular file in env's PATH.
+func lookPath(file string, env []string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	path, ok := lookup(env, "PATH")
+	if !ok {
+		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, file)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", errNotFound
+}
+
+func lookup(env []string, name string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func withoutVar(env []string, name string) []string {
+	out := make([]string, 0, len(env))
+	for _, e := range env {
+		if !strings.HasPrefix(e, name+"=") {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -1,0 +1,159 @@
+package rdmaexec
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+)
+
+// The test binary doubles as rdma-exec (RDMAEXEC_TEST_ROLE=helper) and as
+// a workload (RDMAEXEC_TEST_ROLE=workload: prints its pid, arguments and
+// environment, then exits with the status in its first argument).
+func TestMain(m *testing.M) {
+	switch os.Getenv("RDMAEXEC_TEST_ROLE") {
+	case "helper":
+		os.Setenv("RDMAEXEC_TEST_ROLE", "workload")
+		sys := System()
+		sys.Environ = os.Environ()
+		os.Exit(Main(os.Args[1:], sys))
+	case "workload":
+		fmt.Printf("pid=%d\n", os.Getpid())
+		for i, a := range os.Args[1:] {
+			fmt.Printf("arg%d=%s\n", i, a)
+		}
+		for _, e := range os.Environ() {
+			fmt.Printf("env %s\n", e)
+		}
+		code, _ := strconv.Atoi(os.Args[1])
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+func self(t *testing.T) string {
+	t.Helper()
+	p, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// runHelper starts the test binary as rdma-exec with args and extra
+// environment; it returns the process, its stdout and stderr buffers.
+func runHelper(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(self(t), args...)
+	cmd.Env = append(append(os.Environ(), "RDMAEXEC_TEST_ROLE=helper"), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, &stdout, &stderr
+}
+
+func exitCode(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); ok {
+		if ws := ee.Sys().(syscall.WaitStatus); ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0
+}
+
+// The helper finds lo's 127.0.0.1 entry in a fake table (the test's own
+// namespace has lo as every container has), exports its index, and
+// becomes the workload: same pid, arguments untouched, its exit status.
+func TestExecReal(t *testing.T) {
+	root := rdmatest.MLX5(t, rdmatest.MLX5Options{})
+	rdmatest.AddAddress(root, "mlx5_0", 1, "127.0.0.9", "eth0")
+	rdmatest.AddAddress(root, "mlx5_0", 1, "127.0.0.1", "lo")
+	cmd, stdout, stderr := runHelper(t, []string{EnvSysfsRoot + "=" + root, "UCX_IB_GID_INDEX=9"},
+		"--net", "name=roce,hca=mlx5_0,port=1,subnet=127.0.0.0/8", "--timeout", "5s", "--", self(t), "7", "a b", "", "--net", "-x")
+	code := exitCode(t, cmd)
+	out := stdout.String()
+	if code != 7 {
+		t.Fatalf("status %d, want 7; stdout %s stderr %s", code, out, stderr)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("pid=%d\n", cmd.Process.Pid),
+		"arg0=7\narg1=a b\narg2=\narg3=--net\narg4=-x\n",
+		"env NCCL_IB_GID_INDEX=5\n", "env NCCL_IB_HCA==mlx5_0:1\n", "env NCCL_SOCKET_IFNAME==lo\n",
+		"env UCX_NET_DEVICES=mlx5_0:1\n", "env UCX_IB_GID_INDEX=9\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("workload output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, EnvSysfsRoot) {
+		t.Errorf("the workload sees %s:\n%s", EnvSysfsRoot, out)
+	}
+	if !strings.Contains(stderr.String(), "keeping UCX_IB_GID_INDEX=9 from the environment (this container's own: 5)") {
+		t.Errorf("stderr: %s", stderr)
+	}
+}
+
+func TestExecNotReadyNeverStartsWorkload(t *testing.T) {
+	root := rdmatest.MLX5(t, rdmatest.MLX5Options{TableSize: 4})
+	rdmatest.AddAddress(root, "mlx5_0", 1, "127.0.0.9", "eth0")
+	cmd, stdout, stderr := runHelper(t, []string{EnvSysfsRoot + "=" + root},
+		"--net", "name=roce,hca=mlx5_0,port=1,subnet=127.0.0.0/8", "--timeout", "300ms", "--", self(t), "0")
+	if code := exitCode(t, cmd); code != ExitNotReady {
+		t.Fatalf("status %d, want %d; stderr %s", code, ExitNotReady, stderr)
+	}
+	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "the table is full (4 of 4 entries used") {
+		t.Fatalf("stdout %q stderr %q", stdout, stderr)
+	}
+}
+
+func TestExecSignalWhileWaiting(t *testing.T) {
+	root := rdmatest.MLX5(t, rdmatest.MLX5Options{})
+	cmd, stdout, stderr := runHelper(t, []string{EnvSysfsRoot + "=" + root},
+		"--net", "name=roce,hca=mlx5_0,port=1,subnet=127.0.0.0/8", "--timeout", "1m", "--", self(t), "0")
+	time.Sleep(300 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitCode(t, cmd); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("status %d, want 143; stderr %s", code, stderr)
+	}
+	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "terminated while waiting") {
+		t.Fatalf("stdout %q stderr %q", stdout, stderr)
+	}
+}
+
+func TestExecErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--", "no-such-program-rdmaexec"}, ExitNotFound, "executable file not found"},
+		{[]string{"--", "/no/such/file"}, ExitNotFound, "no such file"},
+		{[]string{"--", "/"}, ExitCannotExec, "exec /"},
+		{[]string{"--roce-version", "3", "--", "true"}, ExitUsage, "--roce-version"},
+		{[]string{"--net", "name=x,port=a", "--", "true"}, ExitUsage, "not a port number"},
+		{[]string{}, ExitUsage, "no COMMAND"},
+	} {
+		cmd, _, stderr := runHelper(t, nil, tc.args...)
+		if code := exitCode(t, cmd); code != tc.code || !strings.Contains(stderr.String(), tc.msg) {
+			t.Errorf("%q: status %d, stderr %q; want %d, %q", tc.args, code, stderr, tc.code, tc.msg)
+		}
+	}
+}
