@@ -62,13 +62,13 @@ func TestPluginOption(t *testing.T) {
 	w.plugin("roce-net:v2", pluginID, true, nil)
 	w.daemon(pluginID, readFixture(t, "status.json"))
 	w.network("roce", netRoce, "roce-net:v2", map[string]string{"parent": "ens3np0"}, nil)
-	if rc := w.run("rdma", "run", "--dry-run", "--net", "roce", "img"); rc != exitRunFailed || !strings.Contains(w.stderr.String(), "driver roce-net:v2) is not rdma-macvlan") {
+	if rc := w.run("rdma", "run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != exitRunFailed || !strings.Contains(w.stderr.String(), "driver roce-net:v2) is not rdma-macvlan") {
 		t.Errorf("without --plugin: status %d, stderr %s", rc, w.stderr.String())
 	}
-	if rc := w.run("rdma", "--plugin", "roce-net", "run", "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0") {
+	if rc := w.run("rdma", "--plugin", "roce-net", "run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0") {
 		t.Errorf("--plugin before the command: status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
 	}
-	if rc := w.run("rdma", "run", "--plugin=roce-net:v2", "--dry-run", "--net", "roce", "img"); rc != 0 {
+	if rc := w.run("rdma", "run", "--plugin=roce-net:v2", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 {
 		t.Errorf("--plugin among run's flags: status %d\n%s", rc, w.stderr.String())
 	}
 	w.vars[envPlugin] = "roce-net"
@@ -82,7 +82,7 @@ func TestSocketOption(t *testing.T) {
 	w.info("20.10.24")
 	sock := w.daemon("elsewhere", readFixture(t, "status.json"))
 	w.network("roce", netRoce, "rdma-macvlan", map[string]string{"parent": "ens3np0"}, nil)
-	if rc := w.run("rdma", "run", "--socket", sock, "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0") {
+	if rc := w.run("rdma", "run", "--socket", sock, "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0") {
 		t.Errorf("status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
 	}
 	w.vars[envSocket] = sock
@@ -118,7 +118,7 @@ func TestLegacyPlugin(t *testing.T) {
 	w.info("20.10.24")
 	w.daemonAt(filepath.Join(w.pluginsDir, "rdma-macvlan.sock"), readFixture(t, "status.json"))
 	w.network("roce", netRoce, "rdma-macvlan", map[string]string{"parent": "ens3np0"}, nil)
-	if rc := w.run("run", "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0") {
+	if rc := w.run("run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0") {
 		t.Errorf("status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
 	}
 	if rc := w.run("ls", "--format", "json"); rc != 0 || !strings.Contains(w.stdout.String(), `"source": "daemon"`) {
@@ -132,7 +132,7 @@ func TestLegacyPlugin(t *testing.T) {
 func TestRemoteEngine(t *testing.T) {
 	w := standardWorld(t)
 	w.docker.on([]string{"info", "--format", "{{json .}}"}, `{"Name":"otherhost","ServerVersion":"28.2.2","CDISpecDirs":[]}`, "", 0)
-	if rc := w.run("run", "--net", "roce", "img"); rc != exitRunFailed {
+	if rc := w.run("run", "--no-wait", "--net", "roce", "img"); rc != exitRunFailed {
 		t.Errorf("status %d", rc)
 	}
 	for _, s := range []string{"the Docker daemon runs on otherhost", "whose sysfs and CDI specs cannot be read from here"} {
@@ -142,7 +142,7 @@ func TestRemoteEngine(t *testing.T) {
 	}
 	// With --socket the user points at a daemon they can reach.
 	sock := w.daemon("tunnel", readFixture(t, "status.json"))
-	if rc := w.run("run", "--socket", sock, "--dry-run", "--net", "roce", "img"); rc != 0 {
+	if rc := w.run("run", "--socket", sock, "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 {
 		t.Errorf("--socket: status %d\n%s", rc, w.stderr.String())
 	}
 }

@@ -38,6 +38,9 @@ type Env struct {
 	// DieBy ends the process with a signal (docker run was killed by it);
 	// nil leaves the exit status 128+signal.
 	DieBy func(syscall.Signal)
+	// Executable is the path of this program, to find rdma-exec next to
+	// it; nil looks only at the installed path.
+	Executable func() (string, error)
 }
 
 // System is the real environment.
@@ -52,6 +55,7 @@ func System() *Env {
 		Hostname:   os.Hostname,
 		UID:        os.Getuid(),
 		DieBy:      DieBy,
+		Executable: os.Executable,
 	}
 }
 
@@ -61,8 +65,9 @@ const reexecEnv = "DOCKER_CLI_PLUGIN_ORIGINAL_CLI_COMMAND"
 
 // Environment variables of docker rdma's own options.
 const (
-	envPlugin = "RDMA_MACVLAN_PLUGIN"
-	envSocket = "RDMA_MACVLAN_SOCKET"
+	envPlugin     = "RDMA_MACVLAN_PLUGIN"
+	envSocket     = "RDMA_MACVLAN_SOCKET"
+	envExecHelper = "RDMA_MACVLAN_EXEC_HELPER"
 )
 
 // dockerPath returns the docker executable to run: the one that ran this

@@ -29,6 +29,24 @@ Options (anywhere before IMAGE):
       --plugin NAME         the rdma-macvlan plugin (default: any whose name
                             starts with rdma-macvlan; env RDMA_MACVLAN_PLUGIN)
       --socket PATH         the daemon's socket (env RDMA_MACVLAN_SOCKET)
+
+The workload starts once the container's RoCE GID entries are in its HCA
+port's table, with NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME,
+UCX_NET_DEVICES and UCX_IB_GID_INDEX set (unless already set): the rdma-exec
+helper, mounted read-only into the container, runs first and execs the
+image's entrypoint and command (or yours). When the entries do not appear it
+exits with status 122 and says why, without starting the workload.
+      --no-wait             start the workload directly, without rdma-exec
+      --gid-timeout DURATION
+                            how long to wait (default: the plugin's
+                            RDMA_MACVLAN_GID_TIMEOUT, else 10s)
+      --roce-version 1|2    the RoCE version of the GID to use (default 2)
+      --gid-family auto|ipv4|ipv6
+                            the address of the GID to use (default auto:
+                            IPv4 when the container has one on the network)
+      --exec-helper PATH    rdma-exec's path on the engine's host (env
+                            RDMA_MACVLAN_EXEC_HELPER; default: next to
+                            docker-rdma, else /usr/local/lib/rdma-macvlan/rdma-exec)
 `
 
 // cmdRun is docker rdma run: it finds the rdma-macvlan networks of the run,
@@ -63,9 +81,15 @@ func (s *session) cmdRun(args []string) int {
 	if len(p.Networks) == 0 {
 		return s.runFail("no --network: docker rdma run needs an rdma-macvlan network (--network NETWORK); list them with: docker rdma ls")
 	}
-	devs, err := s.runDevices(p)
+	devs, nets, err := s.runDevices(p)
 	if err != nil {
 		return s.runFail("%v", err)
+	}
+	helper := ""
+	if !p.Own.NoWait {
+		if helper, err = s.wrapWithHelper(p, nets); err != nil {
+			return s.runFail("%v", err)
+		}
 	}
 	plan := runflags.Build(p, devs, memlock)
 	argv := s.cli.Argv(plan.Argv...)
@@ -76,7 +100,7 @@ func (s *session) cmdRun(args []string) int {
 		fmt.Fprintln(s.env.Stdout, shellJoin(append([]string{s.cli.Path}, argv...)))
 		return 0
 	}
-	return superviseDocker(s.env, s.cli.Path, argv, memlock)
+	return superviseDocker(s.env, s.cli.Path, argv, memlock, helper)
 }
 
 func (s *session) runFail(format string, a ...any) int {
@@ -86,8 +110,9 @@ func (s *session) runFail(format string, a ...any) int {
 
 // runDevices resolves the run's networks and returns the devices its
 // rdma-macvlan networks need. At least one network must be rdma-macvlan.
-func (s *session) runDevices(p *runflags.Parsed) (runflags.Devices, error) {
+func (s *session) runDevices(p *runflags.Parsed) (runflags.Devices, []runNet, error) {
 	var devs runflags.Devices
+	var nets []runNet
 	var others []string
 	seen := map[string]bool{}
 	nRDMA := 0
@@ -103,7 +128,7 @@ func (s *session) runDevices(p *runflags.Parsed) (runflags.Devices, error) {
 		}
 		dn, err := s.cli.NetworkInspect(s.ctx, name)
 		if err != nil {
-			return devs, fmt.Errorf("network %q: %w (list networks: docker network ls)", name, err)
+			return devs, nil, fmt.Errorf("network %q: %w (list networks: docker network ls)", name, err)
 		}
 		if !s.isRDMADriver(dn.Driver) {
 			others = append(others, fmt.Sprintf("%s (driver %s)", name, dn.Driver))
@@ -112,8 +137,9 @@ func (s *session) runDevices(p *runflags.Parsed) (runflags.Devices, error) {
 		nRDMA++
 		v, err := s.resolveNetwork(dn)
 		if err != nil {
-			return devs, fmt.Errorf("network %s: %w", name, err)
+			return devs, nil, fmt.Errorf("network %s: %w", name, err)
 		}
+		nets = append(nets, runNet{net: dn, view: v})
 		for _, pr := range v.Problems {
 			fmt.Fprintf(s.env.Stderr, "docker rdma run: warning: network %s: %s\n", name, pr)
 		}
@@ -121,7 +147,7 @@ func (s *session) runDevices(p *runflags.Parsed) (runflags.Devices, error) {
 			fmt.Fprintf(s.env.Stderr, "docker rdma run: warning: network %s: port %s/%d is %s (check the cable and: rdma link show)\n", name, v.HCA, v.Port, v.PortState)
 		}
 		if err := s.addDevices(&devs, v, p.Own.DeviceMode); err != nil {
-			return devs, fmt.Errorf("network %s: %w", name, err)
+			return devs, nil, fmt.Errorf("network %s: %w", name, err)
 		}
 	}
 	if nRDMA == 0 {
@@ -129,9 +155,9 @@ func (s *session) runDevices(p *runflags.Parsed) (runflags.Devices, error) {
 		if len(others) == 1 {
 			what = "network " + others[0] + " is"
 		}
-		return devs, fmt.Errorf("%s not rdma-macvlan: give --network an rdma-macvlan network (list them: docker rdma ls; create one: docker network create -d rdma-macvlan -o parent=<RoCE netdev> --subnet ... NAME)", what)
+		return devs, nil, fmt.Errorf("%s not rdma-macvlan: give --network an rdma-macvlan network (list them: docker rdma ls; create one: docker network create -d rdma-macvlan -o parent=<RoCE netdev> --subnet ... NAME)", what)
 	}
-	return devs, nil
+	return devs, nets, nil
 }
 
 var errNoDevices = errors.New("cannot tell which RDMA devices the network needs")

@@ -20,44 +20,44 @@ func TestRunDryRun(t *testing.T) {
 	}{
 		{
 			name: "engine without CDI gets device nodes",
-			args: []string{"run", "--dry-run", "-it", "--rm", "--network", "roce", "img", "sh"},
+			args: []string{"run", "--no-wait", "--dry-run", "-it", "--rm", "--network", "roce", "img", "sh"},
 			want: nodes + " --cap-add IPC_LOCK --ulimit memlock=-1:-1 -it --rm --network roce img sh",
 		},
 		{
 			name: "engine with CDI gets the CDI device",
 			cdi:  true,
-			args: []string{"run", "--dry-run", "--net=roce", "img"},
+			args: []string{"run", "--no-wait", "--dry-run", "--net=roce", "img"},
 			want: "--device rdma-macvlan/hca=mlx5_0 --cap-add IPC_LOCK --ulimit memlock=-1:-1 --net=roce img",
 		},
 		{
 			name: "device-mode nodes on a CDI engine",
 			cdi:  true,
-			args: []string{"run", "--dry-run", "--device-mode", "nodes", "--net", "roce", "img"},
+			args: []string{"run", "--no-wait", "--dry-run", "--device-mode", "nodes", "--net", "roce", "img"},
 			want: nodes + " --cap-add IPC_LOCK --ulimit memlock=-1:-1 --net roce img",
 		},
 		{
 			name: "memlock, advanced network syntax, env and a command with flags",
-			args: []string{"run", "--memlock", "8M", "--dry-run", "-e", "A=b c", "--network", "name=roce,driver-opt=mtu=1400", "img", "sh", "-c", "echo $A"},
+			args: []string{"run", "--memlock", "8M", "--no-wait", "--dry-run", "-e", "A=b c", "--network", "name=roce,driver-opt=mtu=1400", "img", "sh", "-c", "echo $A"},
 			want: nodes + ` --cap-add IPC_LOCK --ulimit memlock=8388608:8388608 -e 'A=b c' --network name=roce,driver-opt=mtu=1400 img sh -c 'echo $A'`,
 		},
 		{
 			name: "the user's own ulimit memlock, device and cap-add are kept",
-			args: []string{"run", "--dry-run", "--ulimit", "memlock=65536:65536", "--device", "/dev/infiniband/uverbs0", "--cap-add=IPC_LOCK", "--net", "roce", "img"},
+			args: []string{"run", "--no-wait", "--dry-run", "--ulimit", "memlock=65536:65536", "--device", "/dev/infiniband/uverbs0", "--cap-add=IPC_LOCK", "--net", "roce", "img"},
 			want: "--device /dev/infiniband/rdma_cm --ulimit memlock=65536:65536 --device /dev/infiniband/uverbs0 --cap-add=IPC_LOCK --net roce img",
 		},
 		{
 			name: "a non-RDMA network beside the RDMA one",
-			args: []string{"run", "--dry-run", "--network", "plain", "--network", "roce", "img"},
+			args: []string{"run", "--no-wait", "--dry-run", "--network", "plain", "--network", "roce", "img"},
 			want: nodes + " --cap-add IPC_LOCK --ulimit memlock=-1:-1 --network plain --network roce img",
 		},
 		{
 			name: "two RDMA networks on two HCAs",
-			args: []string{"run", "--dry-run", "--network", "roce", "--network", "roce2", "img"},
+			args: []string{"run", "--no-wait", "--dry-run", "--network", "roce", "--network", "roce2", "img"},
 			want: nodes + " --device /dev/infiniband/uverbs1 --cap-add IPC_LOCK --ulimit memlock=-1:-1 --network roce --network roce2 img",
 		},
 		{
 			name: "the network by ID",
-			args: []string{"run", "--dry-run", "--network", netRoce, "--", "img", "--network", "x"},
+			args: []string{"run", "--no-wait", "--dry-run", "--network", netRoce, "--", "img", "--network", "x"},
 			want: nodes + " --cap-add IPC_LOCK --ulimit memlock=-1:-1 --network " + netRoce + " -- img --network x",
 		},
 	}
@@ -96,7 +96,7 @@ func TestRunGlobalOptions(t *testing.T) {
 	w.docker.on(append(global, "plugin", "ls", "--no-trunc", "--format", "{{.ID}}"), pluginID+"\n", "", 0)
 	w.docker.on(append(global, "plugin", "inspect", pluginID), `[{"Id":"`+pluginID+`","Name":"rdma-macvlan:latest","Enabled":true,"Config":{"Interface":{"Types":["docker.networkdriver/1.0"],"Socket":"rdma-macvlan.sock"}}}]`, "", 0)
 	w.daemon(pluginID, readFixture(t, "status.json"))
-	if rc := w.run("--context", "lab", "-D", "rdma", "run", "--dry-run", "--net", "roce", "img"); rc != 0 {
+	if rc := w.run("--context", "lab", "-D", "rdma", "run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 {
 		t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
 	}
 	want := w.docker.path + " --context lab -D run --device /dev/infiniband/uverbs0 --device /dev/infiniband/rdma_cm --cap-add IPC_LOCK --ulimit memlock=-1:-1 --net roce img\n"
@@ -170,7 +170,7 @@ func TestRunExecutesDocker(t *testing.T) {
 	t.Run("exit status and arguments", func(t *testing.T) {
 		w := standardWorld(t)
 		w.docker.onFirst("run", "hello from the container\n", "", 7)
-		rc := w.run("run", "--rm", "--net", "roce", "img", "sh", "-c", "exit 7")
+		rc := w.run("run", "--no-wait", "--rm", "--net", "roce", "img", "sh", "-c", "exit 7")
 		if rc != 7 {
 			t.Errorf("status %d, want docker's 7; stderr:\n%s", rc, w.stderr.String())
 		}
@@ -187,7 +187,7 @@ func TestRunExecutesDocker(t *testing.T) {
 		w := standardWorld(t)
 		msg := "docker: Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error setting rlimits for ready process: error setting rlimit type 8: operation not permitted: unknown.\n"
 		w.docker.onFirst("run", "", msg, 126)
-		rc := w.run("run", "--net", "roce", "img")
+		rc := w.run("run", "--no-wait", "--net", "roce", "img")
 		if rc != 126 {
 			t.Errorf("status %d, want docker's 126", rc)
 		}
@@ -200,7 +200,7 @@ func TestRunExecutesDocker(t *testing.T) {
 	t.Run("other failures are not blamed on memlock", func(t *testing.T) {
 		w := standardWorld(t)
 		w.docker.onFirst("run", "", "docker: Error response from daemon: No such image: img.\n", 125)
-		if rc := w.run("run", "--net", "roce", "img"); rc != 125 {
+		if rc := w.run("run", "--no-wait", "--net", "roce", "img"); rc != 125 {
 			t.Errorf("status %d, want 125", rc)
 		}
 		if strings.Contains(w.stderr.String(), "locked-memory") {
@@ -220,7 +220,7 @@ func TestRunWithoutDaemon(t *testing.T) {
 		// reach it).
 		w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": filepath.Join(root, "sys"), "cdi": t.TempDir()})
 		w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "ens3np0"}, nil)
-		if rc := w.run("run", "--dry-run", "--net", "roce", "img"); rc != 0 {
+		if rc := w.run("run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 {
 			t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
 		}
 		want := " run --device /dev/infiniband/uverbs2 --device /dev/infiniband/rdma_cm --cap-add IPC_LOCK"
@@ -233,7 +233,7 @@ func TestRunWithoutDaemon(t *testing.T) {
 		w.info("20.10.24")
 		w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": filepath.Join(root, "sys")})
 		w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "ens3np0.10"}, nil)
-		if rc := w.run("run", "--dry-run", "--net", "roce", "img"); rc != 0 {
+		if rc := w.run("run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 {
 			t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
 		}
 		if !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs2") {
@@ -247,7 +247,7 @@ func TestRunWithoutDaemon(t *testing.T) {
 		w.info("28.2.2", cdi)
 		w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": "/nonexistent/sys", "cdi": cdi})
 		w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "ens9"}, nil)
-		if rc := w.run("run", "--dry-run", "--net", "roce", "img"); rc != 0 {
+		if rc := w.run("run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 {
 			t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
 		}
 		if !strings.Contains(w.stdout.String(), "--device rdma-macvlan/hca=mlx5_7 ") {
@@ -278,7 +278,7 @@ func TestRunFindsDockerOnPath(t *testing.T) {
 	delete(w.vars, reexecEnv)
 	t.Setenv("PATH", filepath.Dir(w.docker.path)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	w.docker.onFirst("run", "", "", 3)
-	if rc := w.run("run", "--net", "roce", "img"); rc != 3 {
+	if rc := w.run("run", "--no-wait", "--net", "roce", "img"); rc != 3 {
 		t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
 	}
 	if w.docker.lastCall("run") == nil {

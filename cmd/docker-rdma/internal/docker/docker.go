@@ -132,6 +132,9 @@ type Network struct {
 	Scope      string
 	Options    map[string]string
 	Containers map[string]NetworkContainer
+	IPAM       struct {
+		Config []struct{ Subnet string }
+	}
 }
 
 // NetworkContainer is one container on a network.
@@ -157,8 +160,12 @@ func (c *CLI) NetworkInspect(ctx context.Context, name string) (Network, error) 
 
 // Container is the part of docker container inspect read here.
 type Container struct {
-	ID    string `json:"Id"`
-	Name  string
+	ID   string `json:"Id"`
+	Name string
+	// Path and Args are the process the container runs (its entrypoint
+	// and command).
+	Path  string
+	Args  []string
 	State struct {
 		Status  string
 		Running bool
@@ -266,4 +273,18 @@ func (c *CLI) Plugins(ctx context.Context) ([]Plugin, error) {
 		return nil, err
 	}
 	return ps, nil
+}
+
+// ImageConfig is the part of an image's config that says what it runs.
+type ImageConfig struct {
+	Entrypoint []string
+	Cmd        []string
+}
+
+// ImageInspect returns the config of a local image; an *Error when the
+// image is not there.
+func (c *CLI) ImageInspect(ctx context.Context, image string) (ImageConfig, error) {
+	var cfg ImageConfig
+	err := c.outputJSON(ctx, &cfg, "image", "inspect", "--format", "{{json .Config}}", "--", image)
+	return cfg, err
 }

@@ -22,12 +22,20 @@ type Own struct {
 	DeviceMode string
 	// Plugin and Socket override how the rdma-macvlan daemon is found.
 	Plugin, Socket string
+	// NoWait starts the workload without rdma-exec (no wait for the GID
+	// entries, no exported GID index).
+	NoWait bool
+	// GIDTimeout, RoCEVersion and GIDFamily are rdma-exec's --timeout,
+	// --roce-version and --gid-family ("" for the defaults).
+	GIDTimeout, RoCEVersion, GIDFamily string
+	// ExecHelper is rdma-exec's path on the engine's host.
+	ExecHelper string
 }
 
 // ownValue and ownBool are the names of the Own flags.
 var (
-	ownValue = setOf("memlock", "device-mode", "plugin", "socket")
-	ownBool  = setOf("dry-run")
+	ownValue = setOf("memlock", "device-mode", "plugin", "socket", "gid-timeout", "roce-version", "gid-family", "exec-helper")
+	ownBool  = setOf("dry-run", "no-wait")
 )
 
 // Network is one --net/--network of the run.
@@ -60,6 +68,14 @@ type Parsed struct {
 	// Unknown are flags not in the table of docker run flags; they are
 	// passed on and assumed to take no value.
 	Unknown []string
+	// Entrypoint is the user's --entrypoint ("" resets the image's), set
+	// when EntrypointSet; entrypointAt are its positions in Args.
+	Entrypoint    string
+	EntrypointSet bool
+	entrypointAt  []int
+	// Pull, Platform and Quiet are --pull, --platform and -q.
+	Pull, Platform string
+	Quiet          bool
 }
 
 // ErrUsage marks an argument docker run would refuse too.
@@ -104,6 +120,12 @@ func Parse(args []string) (*Parsed, error) {
 			takes, known := TakesValue(name)
 			if !known {
 				p.Unknown = append(p.Unknown, a)
+			}
+			if name == "entrypoint" {
+				p.entrypointAt = append(p.entrypointAt, len(out))
+				if !hasVal {
+					p.entrypointAt = append(p.entrypointAt, len(out)+1)
+				}
 			}
 			out = append(out, a)
 			if takes && !hasVal {
@@ -179,12 +201,24 @@ func (p *Parsed) setOwn(name, val string, hasVal bool) error {
 		p.Own.Plugin = val
 	case "socket":
 		p.Own.Socket = val
-	case "dry-run":
+	case "dry-run", "no-wait":
 		b, err := parseBool(val, hasVal)
 		if err != nil {
-			return fmt.Errorf("%w: --dry-run=%s: %w", ErrUsage, val, err)
+			return fmt.Errorf("%w: --%s=%s: %w", ErrUsage, name, val, err)
 		}
-		p.Own.DryRun = b
+		if name == "dry-run" {
+			p.Own.DryRun = b
+		} else {
+			p.Own.NoWait = b
+		}
+	case "gid-timeout":
+		p.Own.GIDTimeout = val
+	case "roce-version":
+		p.Own.RoCEVersion = val
+	case "gid-family":
+		p.Own.GIDFamily = val
+	case "exec-helper":
+		p.Own.ExecHelper = val
 	}
 	return nil
 }
@@ -207,6 +241,16 @@ func (p *Parsed) record(name, val string, hasVal bool) {
 	case "privileged":
 		if b, err := parseBool(val, hasVal); err == nil {
 			p.Privileged = b
+		}
+	case "entrypoint":
+		p.Entrypoint, p.EntrypointSet = val, true
+	case "pull":
+		p.Pull = val
+	case "platform":
+		p.Platform = val
+	case "quiet":
+		if b, err := parseBool(val, hasVal); err == nil {
+			p.Quiet = b
 		}
 	}
 }
@@ -288,4 +332,50 @@ func (p *Parsed) DropsCap(c string) bool {
 		}
 	}
 	return false
+}
+
+// Command returns IMAGE's command as given (the arguments after IMAGE).
+func (p *Parsed) Command() []string {
+	if p.Image < 0 {
+		return nil
+	}
+	return append([]string{}, p.Args[p.Image+1:]...)
+}
+
+// ImageName returns IMAGE, "" when there is none.
+func (p *Parsed) ImageName() string {
+	if p.Image < 0 {
+		return ""
+	}
+	return p.Args[p.Image]
+}
+
+// Wrap replaces the user's --entrypoint by entrypoint, adds flags before
+// IMAGE and replaces IMAGE's command by command: the arguments that run
+// entrypoint with command in front of the user's own.
+func (p *Parsed) Wrap(entrypoint string, flags, command []string) {
+	drop := map[int]bool{}
+	for _, i := range p.entrypointAt {
+		drop[i] = true
+	}
+	var out []string
+	for i, a := range p.Args[:p.Image] {
+		if !drop[i] {
+			out = append(out, a)
+		}
+	}
+	// A "--" before IMAGE ends the flags: ours go in front of it.
+	dashes := len(out) > 0 && out[len(out)-1] == "--"
+	if dashes {
+		out = out[:len(out)-1]
+	}
+	out = append(out, "--entrypoint", entrypoint)
+	out = append(out, flags...)
+	if dashes {
+		out = append(out, "--")
+	}
+	image := p.Args[p.Image]
+	p.Image = len(out)
+	p.Args = append(append(out, image), command...)
+	p.entrypointAt = nil
 }
