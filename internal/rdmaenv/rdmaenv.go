@@ -208,7 +208,7 @@ func Vars(ports []Port, c Choice) (vars []Var, notes []string) {
 	vars = append(vars, Var{NCCLHCA, "=" + list})
 	switch {
 	case !known:
-		notes = append(notes, NCCLGIDIndex+" not known: the container's own GID entry is not in the table")
+		notes = append(notes, NCCLGIDIndex+" not known: the container's own GID entry is not in the table (yet: look again once it is RDMA-ready)")
 	case same:
 		vars = append(vars, Var{NCCLGIDIndex, strconv.Itoa(index)})
 	default:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
+	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaenv"
+	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaexec"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
 
@@ -36,6 +39,11 @@ type inspectEndpoint struct {
 	// RDMAReady is the daemon's word; nil when it could not be asked.
 	RDMAReady  *bool  `json:"rdma_ready"`
 	RDMAReason string `json:"rdma_reason,omitempty"`
+
+	// addr is the address of the GIDIndex entry; table the port's whole
+	// table when it could be read (for rdmaenv.Vars).
+	addr  netip.Addr
+	table []rdmaenv.Entry
 }
 
 // inspectNetwork is a network with the endpoints shown.
@@ -54,9 +62,14 @@ type inspectContainer struct {
 	IPCLock  bool             `json:"ipc_lock"`
 	Memlock  string           `json:"memlock"`
 	Networks []inspectNetwork `json:"networks"`
-	// Env is the environment an RDMA application in the container needs.
-	Env      []string `json:"env"`
-	Problems []string `json:"problems,omitempty"`
+	// Env is the environment an RDMA application in the container needs:
+	// what rdma-exec exports in a container started by docker rdma run.
+	Env []string `json:"env"`
+	// EnvNotes say what Env cannot express.
+	EnvNotes []string `json:"env_notes,omitempty"`
+	// GIDChoice is the RoCE version and address family of the GID index.
+	GIDChoice string   `json:"gid_choice"`
+	Problems  []string `json:"problems,omitempty"`
 }
 
 type inspectOutput struct {
@@ -163,7 +176,7 @@ func (s *session) inspectNetwork(n docker.Network) inspectNetwork {
 	seen := map[string]bool{}
 	for _, id := range ids {
 		c := n.Containers[id]
-		ep := s.endpoint(v, c.EndpointID, addrOnly(c.IPv4Address), addrOnly(c.IPv6Address), c.MacAddress)
+		ep := s.endpoint(v, c.EndpointID, addrOnly(c.IPv4Address), addrOnly(c.IPv6Address), c.MacAddress, rdmaenv.DefaultChoice)
 		ep.Container, ep.ContainerID = c.Name, id
 		seen[c.EndpointID] = true
 		in.Endpoints = append(in.Endpoints, ep)
@@ -173,7 +186,7 @@ func (s *session) inspectNetwork(n docker.Network) inspectNetwork {
 		// joined, or left behind).
 		for _, e := range v.Status.Endpoints {
 			if !seen[e.ID] {
-				in.Endpoints = append(in.Endpoints, s.endpoint(v, e.ID, "", "", ""))
+				in.Endpoints = append(in.Endpoints, s.endpoint(v, e.ID, "", "", "", rdmaenv.DefaultChoice))
 			}
 		}
 	}
@@ -182,7 +195,7 @@ func (s *session) inspectNetwork(n docker.Network) inspectNetwork {
 
 // endpoint describes one endpoint from the daemon's status, or else from
 // Docker's addresses and the GID table in sysfs.
-func (s *session) endpoint(v *netView, id, ipv4, ipv6, mac string) inspectEndpoint {
+func (s *session) endpoint(v *netView, id, ipv4, ipv6, mac string, choice rdmaenv.Choice) inspectEndpoint {
 	ep := inspectEndpoint{ID: id, IPv4: ipv4, IPv6: ipv6, MAC: mac, GIDs: []driver.EndpointGID{}}
 	var st *driver.EndpointStatus
 	if v.Status != nil {
@@ -217,33 +230,61 @@ func (s *session) endpoint(v *netView, id, ipv4, ipv6, mac string) inspectEndpoi
 			}
 		}
 	}
-	if i := roceV2Index(ep.GIDs, ep.IPv4, ep.IPv6); i >= 0 {
-		ep.GIDIndex = &i
+	// The entry rdma-exec picks: the same rule on the endpoint's entries.
+	own := make([]rdmaenv.Entry, 0, len(ep.GIDs))
+	for _, g := range ep.GIDs {
+		if a, err := netip.ParseAddr(g.GID); err == nil {
+			own = append(own, rdmaenv.Entry{Index: g.Index, GID: a, Type: g.Type})
+		}
+	}
+	var addrs []netip.Addr
+	for _, ip := range []string{ep.IPv4, ep.IPv6} {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			addrs = append(addrs, a)
+		}
+	}
+	if e, a, ok := rdmaenv.Pick(own, addrs, "", choice); ok {
+		i := e.Index
+		ep.GIDIndex, ep.addr = &i, a
 		for _, g := range table {
 			if g.Index == i {
 				ep.Ifname = g.Ndev
 			}
 		}
 	}
-	return ep
-}
-
-// roceV2Index returns the index of the RoCE v2 entry of the IPv4 address,
-// else of the IPv6 address, or -1.
-func roceV2Index(gids []driver.EndpointGID, ipv4, ipv6 string) int {
-	for _, ip := range []string{ipv4, ipv6} {
-		a := net.ParseIP(ip)
-		if a == nil || a.IsLinkLocalUnicast() {
-			continue
-		}
-		want := rdma.GIDFromIP(a)
-		for _, g := range gids {
-			if g.Type == rdma.GIDTypeRoCEv2 && strings.EqualFold(g.GID, want) {
-				return g.Index
+	if table != nil {
+		ep.table = make([]rdmaenv.Entry, 0, len(table))
+		for _, g := range table {
+			if a, err := netip.ParseAddr(g.GID); err == nil {
+				ep.table = append(ep.table, rdmaenv.Entry{Index: g.Index, GID: a, Type: g.Type, Ndev: g.Ndev})
 			}
 		}
 	}
-	return -1
+	return ep
+}
+
+// helperChoice is the GID choice of a container started through rdma-exec
+// (its --roce-version and --gid-family), else the default.
+func helperChoice(c docker.Container) rdmaenv.Choice {
+	if c.Path != rdmaexec.ContainerPath {
+		return rdmaenv.DefaultChoice
+	}
+	var version, family string
+	for i := 0; i < len(c.Args) && c.Args[i] != "--"; i++ {
+		if i+1 < len(c.Args) {
+			switch c.Args[i] {
+			case "--roce-version":
+				version = c.Args[i+1]
+			case "--gid-family":
+				family = c.Args[i+1]
+			}
+		}
+	}
+	ch, err := rdmaenv.ParseChoice(version, family)
+	if err != nil {
+		return rdmaenv.DefaultChoice
+	}
+	return ch
 }
 
 func (s *session) inspectContainer(c docker.Container) (inspectContainer, error) {
@@ -265,6 +306,8 @@ func (s *session) inspectContainer(c docker.Container) (inspectContainer, error)
 			ic.Memlock = limitText(u.Soft) + ":" + limitText(u.Hard)
 		}
 	}
+	choice := helperChoice(c)
+	ic.GIDChoice = choice.String()
 	names := make([]string, 0, len(c.NetworkSettings.Networks))
 	for name := range c.NetworkSettings.Networks {
 		names = append(names, name)
@@ -278,7 +321,7 @@ func (s *session) inspectContainer(c docker.Container) (inspectContainer, error)
 		}
 		in, v := s.describeNetwork(n)
 		if v != nil {
-			ep := s.endpoint(v, es.EndpointID, es.IPAddress, es.GlobalIPv6Address, es.MacAddress)
+			ep := s.endpoint(v, es.EndpointID, es.IPAddress, es.GlobalIPv6Address, es.MacAddress, choice)
 			ep.Container, ep.ContainerID = ic.Name, c.ID
 			in.Endpoints = append(in.Endpoints, ep)
 			if !hasDevices(ic.Devices, c.HostConfig.Privileged, v) {
@@ -297,7 +340,7 @@ func (s *session) inspectContainer(c docker.Container) (inspectContainer, error)
 	if ic.Memlock == "engine default" {
 		ic.Problems = append(ic.Problems, "no --ulimit memlock: pinned memory is limited to the engine's default (often 64 KiB or 8 MiB); ibv_reg_mr fails with ENOMEM above it")
 	}
-	ic.Env = containerEnv(ic.Networks)
+	ic.Env, ic.EnvNotes = containerEnv(ic.Networks, choice)
 	return ic, nil
 }
 
@@ -322,43 +365,27 @@ func hasDevices(devices []string, privileged bool, v *netView) bool {
 }
 
 // containerEnv is the environment RDMA software in the container needs to
-// pick the right device, port and GID: NCCL's and UCX's names.
-func containerEnv(nets []inspectNetwork) []string {
-	var hcas, ifnames []string
-	index, indexKnown, indexSame := -1, false, true
+// pick the right device, port and GID: NCCL's and UCX's names, computed as
+// rdma-exec does (rdmaenv.Vars) from the same entries.
+func containerEnv(nets []inspectNetwork, choice rdmaenv.Choice) ([]string, []string) {
+	var ports []rdmaenv.Port
 	for _, n := range nets {
 		if n.HCA == "" || len(n.Endpoints) == 0 {
 			continue
 		}
-		hcas = append(hcas, n.HCA+":"+strconv.Itoa(max(n.Port, 1)))
 		ep := n.Endpoints[0]
-		if ep.Ifname != "" {
-			ifnames = append(ifnames, ep.Ifname)
-		}
+		p := rdmaenv.Port{HCA: n.HCA, Port: n.Port, Ifname: ep.Ifname, Index: -1, Addr: ep.addr, Table: ep.table}
 		if ep.GIDIndex != nil {
-			if indexKnown && *ep.GIDIndex != index {
-				indexSame = false
-			}
-			index, indexKnown = *ep.GIDIndex, true
+			p.Index = *ep.GIDIndex
 		}
+		ports = append(ports, p)
 	}
-	if len(hcas) == 0 {
-		return []string{}
+	vars, notes := rdmaenv.Vars(ports, choice)
+	env := make([]string, 0, len(vars))
+	for _, v := range vars {
+		env = append(env, v.String())
 	}
-	list := strings.Join(hcas, ",")
-	// "=" makes NCCL match the names exactly (mlx5_1 is not mlx5_10).
-	env := []string{"NCCL_IB_HCA==" + list}
-	if indexKnown && indexSame {
-		env = append(env, "NCCL_IB_GID_INDEX="+strconv.Itoa(index))
-	}
-	if len(ifnames) > 0 {
-		env = append(env, "NCCL_SOCKET_IFNAME="+strings.Join(ifnames, ","))
-	}
-	env = append(env, "UCX_NET_DEVICES="+list)
-	if indexKnown && indexSame {
-		env = append(env, "UCX_IB_GID_INDEX="+strconv.Itoa(index))
-	}
-	return env
+	return env, notes
 }
 
 func renderInspect(w io.Writer, out inspectOutput) {
@@ -386,11 +413,12 @@ func renderInspect(w io.Writer, out inspectOutput) {
 		}
 		if len(c.Env) > 0 {
 			fmt.Fprintf(w, "\n# environment for RDMA applications in %s (docker exec -e, or an env file)\n", c.Name)
+			fmt.Fprintf(w, "# (what rdma-exec exports in a container started by docker rdma run; GID: %s)\n", c.GIDChoice)
 			for _, e := range c.Env {
 				fmt.Fprintln(w, e)
 			}
-			if !hasPrefix(c.Env, "NCCL_IB_GID_INDEX=") {
-				fmt.Fprintln(w, "# NCCL_IB_GID_INDEX not known yet: the GID table has no RoCE v2 entry for the container's address (look again once RDMA is ready)")
+			for _, n := range c.EnvNotes {
+				fmt.Fprintf(w, "# %s\n", n)
 			}
 		} else {
 			fmt.Fprintln(w, "\n# environment not known: the network's HCA could not be found")
@@ -493,15 +521,6 @@ func readiness(ep inspectEndpoint) string {
 		return "not ready: " + ep.RDMAReason
 	}
 	return "not ready"
-}
-
-func hasPrefix(list []string, prefix string) bool {
-	for _, s := range list {
-		if strings.HasPrefix(s, prefix) {
-			return true
-		}
-	}
-	return false
 }
 
 func yesNo(b bool) string {

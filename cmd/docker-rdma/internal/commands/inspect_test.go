@@ -104,7 +104,7 @@ func TestInspectContainerWithoutRDMASetup(t *testing.T) {
 	if strings.Contains(out, "GID_INDEX=") {
 		t.Errorf("a GID index without GID entries:\n%s", out)
 	}
-	if !strings.Contains(out, "# NCCL_IB_GID_INDEX not known yet") {
+	if !strings.Contains(out, "# NCCL_IB_GID_INDEX not known") {
 		t.Errorf("the missing GID index is not explained:\n%s", out)
 	}
 }
@@ -175,10 +175,26 @@ func TestInspectWithoutDaemon(t *testing.T) {
 		"GIDs       4  IB/RoCE v1",
 		"RDMA       GID entries present (readiness not known without the daemon)",
 		"not known: daemon status: the daemon's socket",
-		"NCCL_IB_HCA==mlx5_0:1\nNCCL_IB_GID_INDEX=5\nNCCL_SOCKET_IFNAME=eth1\n",
+		"NCCL_IB_HCA==mlx5_0:1\nNCCL_IB_GID_INDEX=5\nNCCL_SOCKET_IFNAME==eth1\n",
 	} {
 		if !strings.Contains(out, s) {
 			t.Errorf("output lacks %q", s)
 		}
+	}
+}
+
+// A container started through rdma-exec with --roce-version 1 shows the v1
+// index, as the helper exported it.
+func TestInspectContainerStartedByHelper(t *testing.T) {
+	w := standardWorld(t)
+	c := containerJSON("c1", "c1c1c1c1c1c1c1c1", "roce", netRoce, "aaaa00000001"+strings.Repeat("0", 52), "192.168.7.2", true)
+	c["Path"] = "/.rdma-macvlan/rdma-exec"
+	c["Args"] = []string{"--net", "name=roce", "--timeout", "10s", "--roce-version", "1", "--", "sh", "--roce-version", "2"}
+	w.container("c1", c)
+	if rc := w.run("inspect", "c1"); rc != 0 {
+		t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+	}
+	if out := w.stdout.String(); !strings.Contains(out, "GID: RoCE v1, auto)\nNCCL_IB_HCA==mlx5_0:1\nNCCL_IB_GID_INDEX=4\n") {
+		t.Errorf("output:\n%s", out)
 	}
 }
