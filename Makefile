@@ -7,6 +7,8 @@ STATICCHECK_VERSION := v0.8.2
 PLUGIN_NAME ?= rdma-macvlan
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 CLI_PLUGINS_DIR ?= /usr/local/lib/docker/cli-plugins
+# rdma-exec, which docker rdma run mounts into containers, on the engine's host.
+HELPER_DIR ?= /usr/local/lib/rdma-macvlan
 
 export PLUGIN_NAME
 
@@ -17,9 +19,10 @@ FUZZTIME ?= 20
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## build the daemon and the docker rdma CLI plugin into build/bin
+build: ## build the daemon, the docker rdma CLI plugin and its rdma-exec helper into build/bin
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/rdma-macvlan ./cmd/rdma-macvlan
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/docker-rdma ./cmd/docker-rdma
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/rdma-exec ./cmd/rdma-exec
 
 test: ## unit tests (any user; privileged tests skip without root)
 	$(GO) test -race -count=1 ./...
@@ -50,8 +53,9 @@ install: ## plugin + the host directories its mounts need + enable it + the dock
 	bash scripts/plugin.sh build && bash scripts/plugin.sh install $(if $(FORCE),-f)
 	$(MAKE) install-cli
 
-install-cli: build ## install docker rdma as a Docker CLI plugin into CLI_PLUGINS_DIR (~/.docker/cli-plugins for one user)
+install-cli: build ## install docker rdma into CLI_PLUGINS_DIR (~/.docker/cli-plugins for one user) and rdma-exec into HELPER_DIR
 	install -D -m 0755 $(BIN)/docker-rdma $(CLI_PLUGINS_DIR)/docker-rdma
+	install -D -m 0755 $(BIN)/rdma-exec $(HELPER_DIR)/rdma-exec
 
 e2e: ## end to end on private Docker engines (20.10 and the current one): managed and legacy plugin, side by side with the built-in macvlan, two-node swarm (root)
 	bash scripts/engines.sh install

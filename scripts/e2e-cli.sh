@@ -92,7 +92,7 @@ cleanup() {
 		((status == 0)) && status=1
 	fi
 	if [[ -n $engine_dir && -S $engine_dir/docker.sock ]]; then
-		DOCKER_HOST=unix://$engine_dir/docker.sock docker rm -f "$net-c1" "$net-c2" "$net-bg" >/dev/null 2>&1
+		DOCKER_HOST=unix://$engine_dir/docker.sock docker rm -f "$net-c1" "$net-c2" "$net-bg" "$net-w1" "$net-w2" "$net-wf" "$net-ws" >/dev/null 2>&1
 		DOCKER_HOST=unix://$engine_dir/docker.sock docker network rm "$net" >/dev/null 2>&1
 	fi
 	if [[ -n $engine_dir ]]; then
@@ -116,9 +116,10 @@ setup_run() {
 	chmod 0755 "$work" # the unprivileged checks read the tree and run the plugin from here
 	local t0=$SECONDS
 	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=e2e-$id" -o "$work/docker-rdma" ./cmd/docker-rdma)
+	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/rdma-exec" ./cmd/rdma-exec)
 	(cd "$repo" && go build -o "$work/fakesysfs" ./rdma/rdmatest/fakesysfs)
 	PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" build 2>/dev/null
-	say "built docker-rdma, fakesysfs and the plugin in $((SECONDS - t0)) s"
+	say "built docker-rdma, rdma-exec ($(stat -c %s "$work/rdma-exec") bytes), fakesysfs and the plugin in $((SECONDS - t0)) s"
 }
 
 # setup_devices ROOT makes /dev/infiniband with the nodes of the fake tree under ROOT (and decoys
@@ -158,6 +159,8 @@ e2e() {
 	mkdir -p "$e/bin" "$e/config/cli-plugins" "$e/state" "${cdi:-$e/cdi}"
 	ln -s "$cli" "$e/bin/docker"
 	install -m 0755 "$work/docker-rdma" "$e/config/cli-plugins/docker-rdma"
+	# Where docker rdma run looks for rdma-exec: ../../rdma-macvlan/ from the CLI plugin.
+	install -D -m 0755 "$work/rdma-exec" "$e/rdma-macvlan/rdma-exec"
 	export PATH=$e/bin:$ORIG_PATH DOCKER_CONFIG=$e/config
 	say "$engine: docker CLI $cli ($(docker --version))"
 
@@ -217,10 +220,13 @@ e2e() {
 	check "$engine: ls --format json" '((rc == 0)) && [[ $out == *"\"hca\": \"mlx5_0\""* && $out == *"\"source\": \"daemon\""* && $out == *"\"size\": 255"* ]]'
 
 	# run: devices, IPC_LOCK, memlock.
-	run_cmd docker rdma run --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
-	check "$engine: run --dry-run prints the docker command" \
+	run_cmd docker rdma run --no-wait --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
+	check "$engine: run --no-wait --dry-run prints the docker command" \
 		'((rc == 0)) && [[ $out == "docker run $flags --cap-add IPC_LOCK --ulimit memlock=$MEMLOCK:$MEMLOCK --net $net $IMAGE true" ]]'
-	run_cmd docker rdma run --rm --memlock $MEMLOCK --net "$net" "$IMAGE" \
+	run_cmd docker rdma run --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
+	check "$engine: run --dry-run puts rdma-exec, mounted read-only, in front of the command" \
+		'((rc == 0)) && [[ $out == "docker run $flags --cap-add IPC_LOCK --ulimit memlock=$MEMLOCK:$MEMLOCK --net $net --entrypoint /.rdma-macvlan/rdma-exec --mount type=bind,source=$e/rdma-macvlan/rdma-exec,target=/.rdma-macvlan/rdma-exec,readonly $IMAGE --net name=$net,hca=mlx5_0,port=1,subnet=10.79.$sub.0/24 --timeout 10s -- true" ]]'
+	run_cmd docker rdma run --no-wait --rm --memlock $MEMLOCK --net "$net" "$IMAGE" \
 		sh -c 'ls /dev/infiniband | tr "\n" " "; echo; grep CapEff /proc/self/status; grep "Max locked memory" /proc/self/limits; echo "hca=$RDMA_MACVLAN_HCA"'
 	check "$engine: the container sees exactly uverbs0 and rdma_cm (not uverbs1, umad0, issm0)" '((rc == 0)) && [[ $(head -n1 <<<"$out") == "rdma_cm uverbs0 " ]]'
 	check "$engine: the container holds CAP_IPC_LOCK" '((rc == 0)) && (( (16#$(awk "/CapEff/ {print \$2}" <<<"$out") >> 14) & 1 ))'
@@ -231,24 +237,24 @@ e2e() {
 	run_cmd docker run --rm --net "$net" "$IMAGE" sh -c 'ls /dev/infiniband 2>&1; grep CapEff /proc/self/status'
 	check "$engine: control: plain docker run gets no RDMA device and no CAP_IPC_LOCK" \
 		'((rc == 0)) && [[ $out == *"No such file"* ]] && (( ! ((16#$(awk "/CapEff/ {print \$2}" <<<"$out") >> 14) & 1) ))'
-	run_cmd docker rdma run --rm --memlock 4M:8M --net "$net" "$IMAGE" grep "Max locked memory" /proc/self/limits
+	run_cmd docker rdma run --no-wait --rm --memlock 4M:8M --net "$net" "$IMAGE" grep "Max locked memory" /proc/self/limits
 	check "$engine: --memlock 4M:8M gives soft 4194304, hard 8388608" '((rc == 0)) && [[ $(awk "{print \$4, \$5}" <<<"$out") == "4194304 8388608" ]]'
-	run_cmd docker rdma run --rm --ulimit memlock=1048576:2097152 --device /dev/infiniband/uverbs1 --net "$net" "$IMAGE" \
+	run_cmd docker rdma run --no-wait --rm --ulimit memlock=1048576:2097152 --device /dev/infiniband/uverbs1 --net "$net" "$IMAGE" \
 		sh -c 'ls /dev/infiniband | tr "\n" " "; echo; grep "Max locked memory" /proc/self/limits'
 	check "$engine: the user's own --ulimit memlock and --device are kept" \
 		'((rc == 0)) && [[ $(head -n1 <<<"$out") == "rdma_cm uverbs0 uverbs1 " && $(awk "/Max locked/ {print \$4, \$5}" <<<"$out") == "1048576 2097152" ]]'
 
 	# Pass-through of flags, stdin, tty and the exit status.
-	run_cmd docker rdma run --rm --memlock $MEMLOCK --net "$net" "$IMAGE" sh -c 'exit 7'
+	run_cmd docker rdma run --no-wait --rm --memlock $MEMLOCK --net "$net" "$IMAGE" sh -c 'exit 7'
 	check "$engine: the container's exit status 7 is docker rdma's" '((rc == 7))'
-	run_cmd docker rdma run --rm --memlock $MEMLOCK --name "$net-c0" -e FOO=bar -w /tmp --net "$net" -- "$IMAGE" sh -c 'echo "$FOO $(pwd) $(hostname)" -- x'
+	run_cmd docker rdma run --no-wait --rm --memlock $MEMLOCK --name "$net-c0" -e FOO=bar -w /tmp --net "$net" -- "$IMAGE" sh -c 'echo "$FOO $(pwd) $(hostname)" -- x'
 	check "$engine: -e, -w, --name and a -- separator pass through" '((rc == 0)) && [[ $out == "bar /tmp "*" -- x" ]]'
 	run_cmd docker container inspect "$net-c0"
 	check "$engine: --rm passed through (the container is gone)" '((rc != 0))'
-	run_cmd sh -c "echo hello stdin | docker rdma run -i --rm --memlock $MEMLOCK --net $net $IMAGE cat"
+	run_cmd sh -c "echo hello stdin | docker rdma run --no-wait -i --rm --memlock $MEMLOCK --net $net $IMAGE cat"
 	check "$engine: -i passes stdin through" '((rc == 0)) && [[ $out == "hello stdin" ]]'
 	if command -v script >/dev/null; then
-		run_cmd script -qec "docker rdma run -it --rm --memlock $MEMLOCK --net $net $IMAGE sh -c 'tty; exit 3'" /dev/null
+		run_cmd script -qec "docker rdma run --no-wait -it --rm --memlock $MEMLOCK --net $net $IMAGE sh -c 'tty; exit 3'" /dev/null
 		check "$engine: -it gets a terminal, and its exit status" '((rc == 3)) && [[ $out == *"/dev/pts/"* ]]'
 	fi
 
@@ -259,7 +265,7 @@ e2e() {
 	check "$engine: a network that is not rdma-macvlan is refused" '((rc == 125)) && [[ $err == *"network none (driver null) is not rdma-macvlan"* ]]'
 	run_cmd docker rdma run --rm --network "no-such-$id" "$IMAGE" true
 	check "$engine: an unknown network is refused" '((rc == 125)) && [[ $err == *"no-such-$id"* ]]'
-	run_cmd docker rdma run --rm --net "$net" "$IMAGE" true
+	run_cmd docker rdma run --no-wait --rm --net "$net" "$IMAGE" true
 	if ((rc == 0)); then
 		ok "$engine: this engine accepts memlock=unlimited (the default)"
 	else
@@ -268,7 +274,7 @@ e2e() {
 	local unlimited_refused=$rc
 
 	# inspect: a container whose GID entries the "kernel" (fakesysfs) adds after it starts.
-	run_cmd docker rdma run -d --name "$net-c1" --ip "$ip1" --memlock $MEMLOCK --net "$net" "$IMAGE" sleep 600
+	run_cmd docker rdma run --no-wait -d --name "$net-c1" --ip "$ip1" --memlock $MEMLOCK --net "$net" "$IMAGE" sleep 600
 	check "$engine: run -d" '((rc == 0))'
 	run_cmd "$work/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$ip1" -ndev eth0
 	# shellcheck disable=SC2034 # used by the checks (eval)
@@ -284,15 +290,97 @@ e2e() {
 	check "$engine: inspect CONTAINER: devices, IPC_LOCK and memlock of the container" \
 		'[[ $out == *"IPC_LOCK   yes"* && $out == *"memlock    $MEMLOCK:$MEMLOCK"* && $out != *problem* ]]'
 	check "$engine: inspect CONTAINER: pasteable env with the RoCE v2 index" \
-		'grep -qx "NCCL_IB_HCA==mlx5_0:1" <<<"$out" && grep -qx "NCCL_IB_GID_INDEX=$v2" <<<"$out" && grep -qx "NCCL_SOCKET_IFNAME=eth0" <<<"$out" && grep -qx "UCX_IB_GID_INDEX=$v2" <<<"$out"'
+		'grep -qx "NCCL_IB_HCA==mlx5_0:1" <<<"$out" && grep -qx "NCCL_IB_GID_INDEX=$v2" <<<"$out" && grep -qx "NCCL_SOCKET_IFNAME==eth0" <<<"$out" && grep -qx "UCX_IB_GID_INDEX=$v2" <<<"$out"'
 	run_cmd docker rdma inspect --format json "$net-c1"
 	check "$engine: inspect --format json has the GID index" '((rc == 0)) && [[ $out == *"\"gid_index\": $v2,"* && $out == *"\"rdma_ready\": true"* ]]'
-	run_cmd docker rdma run -d --name "$net-c2" --ip "$ip2" --memlock $MEMLOCK --net "$net" "$IMAGE" sleep 600
+	run_cmd docker rdma run --no-wait -d --name "$net-c2" --ip "$ip2" --memlock $MEMLOCK --net "$net" "$IMAGE" sleep 600
 	run_cmd docker exec "$net-c2" ping -c 2 -W 2 "$ip1"
 	check "$engine: $net-c2 pings $net-c1 over the rdma-macvlan network" '((rc == 0))'
 	run_cmd docker rdma inspect "$net"
 	check "$engine: inspect NETWORK lists both containers with their GID index and readiness" \
 		'((rc == 0)) && grep -Eq "^$net-c1 +eth0 +$ip1 +- +$v2 +2,3 +ready$" <<<"$out" && grep -Eq "^$net-c2 +- +$ip2 +- +- +- +not ready: " <<<"$out"'
+
+	# rdma-exec: the workload starts once its GID entries are in the table, with its GID index.
+	# The container's /sys is the real kernel's: the fake tree is mounted at /rdma-fake and
+	# RDMA_EXEC_SYSFS_ROOT (for tests only) points rdma-exec at it.
+	local fake=(-v "$e/fs:/rdma-fake:ro" -e RDMA_EXEC_SYSFS_ROOT=/rdma-fake) w1=10.79.$sub.21 w2=10.79.$sub.22 i1 i2 n
+	run_cmd docker rdma run -d --name "$net-w1" --ip "$w1" "${fake[@]}" --gid-timeout 60s --memlock $MEMLOCK --net "$net" "$IMAGE" \
+		sh -c 'echo "pid=$$ gid=$NCCL_IB_GID_INDEX hca=$NCCL_IB_HCA if=$NCCL_SOCKET_IFNAME ucx=$UCX_NET_DEVICES/$UCX_IB_GID_INDEX root=${RDMA_EXEC_SYSFS_ROOT-unset}"; trap "exit 42" TERM; while :; do sleep 0.2; done'
+	check "$engine: rdma-exec: run -d of a first container" '((rc == 0))'
+	run_cmd docker rdma run -d --name "$net-w2" --ip "$w2" "${fake[@]}" --gid-timeout 60s --memlock $MEMLOCK --net "$net" "$IMAGE" \
+		sh -c 'echo "pid=$$ gid=$NCCL_IB_GID_INDEX"; exec sleep 600'
+	check "$engine: rdma-exec: run -d of a second container" '((rc == 0))'
+	sleep 1
+	run_cmd docker logs "$net-w1"
+	check "$engine: rdma-exec: the workload has not started before its GID entries exist" '((rc == 0)) && [[ -z $out ]]'
+	# The fake kernel adds the second container's entries first, then the first's.
+	run_cmd "$work/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$w2" -ndev eth0
+	i2=${out##* }
+	run_cmd "$work/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$w1" -ndev eth0
+	i1=${out##* }
+	for ((n = 0; n < 100; n++)); do
+		run_cmd docker logs "$net-w1"
+		[[ -n $out ]] && break
+		sleep 0.1
+	done
+	check "$engine: rdma-exec: container 1 got NCCL_IB_GID_INDEX=$i1 (its own v2 entry), devices and interface; PID 1 is the workload" \
+		'[[ $out == "pid=1 gid=$i1 hca==mlx5_0:1 if==eth0 ucx=mlx5_0:1/$i1 root=unset" ]]'
+	for ((n = 0; n < 100; n++)); do
+		run_cmd docker logs "$net-w2"
+		[[ -n $out ]] && break
+		sleep 0.1
+	done
+	check "$engine: rdma-exec: container 2 got NCCL_IB_GID_INDEX=$i2 at the same time" '[[ $out == "pid=1 gid=$i2" ]] && ((i1 != i2))'
+	run_cmd docker rdma inspect "$net-w1"
+	check "$engine: rdma-exec: inspect shows the index the workload got" '((rc == 0)) && grep -qx "NCCL_IB_GID_INDEX=$i1" <<<"$out" && grep -qx "NCCL_SOCKET_IFNAME==eth0" <<<"$out"'
+	run_cmd docker stop -t 5 "$net-w1"
+	run_cmd docker inspect -f '{{.State.ExitCode}}' "$net-w1"
+	check "$engine: rdma-exec: docker stop's SIGTERM reaches the workload (its trap exits 42)" '[[ $out == 42 ]]'
+
+	# Exit status, arguments, stdin and -it through rdma-exec (entries present before the start).
+	local w3=10.79.$sub.23 i3
+	i3=$("$work/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$w3" -ndev eth0)
+	i3=${i3##* }
+	run_cmd docker rdma run --rm --ip "$w3" "${fake[@]}" --memlock $MEMLOCK --net "$net" "$IMAGE" sh -c 'echo "$0|$1|$2"; exit 7' 'a b' '' '--net'
+	check "$engine: rdma-exec: the workload's arguments and exit status 7 pass through" '((rc == 7)) && [[ $out == "a b||--net" ]]'
+	run_cmd sh -c "echo via stdin | docker rdma run -i --rm --ip $w3 ${fake[*]} --memlock $MEMLOCK --net $net $IMAGE cat"
+	check "$engine: rdma-exec: -i passes stdin through" '((rc == 0)) && [[ $out == "via stdin" ]]'
+	run_cmd docker rdma run --rm --init --user 65534 --ip "$w3" "${fake[@]}" --memlock $MEMLOCK --net "$net" "$IMAGE" sh -c 'echo "$(id -u) $NCCL_IB_GID_INDEX"; ps -o pid,comm | grep -c docker-init'
+	check "$engine: rdma-exec: --init and --user behave as without it" '((rc == 0)) && [[ $(head -n1 <<<"$out") == "65534 "* && $(tail -n1 <<<"$out") == 1 ]]'
+	if command -v script >/dev/null; then
+		run_cmd script -qec "docker rdma run -it --rm --ip $w3 ${fake[*]} --memlock $MEMLOCK --net $net $IMAGE sh -c 'tty; exit 4'" /dev/null
+		check "$engine: rdma-exec: -it gets a terminal, and its exit status" '((rc == 4)) && [[ $out == *"/dev/pts/"* ]]'
+	fi
+
+	# An image with no shell: a single static binary, its ENTRYPOINT and CMD read from the image.
+	local noshell=rdma-macvlan-test/noshell:latest
+	mkdir -p "$work/noshell"
+	cp /bin/busybox "$work/noshell/busybox"
+	tar --numeric-owner --owner=0 --group=0 -C "$work/noshell" -c busybox |
+		docker import -c 'ENTRYPOINT ["/busybox"]' -c 'CMD ["env"]' - "$noshell" >/dev/null
+	run_cmd docker rdma run --rm --ip "$w3" "${fake[@]}" --memlock $MEMLOCK --net "$net" "$noshell"
+	check "$engine: rdma-exec: an image without a shell runs its own ENTRYPOINT and CMD with the env" \
+		'((rc == 0)) && grep -qx "NCCL_IB_GID_INDEX=$i3" <<<"$out" && grep -qx "NCCL_IB_HCA==mlx5_0:1" <<<"$out"'
+	run_cmd docker rdma run --rm --ip "$w3" "${fake[@]}" --memlock $MEMLOCK --net "$net" "$noshell" echo given command
+	check "$engine: rdma-exec: a command given to it replaces CMD after the ENTRYPOINT" '((rc == 0)) && [[ $out == "given command" ]]'
+
+	# A container whose entries never appear: the workload never starts, status 122 and why.
+	run_cmd docker rdma run --rm --ip 10.79.$sub.24 "${fake[@]}" --gid-timeout 2s --memlock $MEMLOCK --net "$net" "$IMAGE" echo started
+	check "$engine: rdma-exec: GID entries that never appear: status 122, the workload not started, the reason" \
+		'((rc == 122)) && [[ $out != *started* && $err == *"did not appear within 2s; the workload was not started"* && $err == *"did not appear in the table of mlx5_0 port 1 ("*" entries free)"* ]]'
+	# The table fills while a container waits: it says the table is full.
+	run_cmd docker rdma run -d --name "$net-wf" --ip 10.79.$sub.25 "${fake[@]}" --gid-timeout 8s --memlock $MEMLOCK --net "$net" "$IMAGE" echo started
+	for ((n = 1; n < 200; n++)); do
+		"$work/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "10.80.0.$n" -ndev other >/dev/null 2>&1 || break
+	done
+	run_cmd docker wait "$net-wf"
+	check "$engine: rdma-exec: a full table: status 122" '[[ $out == 122 ]]'
+	run_cmd docker logs "$net-wf"
+	check "$engine: rdma-exec: a full table is named, with the entries counted" '[[ $out != *started* && $err == *"the table is full (255 of 255 entries used"* ]]'
+	for ((n = 1; n < 200; n++)); do
+		"$work/fakesysfs" del-ip -root "$e/fs" -hca mlx5_0 -ip "10.80.0.$n" >/dev/null 2>&1
+	done
+	run_cmd docker rm -f "$net-w1" "$net-w2" "$net-wf"
 
 	# doctor.
 	run_cmd docker rdma doctor --sysfs-root "$e/fs" --image "$IMAGE" --memlock $MEMLOCK
@@ -323,9 +411,9 @@ e2e() {
 		run_cmd as_user docker rdma ls
 		check "$engine: non-root ls: from sysfs, and says the socket cannot be read" \
 			'((rc == 0)) && grep -Eq "^$net +rdma-macvlan:latest +$parent +mlx5_0 +1 +ACTIVE" <<<"$out" && [[ $out == *"cannot read the daemon'"'"'s socket"*"as uid 65534"* ]]'
-		run_cmd as_user docker rdma run --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
+		run_cmd as_user docker rdma run --no-wait --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
 		check "$engine: non-root run finds the same devices without the daemon" '((rc == 0)) && [[ $out == "docker run $flags --cap-add IPC_LOCK "* ]]'
-		run_cmd as_user docker rdma run --rm --memlock $MEMLOCK --net "$net" "$IMAGE" ls /dev/infiniband
+		run_cmd as_user docker rdma run --no-wait --rm --memlock $MEMLOCK --net "$net" "$IMAGE" ls /dev/infiniband
 		check "$engine: non-root run: the container sees uverbs0 and rdma_cm" '((rc == 0)) && [[ $(tr "\n" " " <<<"$out") == "rdma_cm uverbs0 " ]]'
 		run_cmd as_user docker rdma inspect "$net-c1"
 		check "$engine: non-root inspect finds the GID index in sysfs" '((rc == 0)) && [[ $out == *"NCCL_IB_GID_INDEX=$v2"* && $out == *"readiness not known without the daemon"* ]]'
