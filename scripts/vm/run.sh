@@ -112,6 +112,7 @@ mkdir -p "$ov/opt/rmv/bin" "$ov/opt/rmv/scripts"
   if [ "$kerneltest" = 1 ]; then CGO_ENABLED=0 "$go" build -trimpath -o "$ov/opt/rmv/bin/kerneltest" ./kerneltest; fi
   CGO_ENABLED=0 "$go" build -trimpath -ldflags "-X main.version=$(git describe --always --dirty 2>/dev/null || echo dev)" \
     -o "$ov/opt/rmv/bin/docker-rdma" ./cmd/docker-rdma
+  CGO_ENABLED=0 "$go" build -trimpath -ldflags "-s -w" -o "$ov/opt/rmv/bin/rdma-exec" ./cmd/rdma-exec
 )
 if [ -n "$engines" ]; then
   PLUGIN_DIR=$ov/opt/rmv/plugin PLUGIN_BINARY=$ov/opt/rmv/bin/rdma-macvlan bash "$repo/scripts/plugin.sh" build 2>/dev/null

@@ -52,6 +52,8 @@ step "Starting Docker $(dockerd --version | awk '{print $3}' | tr -d ,) (private
 mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
 mkdir -p /var/lib/rdma-macvlan /var/run/cdi "$DOCKER_CONFIG/cli-plugins"
 install -m 0755 $R/bin/docker-rdma "$DOCKER_CONFIG/cli-plugins/docker-rdma"
+# docker rdma run mounts rdma-exec from where make install-cli puts it.
+install -D -m 0755 $R/bin/rdma-exec /usr/local/lib/rdma-macvlan/rdma-exec
 env_line=$(bash $R/scripts/dockerd.sh start "$ddir" debian 2>/run/demo-dockerd.err) ||
   die "dockerd did not start: $(tail -n 5 /run/demo-dockerd.err)"
 eval "$env_line"

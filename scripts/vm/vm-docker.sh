@@ -110,6 +110,8 @@ fi
 mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup || abort "setup: mount cgroup2"
 mkdir -p /var/lib/rdma-macvlan /var/run/cdi "$DOCKER_CONFIG/cli-plugins"
 install -m 0755 $R/bin/docker-rdma "$DOCKER_CONFIG/cli-plugins/docker-rdma"
+# docker rdma run mounts rdma-exec from where make install-cli puts it.
+install -D -m 0755 $R/bin/rdma-exec /usr/local/lib/rdma-macvlan/rdma-exec
 
 say "starting the engine (dockerd.sh start $ddir $engine -- --live-restore)"
 if ! env_line=$(bash $R/scripts/dockerd.sh start "$ddir" "$engine" -- --live-restore 2>"/tmp/dockerd-start.$engine"); then
@@ -195,6 +197,17 @@ for c in c1 c2; do
   else
     fail "$c: its IPv4 GID index agrees in ibv_devinfo, docker rdma inspect, /v1/status and sysfs" \
       "sysfs '$k' devinfo '$d' inspect '$i' status '$s'" "$(grep GID /tmp/probe.$c)" "$(cat /tmp/inspect.$c)"
+  fi
+done
+# docker rdma run started the workload through rdma-exec: its environment (PID 1's; docker exec
+# does not inherit it) has the kernel's index.
+for c in c1 c2; do
+  [ $c = c2 ] && [ "$engine" = current ] && continue # c2 is a plain docker run there
+  g=$(dk exec $c cat /proc/1/environ 2>&1 | tr '\0' '\n' | sed -n 's/^NCCL_IB_GID_INDEX=//p')
+  if [ -n "${idx[$c]}" ] && [ "$g" = "${idx[$c]}" ]; then
+    pass "$c: the workload's NCCL_IB_GID_INDEX ($g) is the kernel's index of its IPv4 RoCE v2 GID"
+  else
+    fail "$c: the workload's NCCL_IB_GID_INDEX is the kernel's index" "env '$g' sysfs '${idx[$c]}'"
   fi
 done
 if [ -n "${idx[c1]}" ] && [ "${idx[c1]}" != "${idx[c2]}" ]; then
