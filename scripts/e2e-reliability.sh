@@ -82,90 +82,13 @@ PINGER=(sh -c 'trap "exit 0" TERM
 done) >/tmp/ping.log 2>&1 &
 wait')
 
-PASSED=0
-FAILED=0
-t_start=$(date +%s)
-tag="setup"
-
-# Progress goes to fd 3, the script's stderr, also from steps whose output a check captures; fd 4
 # keeps the script's stdout for the summary of a run interrupted inside such a step.
-exec 3>&2 4>&1
-say() { printf '%s +%4ds [%s] %s\n' "$(date +%H:%M:%S)" "$(($(date +%s) - t_start))" "$tag" "$*" >&3; }
-die() { say "error: $*"; exit 1; }
-
-# detail prints its arguments as indented comment lines (at most 15 lines each).
-detail() {
-	local s
-	for s in "$@"; do
-		[[ -n $s ]] || continue
-		printf '%s\n' "$s" | head -n 15 | sed 's/^/#   /'
-	done
-}
-pass() { PASSED=$((PASSED + 1)); printf 'ok - [%s] %s\n' "$tag" "$1"; shift; detail "$@"; }
-fail() { FAILED=$((FAILED + 1)); run_failed=1; printf 'not ok - [%s] %s\n' "$tag" "$1"; shift; detail "$@"; }
-skip() { printf '# skip - [%s] %s\n' "$tag" "$*"; }
-
-# check DESC CMD...: one check; the output of a failing CMD is shown under it. CMD runs in a
-# subshell: use check_here for steps that record state.
-check() {
-	local desc=$1 out t0
-	shift
-	t0=$(now_ms)
-	if out=$("$@" 2>&1); then pass "$desc$(took "$t0")"; else fail "$desc$(took "$t0")" "$out"; fi
-}
-
-# check_v DESC CMD...: check, showing CMD's output under a pass too.
-check_v() {
-	local desc=$1 out t0
-	shift
-	t0=$(now_ms)
-	if out=$("$@" 2>&1); then pass "$desc$(took "$t0")" "$out"; else fail "$desc$(took "$t0")" "$out"; fi
-}
-
-# check_here DESC CMD...: check, with CMD run in this shell.
-check_here() {
-	local desc=$1 t0
-	shift
-	t0=$(now_ms)
-	if "$@" >"$rdir/step.out" 2>&1; then
-		pass "$desc$(took "$t0")"
-	else
-		fail "$desc$(took "$t0")" "$(cat "$rdir/step.out")"
-	fi
-}
-
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-
-# took T0 prints " (N.N s)" when more than a second passed since T0 (ms).
-took() {
-	local ms=$(($(now_ms) - $1))
-	((ms < 1000)) || printf ' (%d.%d s)' $((ms / 1000)) $((ms % 1000 / 100))
-}
+# shellcheck source=scripts/lib/e2e.sh
+source "$here/lib/e2e.sh"
+exec 4>&1
 
 # secs MS prints MS milliseconds as seconds with one decimal.
 secs() { printf '%d.%d' $(($1 / 1000)) $(($1 % 1000 / 100)); }
-
-# poll SECONDS CMD...: runs CMD every 0.2 s until it succeeds; fails at the deadline with CMD's
-# last output on stdout.
-poll() {
-	local secs=$1 end out
-	shift
-	end=$(($(date +%s%N) / 1000000 + secs * 1000))
-	while :; do
-		if out=$("$@" 2>&1); then return 0; fi
-		if (($(date +%s%N) / 1000000 >= end)); then
-			printf '%s\n(still failing after %ss)\n' "$out" "$secs"
-			return 1
-		fi
-		sleep 0.2
-	done
-}
-
-# dk runs the docker CLI with a deadline, without its warning about IPv4 forwarding (disabled on
-# purpose in the private engines).
-dk() {
-	timeout -k 5 "$CMD_TIMEOUT" docker "$@" 2> >(grep -v 'IPv4 forwarding is disabled' >&2 || true)
-}
 
 # ---------------------------------------------------------------------------------------------
 # State of the current run; teardown undoes exactly what is recorded here.
@@ -177,22 +100,6 @@ reg_pid=""      # the registry this run started
 plugin_ids=()   # every plugin id this run had (their /run/docker/plugins dirs must go)
 apt_policy=""   # /usr/sbin/policy-rc.d while this script runs apt
 run_failed=""
-
-# stop_pid PID SECONDS: SIGTERM, SIGKILL at the deadline; only for pids this script started.
-stop_pid() {
-	local pid=$1 secs=$2 i
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for ((i = 0; i < secs * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.1
-	done
-	say "pid $pid still there after ${secs}s: SIGKILL"
-	kill -KILL "$pid" 2>/dev/null || true
-	for ((i = 0; i < 50; i++)); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.1
-	done
-}
 
 stop_registry() {
 	if [[ -n $reg_pid ]]; then
