@@ -65,7 +65,7 @@ install-cli: build ## install docker rdma into CLI_PLUGINS_DIR (~/.docker/cli-pl
 	install -D -m 0755 $(BIN)/docker-rdma $(CLI_PLUGINS_DIR)/docker-rdma
 	install -D -m 0755 $(BIN)/rdma-exec $(HELPER_DIR)/rdma-exec
 
-e2e: ## end to end on private Docker engines (20.10 and the current one): managed and legacy plugin, side by side with the built-in macvlan, two-node swarm (root)
+e2e: ## end to end on private Docker engines (20.10 and the current one): managed and legacy plugin, side by side with the built-in macvlan, two-node swarm, a release installed from a local registry (root)
 	bash scripts/engines.sh install
 	bash scripts/e2e.sh
 	bash scripts/e2e-diff.sh

@@ -123,7 +123,7 @@ func renderVersion(w io.Writer, o versionOutput) {
 		fmt.Fprintf(tw, "plugin:\tnone installed (%s)\n", installHint)
 	}
 	for _, p := range o.Plugins {
-		what := p.Name
+		var what string
 		switch {
 		case p.Name == "":
 			what = "daemon at " + p.Socket
