@@ -84,14 +84,17 @@ trap 'rc=$?; registry_stop; (exit $rc); on_exit' EXIT
 # ---------------------------------------------------------------------------------------------
 # What the README tells users, run as written (with the test's names put in).
 
-# cli_install: the README's lines that copy docker rdma out of the plugin's rootfs, into the test's
-# DOCKER_CONFIG/cli-plugins instead of /usr/local/lib/docker/cli-plugins (the docker CLI looks there
+# cli_install: the README's lines that copy docker rdma and rdma-exec out of the plugin's rootfs,
+# into the test's DOCKER_CONFIG/cli-plugins instead of /usr/local/lib/docker/cli-plugins (the docker
+# CLI looks there first) and /usr/local/lib/rdma-macvlan (docker rdma run looks next to itself
 # first).
 cli_install() {
 	local block
 	block=$(readme_block cli-install)
 	[[ -n $block ]] || { echo "README has no e2e:cli-install block"; return 1; }
 	block=${block//\/usr\/local\/lib\/docker\/cli-plugins/$DOCKER_CONFIG\/cli-plugins}
+	block=${block//\/usr\/local\/lib\/rdma-macvlan/$DOCKER_CONFIG\/cli-plugins}
+	[[ $block != */usr/local/* ]] || { echo "the README's lines write elsewhere under /usr/local:"; echo "$block"; return 1; }
 	printf '%s\n' "$block"
 	bash -euo pipefail -c "$block"
 }
@@ -174,7 +177,10 @@ alias_recognised() {
 	out=$(dk rdma ls 2>&1) || { echo "$out"; return 1; }
 	grep -qE "^$net-roce +roce:latest " <<<"$out" || { echo "$out"; echo "(no line for $net-roce, driver roce:latest)"; return 1; }
 	out=$(dk rdma run --dry-run --device-mode nodes --network "$net-roce" "$IMAGE" true 2>&1) || { echo "$out"; return 1; }
-	grep -qF -- "--device /dev/infiniband/uverbs0" <<<"$out" || { echo "$out"; return 1; }
+	printf '%s\n' "$out"
+	grep -qF -- "--device /dev/infiniband/uverbs0" <<<"$out" || return 1
+	# rdma-exec, copied out of the plugin next to docker-rdma, is found and mounted.
+	grep -qF -- "source=$DOCKER_CONFIG/cli-plugins/rdma-exec," <<<"$out" || { echo "(rdma-exec from $DOCKER_CONFIG/cli-plugins not used)"; return 1; }
 }
 
 rm_roce() { dk network rm "$net-roce" >/dev/null && dk plugin rm -f roce:latest >/dev/null; }
@@ -291,11 +297,11 @@ rel_run() {
 		same_manifest rmv-arm64:latest rmv-amd64:latest
 	check "$repo_ref:$vx and $repo_ref:$vx-amd64 are the same plugin (same layers), $vx-arm64 another" same_layers
 	root=$(plugin_root rmv-arm64:latest)
-	check_v "the arm64 plugin's daemon and CLI are static arm64 ELF executables" \
-		elf_ok arm64 "$root/rdma-macvlan" "$root/cli-plugins/docker-rdma"
+	check_v "the arm64 plugin's daemon, CLI and rdma-exec are static arm64 ELF executables" \
+		elf_ok arm64 "$root/rdma-macvlan" "$root/cli-plugins/docker-rdma" "$root/cli-plugins/rdma-exec"
 	root=$(plugin_root "$PLUGIN")
-	check_v "the amd64 plugin's daemon and CLI are static amd64 ELF executables" \
-		elf_ok amd64 "$root/rdma-macvlan" "$root/cli-plugins/docker-rdma"
+	check_v "the amd64 plugin's daemon, CLI and rdma-exec are static amd64 ELF executables" \
+		elf_ok amd64 "$root/rdma-macvlan" "$root/cli-plugins/docker-rdma" "$root/cli-plugins/rdma-exec"
 	check_v "the arm64 plugin installed on this amd64 host without complaint, and enabling it fails: exec format error in dockerd's log (mounts set to existing dirs)" \
 		arm64_fails
 	check "the arm64 and amd64 pulls removed" dk plugin rm -f rmv-arm64:latest rmv-amd64:latest
