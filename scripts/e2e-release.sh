@@ -263,7 +263,7 @@ rel_run() {
 		fail "the plugin is listed as $PLUGIN, enabled" "docker plugin ls: $out"
 	fi
 	check "the plugin runs with the mounts given at install time" mounts_as_set
-	refused "docker network create -d rdma-macvlan (no tag) is refused, as the README says" "rdma-macvlan" -- \
+	refused "docker network create -d rdma-macvlan (no tag) is refused, as the README says" "could not resolve driver rdma-macvlan" -- \
 		dk network create -d rdma-macvlan --subnet "$sub.0/24" -o parent="$parent" "$net-notag"
 	check "docker network create -d $PLUGIN --subnet $sub.0/24 -o parent=$parent $net" \
 		dk network create -d "$PLUGIN" --subnet "$sub.0/24" -o parent="$parent" "$net"
