@@ -192,13 +192,14 @@ remove_all() {
 
 pull_arches() {
 	dk plugin install --disable --alias rmv-arm64 --grant-all-permissions "$repo_ref:$vx-arm64" &&
-		dk plugin install --disable --alias rmv-amd64 --grant-all-permissions "$repo_ref:$vx-amd64"
+		dk plugin install --disable --grant-all-permissions "$repo_ref:$vx-amd64" &&
+		[[ $(dk plugin inspect -f '{{.Name}}' "$repo_ref:$vx-amd64") == "$repo_ref:$vx-amd64" ]]
 }
 
 same_layers() {
 	local a b c
-	a=$(layers "$PLUGIN") b=$(layers rmv-amd64:latest) c=$(layers rmv-arm64:latest)
-	[[ $a == "$b" && $a != "$c" ]] || { printf '%s: %s\nrmv-amd64: %s\nrmv-arm64: %s\n' "$PLUGIN" "$a" "$b" "$c"; return 1; }
+	a=$(layers "$PLUGIN") b=$(layers "$repo_ref:$vx-amd64") c=$(layers rmv-arm64:latest)
+	[[ $a == "$b" && $a != "$c" ]] || { printf '%s: %s\n%s-amd64: %s\nrmv-arm64: %s\n' "$PLUGIN" "$a" "$vx" "$b" "$c"; return 1; }
 }
 
 # arm64_fails: the arm64 plugin, its mounts set to directories that exist, cannot be enabled here;
@@ -291,10 +292,10 @@ rel_run() {
 	check "network and plugin roce removed" rm_roce
 
 	# --- arm64 ------------------------------------------------------------------------------------
-	check "docker plugin install --disable $repo_ref:$vx-arm64 --alias rmv-arm64 and $repo_ref:$vx-amd64 --alias rmv-amd64 (pulled, not run)" \
+	check "docker plugin install --disable $repo_ref:$vx-arm64 --alias rmv-arm64, and $repo_ref:$vx-amd64 without an alias, named after its reference (pulled, not run)" \
 		pull_arches
 	check_v "the arm64 plugin's manifest is the amd64 one (all of config.json but the layers)" \
-		same_manifest rmv-arm64:latest rmv-amd64:latest
+		same_manifest rmv-arm64:latest "$repo_ref:$vx-amd64"
 	check "$repo_ref:$vx and $repo_ref:$vx-amd64 are the same plugin (same layers), $vx-arm64 another" same_layers
 	root=$(plugin_root rmv-arm64:latest)
 	check_v "the arm64 plugin's daemon, CLI and rdma-exec are static arm64 ELF executables" \
@@ -304,7 +305,7 @@ rel_run() {
 		elf_ok amd64 "$root/rdma-macvlan" "$root/cli-plugins/docker-rdma" "$root/cli-plugins/rdma-exec"
 	check_v "the arm64 plugin installed on this amd64 host without complaint, and enabling it fails: exec format error in dockerd's log (mounts set to existing dirs)" \
 		arm64_fails
-	check "the arm64 and amd64 pulls removed" dk plugin rm -f rmv-arm64:latest rmv-amd64:latest
+	check "the arm64 and amd64 pulls removed" dk plugin rm -f rmv-arm64:latest "$repo_ref:$vx-amd64"
 
 	# --- upgrade ----------------------------------------------------------------------------------
 	pid_id=$(dk plugin inspect -f '{{.Id}}' "$PLUGIN")
