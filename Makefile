@@ -5,7 +5,12 @@ BIN := build/bin
 TOOLS := build/tools
 STATICCHECK_VERSION := v0.8.2
 PLUGIN_NAME ?= rdma-macvlan
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDVERSION := -X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$(VERSION)
+# make release REGISTRY=host[:port]/path: the plugin goes to $(REGISTRY)/rdma-macvlan.
+REGISTRY ?=
+
+export VERSION
 CLI_PLUGINS_DIR ?= /usr/local/lib/docker/cli-plugins
 # rdma-exec, which docker rdma run mounts into containers, on the engine's host.
 HELPER_DIR ?= /usr/local/lib/rdma-macvlan
@@ -14,15 +19,15 @@ export PLUGIN_NAME
 
 FUZZTIME ?= 20
 
-.PHONY: help build test test-root test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-reliability fuzz bench clean deps
+.PHONY: release e2e-release help build test test-root test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-reliability fuzz bench clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## build the daemon, the docker rdma CLI plugin and its rdma-exec helper into build/bin
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/rdma-macvlan ./cmd/rdma-macvlan
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/docker-rdma ./cmd/docker-rdma
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/rdma-exec ./cmd/rdma-exec
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDVERSION)" -o $(BIN)/rdma-macvlan ./cmd/rdma-macvlan
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDVERSION)" -o $(BIN)/docker-rdma ./cmd/docker-rdma
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDVERSION)" -o $(BIN)/rdma-exec ./cmd/rdma-exec
 
 test: ## unit tests (any user; privileged tests skip without root)
 	$(GO) test -race -count=1 ./...
@@ -53,15 +58,23 @@ install: ## plugin + the host directories its mounts need + enable it + the dock
 	bash scripts/plugin.sh build && bash scripts/plugin.sh install $(if $(FORCE),-f)
 	$(MAKE) install-cli
 
+release: ## static binaries, CLI plugin and managed plugin for linux/amd64 and arm64 with checksums into build/release; REGISTRY=host[:port]/path also pushes the plugin (REPO:VERSION, REPO:VERSION-arm64) through the daemon at DOCKER_HOST
+	REGISTRY=$(REGISTRY) bash scripts/release.sh
+
 install-cli: build ## install docker rdma into CLI_PLUGINS_DIR (~/.docker/cli-plugins for one user) and rdma-exec into HELPER_DIR
 	install -D -m 0755 $(BIN)/docker-rdma $(CLI_PLUGINS_DIR)/docker-rdma
 	install -D -m 0755 $(BIN)/rdma-exec $(HELPER_DIR)/rdma-exec
 
-e2e: ## end to end on private Docker engines (20.10 and the current one): managed and legacy plugin, side by side with the built-in macvlan, two-node swarm (root)
+e2e: ## end to end on private Docker engines (20.10 and the current one): managed and legacy plugin, side by side with the built-in macvlan, two-node swarm, a release installed from a local registry (root)
 	bash scripts/engines.sh install
 	bash scripts/e2e.sh
 	bash scripts/e2e-diff.sh
 	bash scripts/e2e-swarm.sh
+	bash scripts/e2e-release.sh
+
+e2e-release: ## a release to a local registry installed, used and upgraded as users do, on private engines (root)
+	bash scripts/engines.sh install
+	bash scripts/e2e-release.sh
 
 e2e-cli: ## docker rdma end to end on private engines (root)
 	bash scripts/engines.sh install

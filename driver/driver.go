@@ -53,6 +53,8 @@ type Config struct {
 	// table costs one file per slot; the daemon uses DefaultGIDTableMaxAge.
 	GIDTableMaxAge time.Duration
 	Log            *logrus.Logger // nil: logrus.StandardLogger()
+	// Version is the daemon's release version, reported in /v1/status.
+	Version string
 }
 
 // Defaults of Config.
@@ -78,6 +80,7 @@ type Driver struct {
 	gidPoll     time.Duration
 	grace       time.Duration
 	owner       string // ifalias of every link this instance creates
+	version     string
 	tableMaxAge time.Duration
 
 	tablesMu sync.Mutex
@@ -140,6 +143,7 @@ func New(cfg Config) (*Driver, error) {
 		gidPoll:     cfg.GIDPoll,
 		grace:       cfg.UnjoinedGrace,
 		tableMaxAge: cfg.GIDTableMaxAge,
+		version:     cfg.Version,
 		tables:      make(map[portKey]tableSnap),
 		networks:    make(map[string]*Network),
 		endpoints:   make(map[string]*Endpoint),

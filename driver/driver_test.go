@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -328,5 +329,25 @@ func TestUnjoinedEndpointsDeletedAfterGrace(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, endpointsDir, "lost.json")); !os.IsNotExist(err) {
 		t.Fatalf("state of the deleted endpoint left: %v", err)
+	}
+}
+
+// TestStatusVersion: /v1/status carries the daemon's version as "version",
+// next to the networks.
+func TestStatusVersion(t *testing.T) {
+	dir := t.TempDir()
+	root := hosts(t)
+	d, err := New(Config{StateDir: dir, Links: drivertest.NewLinks("p0"), Log: quietLog(), Sysfs: rdma.NewSysfs(root),
+		CDIDir: filepath.Join(t.TempDir(), "cdi"), Version: "v1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	b, err := json.Marshal(d.Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"version":"v1.2.3","networks":[]}`; string(b) != want {
+		t.Fatalf("status %s, want %s", b, want)
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 // Status is the answer of GET /v1/status (contract: field names).
 type Status struct {
+	// Version is the daemon's release version (rdma-macvlan --version).
+	Version  string          `json:"version"`
 	Networks []NetworkStatus `json:"networks"`
 }
 
@@ -87,7 +89,7 @@ func (d *Driver) Status() Status {
 
 	mode, _, modeErr := rdma.NetnsMode(d.netnsMode, d.rdma)
 	tables := map[portKey]rdma.GIDTable{}
-	st := Status{Networks: make([]NetworkStatus, 0, len(nets))}
+	st := Status{Version: d.version, Networks: make([]NetworkStatus, 0, len(nets))}
 	byNet := map[string]*NetworkStatus{}
 	ipv6 := map[string]bool{}
 	for i := range nets {

@@ -115,7 +115,7 @@ setup_run() {
 	work=$(mktemp -d /tmp/rmvcli.XXXXXX)
 	chmod 0755 "$work" # the unprivileged checks read the tree and run the plugin from here
 	local t0=$SECONDS
-	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=e2e-$id" -o "$work/docker-rdma" ./cmd/docker-rdma)
+	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=e2e-$id" -o "$work/docker-rdma" ./cmd/docker-rdma)
 	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/rdma-exec" ./cmd/rdma-exec)
 	(cd "$repo" && go build -o "$work/fakesysfs" ./rdma/rdmatest/fakesysfs)
 	PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" build 2>/dev/null
@@ -207,7 +207,7 @@ e2e() {
 
 	# The CLI plugin as the docker CLI runs it.
 	run_cmd docker rdma version
-	check "$engine: docker rdma is a CLI plugin of $cli" '((rc == 0)) && [[ $out == "docker rdma version e2e-$id" ]]'
+	check "$engine: docker rdma is a CLI plugin of $cli (docker rdma version: its version first)" '((rc == 0)) && [[ $(head -n 1 <<<"$out") == "docker rdma:"*" e2e-$id" ]]'
 	run_cmd docker --help
 	check "$engine: docker --help lists rdma" '[[ $out == *rdma* ]]'
 

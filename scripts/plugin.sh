@@ -20,7 +20,8 @@
 # Environment:
 #   PLUGIN_NAME (default rdma-macvlan), PLUGIN_TAG (default latest),
 #   PLUGIN_DIR (default build/plugin of the repo), PLUGIN_BINARY (package this prebuilt static
-#   binary instead of building ./cmd/rdma-macvlan), GO (default go).
+#   binary instead of building ./cmd/rdma-macvlan), GO (default go), VERSION (the version built
+#   in: rdma-macvlan --version, /v1/status; default git describe --tags --always --dirty).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,7 +44,9 @@ do_build() {
 		install -m 0755 "$PLUGIN_BINARY" "$bin"
 	else
 		say "building ./cmd/rdma-macvlan (static)"
-		(cd "$repo" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags '-s -w' -o "$bin" ./cmd/rdma-macvlan)
+		local v=${VERSION:-$(git -C "$repo" describe --tags --always --dirty 2>/dev/null || echo dev)}
+		(cd "$repo" && CGO_ENABLED=0 "$GO" build -trimpath \
+			-ldflags "-s -w -X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$v" -o "$bin" ./cmd/rdma-macvlan)
 	fi
 	# The plugin has no libc and no loader: a dynamic binary would fail with "no such file".
 	if ldd "$bin" >/dev/null 2>&1; then die "$bin is dynamically linked; a plugin rootfs has no libraries"; fi

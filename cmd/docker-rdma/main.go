@@ -8,36 +8,11 @@ package main
 
 import (
 	"os"
-	"runtime/debug"
 
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/commands"
+	"github.com/rdma-macvlan/rdma-macvlan/internal/version"
 )
 
-// version is set at build time: -ldflags "-X main.version=...".
-var version string
-
 func main() {
-	os.Exit(commands.Main(os.Args[1:], commands.System(), buildVersion()))
-}
-
-// buildVersion is the version set at build time, else the module version
-// and VCS revision Go recorded, else "dev".
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "dev"
-	}
-	v := bi.Main.Version
-	if v == "" || v == "(devel)" {
-		v = "dev"
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += "+" + s.Value[:12]
-		}
-	}
-	return v
+	os.Exit(commands.Main(os.Args[1:], commands.System(), version.String()))
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
+	"github.com/rdma-macvlan/rdma-macvlan/internal/version"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
@@ -34,6 +35,7 @@ type config struct {
 	logFormat  string
 	gidTimeout time.Duration
 	grace      time.Duration
+	version    bool // --version: print the version and exit
 }
 
 func main() {
@@ -54,6 +56,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&c.grace, "unjoined-grace", driver.DefaultUnjoinedGrace, "after a restart, how long an endpoint without a container may wait for Docker's Join before it is deleted")
 	fs.DurationVar(&c.gidTimeout, "gid-timeout", driver.DefaultGIDTimeout, "how long to wait for a container's RoCE GID entries after it joins")
+	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: rdma-macvlan [flags]\n\nEvery flag can also be set with RDMA_MACVLAN_<FLAG> (upper case, dashes as underscores);\na flag given on the command line wins.\n\n")
 		fs.PrintDefaults()
@@ -61,6 +64,9 @@ func parseFlags(args []string) (config, error) {
 	// Environment twins first, so that explicit flags override them.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "version" {
+			return
+		}
 		name := "RDMA_MACVLAN_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(name); ok && v != "" {
 			if err := f.Value.Set(v); err != nil && envErr == nil {
@@ -142,6 +148,10 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if c.version {
+		fmt.Printf("rdma-macvlan version %s\n", version.String())
+		return nil
+	}
 	log, err := newLogger(c)
 	if err != nil {
 		return err
@@ -158,7 +168,7 @@ func run(args []string) error {
 	srv := plugin.NewServer(log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, l) }()
-	log.WithFields(logrus.Fields{"socket": c.socket, "state_dir": c.stateDir, "sysfs_root": c.sysfsRoot, "cdi_dir": c.cdiDir}).Info("listening")
+	log.WithFields(logrus.Fields{"version": version.String(), "socket": c.socket, "state_dir": c.stateDir, "sysfs_root": c.sysfsRoot, "cdi_dir": c.cdiDir}).Info("listening")
 
 	host, err := netns.Current()
 	if err != nil {
@@ -175,6 +185,7 @@ func run(args []string) error {
 		UnjoinedGrace:  c.grace,
 		GIDTableMaxAge: driver.DefaultGIDTableMaxAge,
 		Log:            log,
+		Version:        version.String(),
 	})
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -100,10 +101,13 @@ type daemon struct {
 	exited   chan error
 }
 
+// testVersion is the version buildDaemon links into the binary.
+const testVersion = "v0.0.0-test.1"
+
 func buildDaemon(t *testing.T, tags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "rdma-macvlan")
-	args := []string{"build", "-o", bin}
+	args := []string{"build", "-o", bin, "-ldflags", "-X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=" + testVersion}
 	if len(tags) > 0 {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
@@ -187,6 +191,25 @@ func (d *daemon) stop(sig syscall.Signal) error {
 	}
 }
 
+// TestVersionFlag: --version prints the version linked in and exits 0
+// without starting anything (no socket, no state directory).
+func TestVersionFlag(t *testing.T) {
+	bin := buildDaemon(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "--version", "--socket", filepath.Join(dir, "s.sock"))
+	cmd.Env = append(os.Environ(), "RDMA_MACVLAN_STATE_DIR="+filepath.Join(dir, "state"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rdma-macvlan --version: %v\n%s", err, out)
+	}
+	if got, want := string(out), "rdma-macvlan version "+testVersion+"\n"; got != want {
+		t.Fatalf("rdma-macvlan --version printed %q, want %q", got, want)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("--version created %v", ents)
+	}
+}
+
 func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (network namespaces and links); run: sudo make test-root")
@@ -218,6 +241,15 @@ func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v\n%s", err, d.log())
 		}
+	}
+	// The version set at build time is in the start-up line and in /v1/status.
+	st, err := c.Status()
+	must(err)
+	if st.Version != testVersion {
+		t.Fatalf("/v1/status version %q, want %q (linked in)", st.Version, testVersion)
+	}
+	if !regexp.MustCompile(`msg=listening .*version=` + regexp.QuoteMeta(testVersion) + `(\s|$)`).MatchString(d.log()) {
+		t.Fatalf("start-up line without version=%s:\n%s", testVersion, d.log())
 	}
 	nid := strings.Repeat("a1", 32)
 	eid1, eid2 := strings.Repeat("e1", 32), strings.Repeat("e2", 32)

@@ -185,3 +185,87 @@ e2e_traps() {
 	trap 'exit 130' INT TERM
 	trap on_err ERR
 }
+
+# A local registry (Debian's docker-registry, on 127.0.0.1 only) for `docker plugin push/install`.
+# registry_bin prints the path of a docker-registry binary: the one on PATH, or Debian's, fetched
+# with apt-get download and unpacked into $RDMA_MACVLAN_CACHE/registry (default
+# /var/cache/rdma-macvlan; the package is never installed, so no service and no user is made).
+# Uses $work (the suite's temp dir) for the download.
+registry_bin() {
+	local cache=${RDMA_MACVLAN_CACHE:-/var/cache/rdma-macvlan} tmp deb bin
+	bin=$cache/registry/docker-registry
+	if command -v docker-registry >/dev/null; then command -v docker-registry; return 0; fi
+	if [[ -x $bin ]]; then printf '%s\n' "$bin"; return 0; fi
+	tmp=$(mktemp -d "$work/deb.XXXXXX")
+	say "fetching Debian's docker-registry (unpacked into $cache/registry, not installed)"
+	if ! (cd "$tmp" && apt-get download docker-registry >/dev/null 2>&1 ||
+		{ apt-get update -qq >/dev/null 2>&1 && apt-get download docker-registry >/dev/null 2>&1; }); then
+		rm -rf "$tmp"
+		echo "apt-get download docker-registry failed"
+		return 1
+	fi
+	deb=$(find "$tmp" -maxdepth 1 -name 'docker-registry_*.deb' | head -n 1)
+	dpkg-deb -x "$deb" "$tmp/x"
+	mkdir -p "$cache/registry"
+	install -m 0755 "$tmp/x/usr/bin/docker-registry" "$bin.new"
+	mv -f "$bin.new" "$bin"
+	rm -rf "$tmp"
+	printf '%s\n' "$bin"
+}
+
+# registry_start BIN DIR: a registry on a free port of 127.0.0.1 with its storage and log in DIR.
+# Sets reg (127.0.0.1:PORT) and reg_pid; run it in the script's shell. registry_stop ends it.
+reg=""
+reg_pid=""
+registry_start() {
+	local bin=$1 dir=$2 port n
+	for ((n = 0; n < 20; n++)); do
+		port=$((20000 + RANDOM % 20000))
+		ss -Hltn "sport = :$port" | grep -q . || break
+	done
+	mkdir -p "$dir/data"
+	cat >"$dir/config.yml" <<EOC
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $dir/data
+http:
+  addr: 127.0.0.1:$port
+  secret: rmv-$RANDOM$RANDOM
+EOC
+	setsid "$bin" serve "$dir/config.yml" </dev/null >"$dir/log" 2>&1 &
+	reg_pid=$!
+	reg=127.0.0.1:$port
+	poll 15 registry_up || { cat "$dir/log"; return 1; }
+}
+
+# registry_up: the registry answers its API root (bash's /dev/tcp; no curl needed).
+registry_up() {
+	local host=${reg%:*} port=${reg#*:} line
+	exec 5<>"/dev/tcp/$host/$port" || return 1
+	printf 'GET /v2/ HTTP/1.0\r\nHost: %s\r\n\r\n' "$reg" >&5
+	read -r line <&5 || true
+	exec 5<&- 5>&-
+	[[ $line == *" 200 "* ]] || { echo "registry answered: $line"; return 1; }
+}
+
+registry_stop() {
+	if [[ -n $reg_pid ]]; then
+		stop_pid "$reg_pid" 10
+		wait "$reg_pid" 2>/dev/null || true
+		reg_pid=""
+	fi
+	return 0
+}
+
+# readme_block NAME: the lines of the README's code block that follows the line
+# `<!-- e2e:NAME -->`, so that a test runs exactly what the README tells users.
+readme_block() {
+	awk -v m="<!-- e2e:$1 -->" '
+		$0 == m { on = 1; next }
+		on == 1 && /^```/ { on = 2; next }
+		on == 2 && /^```/ { exit }
+		on == 2 { print }' "${repo:?}/README.md"
+}

@@ -110,7 +110,7 @@ mkdir -p "$ov/opt/rmv/bin" "$ov/opt/rmv/scripts"
   cd "$repo"
   CGO_ENABLED=0 "$go" build -trimpath -o "$ov/opt/rmv/bin/rdma-macvlan" ./cmd/rdma-macvlan
   if [ "$kerneltest" = 1 ]; then CGO_ENABLED=0 "$go" build -trimpath -o "$ov/opt/rmv/bin/kerneltest" ./kerneltest; fi
-  CGO_ENABLED=0 "$go" build -trimpath -ldflags "-X main.version=$(git describe --always --dirty 2>/dev/null || echo dev)" \
+  CGO_ENABLED=0 "$go" build -trimpath -ldflags "-X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)" \
     -o "$ov/opt/rmv/bin/docker-rdma" ./cmd/docker-rdma
   CGO_ENABLED=0 "$go" build -trimpath -ldflags "-s -w" -o "$ov/opt/rmv/bin/rdma-exec" ./cmd/rdma-exec
 )

@@ -34,11 +34,11 @@ Commands:
   ls        rdma-macvlan networks: parent, HCA, port, GID table use, device flags
   inspect   a container's or network's interfaces, GIDs, readiness and RDMA env
   doctor    check the host, the engine and the plugin; exit 1 when RDMA is blocked
-  version   print the version
+  version   versions of docker rdma, the plugin and the engine (CDI or not)
 
 Options:
-      --plugin NAME   the rdma-macvlan plugin (default: any plugin whose name
-                      starts with rdma-macvlan; env RDMA_MACVLAN_PLUGIN)
+      --plugin NAME   the rdma-macvlan plugin (default: any plugin with
+                      rdma-macvlan's manifest; env RDMA_MACVLAN_PLUGIN)
       --socket PATH   the daemon's socket instead of finding it through Docker
                       (env RDMA_MACVLAN_SOCKET)
 
@@ -113,8 +113,7 @@ func Main(args []string, env *Env, version string) int {
 	case "doctor":
 		return s.cmdDoctor(args)
 	case "version":
-		fmt.Fprintf(env.Stdout, "docker rdma version %s\n", version)
-		return 0
+		return s.cmdVersion(args, version)
 	case "help":
 		fmt.Fprint(env.Stdout, usage)
 		return 0

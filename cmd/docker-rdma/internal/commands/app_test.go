@@ -2,9 +2,12 @@ package commands
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
 )
 
 func TestMetadata(t *testing.T) {
@@ -37,7 +40,9 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"rdma"}, rc: exitUsage, stderr: "Usage:  docker rdma"},
 		{args: []string{"rdma", "frob"}, rc: exitUsage, stderr: `unknown command "frob"`},
 		{args: []string{"rdma", "--frob", "ls"}, rc: exitUsage, stderr: "unknown option --frob"},
-		{args: []string{"rdma", "version"}, rc: 0, stdout: "docker rdma version 1.2.3"},
+		{args: []string{"rdma", "--version"}, rc: 0, stdout: "docker rdma version 1.2.3"},
+		// No engine answers: the CLI's version is printed, the status says the rest failed.
+		{args: []string{"rdma", "version"}, rc: 1, stdout: "docker rdma:  1.2.3"},
 		{args: []string{"-D", "rdma", "ls", "--help"}, rc: 0, stdout: "docker rdma ls [--format table|json]"},
 		{args: []string{"rdma", "run", "--help"}, rc: 0, stdout: "--memlock SIZE"},
 		{args: []string{"rdma", "run"}, rc: exitRunFailed, stderr: "Usage:  docker rdma run"},
@@ -54,16 +59,29 @@ func TestCommandLine(t *testing.T) {
 	}
 }
 
-// TestPluginOption: --plugin (or RDMA_MACVLAN_PLUGIN) names a plugin whose
-// name does not start with rdma-macvlan, and its networks are RDMA ones.
+// TestPluginOption: --plugin (or RDMA_MACVLAN_PLUGIN) names a network plugin
+// docker rdma does not recognise by its manifest, and its networks are RDMA
+// ones.
 func TestPluginOption(t *testing.T) {
 	w := newWorld(t)
 	w.info("20.10.24")
+	w.plugin("rdma-macvlan:latest", "7a7a7a7a7a7a", true, nil)
+	w.plugins[0]["Config"] = map[string]any{"Entrypoint": []string{"/bin/other"},
+		"Interface": map[string]any{"Types": []string{"docker.networkdriver/1.0"}, "Socket": "other.sock"}}
 	w.plugin("roce-net:v2", pluginID, true, nil)
-	w.daemon(pluginID, readFixture(t, "status.json"))
+	w.plugins[1]["Config"] = w.plugins[0]["Config"]
+	w.setPlugins()
+	w.daemonAt(filepath.Join(w.pluginsDir, pluginID, "other.sock"), readFixture(t, "status.json"))
 	w.network("roce", netRoce, "roce-net:v2", map[string]string{"parent": "ens3np0"}, nil)
-	if rc := w.run("rdma", "run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != exitRunFailed || !strings.Contains(w.stderr.String(), "driver roce-net:v2) is not rdma-macvlan") {
+	w.network("named", netRoce2, "rdma-macvlan:latest", map[string]string{"parent": "ens3np0"}, nil)
+	rc := w.run("rdma", "run", "--no-wait", "--dry-run", "--net", "roce", "img")
+	if rc != exitRunFailed || !strings.Contains(w.stderr.String(), "driver roce-net:v2) is not rdma-macvlan") ||
+		!strings.Contains(w.stderr.String(), "docker rdma --plugin roce-net:v2") {
 		t.Errorf("without --plugin: status %d, stderr %s", rc, w.stderr.String())
+	}
+	// A name is not enough: this rdma-macvlan:latest has another manifest.
+	if rc := w.run("rdma", "run", "--no-wait", "--dry-run", "--net", "named", "img"); rc != exitRunFailed || !strings.Contains(w.stderr.String(), "driver rdma-macvlan:latest) is not rdma-macvlan") {
+		t.Errorf("a plugin named rdma-macvlan with another manifest: status %d, stderr %s", rc, w.stderr.String())
 	}
 	if rc := w.run("rdma", "--plugin", "roce-net", "run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0") {
 		t.Errorf("--plugin before the command: status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
@@ -74,6 +92,44 @@ func TestPluginOption(t *testing.T) {
 	w.vars[envPlugin] = "roce-net"
 	if rc := w.run("rdma", "ls"); rc != 0 || !strings.Contains(w.stdout.String(), "roce-net:v2") {
 		t.Errorf("RDMA_MACVLAN_PLUGIN: status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
+	}
+}
+
+// TestPluginByManifest: a plugin installed under any name or alias (docker
+// plugin install REPO:TAG --alias roce) is rdma-macvlan by its manifest,
+// without --plugin; the repository's own config.json is such a manifest.
+func TestPluginByManifest(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p docker.Plugin
+	if err := json.Unmarshal(b, &p.Config); err != nil {
+		t.Fatal(err)
+	}
+	if !isRDMAPlugin(p) {
+		t.Fatalf("config.json is not recognised as rdma-macvlan's manifest: %+v", p.Config)
+	}
+
+	w := newWorld(t)
+	w.info("28.2.2")
+	w.plugin("roce:latest", pluginID, true, nil)
+	w.daemon(pluginID, readFixture(t, "status.json"))
+	w.network("fabric", netRoce, "roce:latest", map[string]string{"parent": "ens3np0"}, nil)
+	w.network("plain", netOther, "bridge", map[string]string{}, nil)
+	if rc := w.run("rdma", "run", "--no-wait", "--dry-run", "--net", "fabric", "img"); rc != 0 || !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0") {
+		t.Errorf("run on a network of plugin roce:latest: status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
+	}
+	if rc := w.run("rdma", "ls"); rc != 0 || !strings.Contains(w.stdout.String(), "fabric") {
+		t.Errorf("ls: status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
+	}
+	// Not rdma-macvlan: the message names the driver to use, exactly.
+	rc := w.run("rdma", "run", "--no-wait", "--dry-run", "--net", "plain", "img")
+	if want := "create one: docker network create -d roce:latest "; rc != exitRunFailed || !strings.Contains(w.stderr.String(), want) {
+		t.Errorf("run on a bridge network: status %d, want %q in\n%s", rc, want, w.stderr.String())
+	}
+	if rc := w.run("rdma", "inspect", "plain"); rc != 1 || !strings.Contains(w.stderr.String(), "network plain has driver bridge, not rdma-macvlan") {
+		t.Errorf("inspect plain: status %d\n%s", rc, w.stderr.String())
 	}
 }
 

@@ -145,24 +145,27 @@ func (d *doctor) checkPlugins() {
 				d.add("plugin", statusFail, fmt.Sprintf("managed plugin %s (id %s) is disabled", p.Name, shortID(p.ID)), "docker plugin enable "+p.Name)
 				continue
 			}
-			d.add("plugin", statusOK, fmt.Sprintf("managed plugin %s (id %s) is enabled", p.Name, shortID(p.ID)), "")
+			d.add("plugin", statusOK, fmt.Sprintf("managed plugin %s (id %s) is enabled; its networks: docker network create -d %s ...", p.Name, shortID(p.ID), p.Name), "")
 			if src := p.MountSource("sysfs"); src != "" && filepath.Clean(src) != filepath.Join(d.root, "sys") {
 				d.add("plugin", statusInfo, fmt.Sprintf("plugin %s reads sysfs from %s; the checks below read %s", p.Name, src, filepath.Join(d.root, "sys")),
 					"to check what the plugin sees: docker rdma doctor --sysfs-root "+filepath.Dir(src))
 			}
 			backends = append(backends, s.backendAt(s.pluginSocket(p), &ps[i], "managed plugin "+p.Name))
 		}
-		legacy := filepath.Join(s.env.PluginsDir, driverPrefix+".sock")
+		legacy := filepath.Join(s.env.PluginsDir, legacyName+".sock")
 		if s.opts.plugin != "" {
 			legacy = filepath.Join(s.env.PluginsDir, trimTag(s.opts.plugin)+".sock")
 		}
 		if _, err := os.Stat(legacy); err == nil || errors.Is(err, fs.ErrPermission) {
-			d.add("plugin", statusOK, "legacy plugin socket "+legacy+" is there", "")
+			d.add("plugin", statusOK, "legacy plugin socket "+legacy+" is there; its networks: docker network create -d "+trimTag(firstNonEmpty(s.opts.plugin, legacyName))+" ...", "")
 			backends = append(backends, s.backendAt(legacy, nil, "legacy plugin"))
 		}
 		if len(ps) == 0 && len(backends) == 0 {
-			d.add("plugin", statusFail, "no rdma-macvlan plugin: no managed plugin whose name starts with "+firstNonEmpty(s.opts.plugin, driverPrefix)+" and no legacy socket "+legacy,
-				"docker plugin install <repo>/rdma-macvlan --alias rdma-macvlan (or: make install from source)")
+			what := "no managed plugin with rdma-macvlan's manifest (socket rdma-macvlan.sock, entrypoint /rdma-macvlan)"
+			if s.opts.plugin != "" {
+				what = "no managed network plugin named " + s.opts.plugin
+			}
+			d.add("plugin", statusFail, "no rdma-macvlan plugin: "+what+" and no legacy socket "+legacy, installHint)
 		}
 	}
 	names := map[string]string{}

@@ -13,6 +13,7 @@ const exitUsage = 2
 var usages = map[string]string{
 	"ls":      "docker rdma ls [--format table|json]",
 	"inspect": "docker rdma inspect [--format table|json] CONTAINER|NETWORK [...]",
+	"version": "docker rdma version [--format table|json]",
 	"doctor":  "docker rdma doctor [--format table|json] [--sysfs-root DIR] [--image IMAGE] [--memlock SIZE]",
 }
 
@@ -30,7 +31,7 @@ func newFlagSet(name string, env *Env) (*flag.FlagSet, *string) {
 
 // commonFlags adds the options every command takes.
 func (s *session) commonFlags(fs *flag.FlagSet) {
-	fs.StringVar(&s.opts.plugin, "plugin", s.opts.plugin, "the rdma-macvlan plugin's name (default: any plugin whose name starts with rdma-macvlan; env "+envPlugin+")")
+	fs.StringVar(&s.opts.plugin, "plugin", s.opts.plugin, "the rdma-macvlan plugin's name (default: any plugin with rdma-macvlan's manifest; env "+envPlugin+")")
 	fs.StringVar(&s.opts.socket, "socket", s.opts.socket, "the daemon's socket, instead of finding it through Docker (env "+envSocket+")")
 }
 

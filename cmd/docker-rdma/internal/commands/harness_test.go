@@ -195,7 +195,8 @@ func (w *world) plugin(name, id string, enabled bool, mounts map[string]string) 
 	}
 	w.plugins = append(w.plugins, map[string]any{
 		"Id": id, "Name": name, "Enabled": enabled,
-		"Config":   map[string]any{"Interface": map[string]any{"Types": []string{"docker.networkdriver/1.0"}, "Socket": "rdma-macvlan.sock"}},
+		"Config": map[string]any{"Entrypoint": []string{"/rdma-macvlan"},
+			"Interface": map[string]any{"Types": []string{"docker.networkdriver/1.0"}, "Socket": "rdma-macvlan.sock"}},
 		"Settings": map[string]any{"Mounts": ms, "Env": []string{}},
 	})
 	w.setPlugins()

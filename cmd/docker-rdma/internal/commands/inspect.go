@@ -113,7 +113,11 @@ func (s *session) cmdInspect(args []string) int {
 			continue
 		}
 		if !s.isRDMADriver(n.Driver) {
-			fmt.Fprintf(s.env.Stderr, "docker rdma inspect: network %s has driver %s, not rdma-macvlan\n", n.Name, n.Driver)
+			fmt.Fprintf(s.env.Stderr, "docker rdma inspect: network %s has driver %s, not rdma-macvlan", n.Name, n.Driver)
+			if !builtinDriver(n.Driver) {
+				fmt.Fprintf(s.env.Stderr, " (%s)", s.notRDMAHint(n.Driver))
+			}
+			fmt.Fprintln(s.env.Stderr)
 			failed = true
 			continue
 		}

@@ -13,13 +13,18 @@ import (
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
 )
 
-// driverPrefix is how the driver names of rdma-macvlan start: the legacy
-// plugin's "rdma-macvlan", a managed plugin's "rdma-macvlan:latest", or
-// an alias such as "rdma-macvlan-test:latest".
-const driverPrefix = "rdma-macvlan"
+// legacyName is the driver name of the legacy plugin: the daemon run on
+// the host serves /run/docker/plugins/rdma-macvlan.sock.
+const legacyName = "rdma-macvlan"
 
-// networkDriverType is the interface a network driver plugin implements.
-const networkDriverType = "docker.networkdriver/1.0"
+// What identifies an rdma-macvlan managed plugin, whatever name or alias it
+// was installed under: its manifest (config.json) declares a network driver
+// serving rdma-macvlan.sock, run as /rdma-macvlan.
+const (
+	networkDriverType = "docker.networkdriver/1.0"
+	manifestSocket    = "rdma-macvlan.sock"
+	manifestEntry     = "/rdma-macvlan"
+)
 
 // Errors about the plugin, shown to the user.
 var (
@@ -63,22 +68,35 @@ func sameName(a, b string) bool {
 	return ta == "" || tb == "" || ta == tb
 }
 
+// isRDMAPlugin reports whether a managed plugin is rdma-macvlan, by its
+// manifest: a network driver whose socket is rdma-macvlan.sock and whose
+// entrypoint is /rdma-macvlan. Its name says nothing: `docker plugin install
+// REPO:TAG --alias roce` is rdma-macvlan as well.
+func isRDMAPlugin(p docker.Plugin) bool {
+	return isNetworkDriver(p) && p.Config.Interface.Socket == manifestSocket &&
+		len(p.Config.Entrypoint) > 0 && p.Config.Entrypoint[0] == manifestEntry
+}
+
 // isRDMADriver reports whether a network driver is rdma-macvlan: the
-// --plugin name when one is given, else any name starting with
-// rdma-macvlan, or the name of an installed rdma-macvlan plugin.
+// --plugin name when one is given; else an installed plugin of that name
+// decides by its manifest (isRDMAPlugin), whatever its name; a driver no
+// installed plugin has (the legacy plugin, or a managed one removed or not
+// listable) is rdma-macvlan when its name is rdma-macvlan's.
 func (s *session) isRDMADriver(drv string) bool {
 	if s.opts.plugin != "" {
 		return sameName(drv, s.opts.plugin) || sameName(baseName(drv), s.opts.plugin)
 	}
-	if strings.HasPrefix(baseName(drv), driverPrefix) {
-		return true
-	}
-	for _, p := range s.rdmaPlugins() {
+	all, _ := s.allPlugins()
+	named := false
+	for _, p := range all {
 		if sameName(p.Name, drv) {
-			return true
+			if isRDMAPlugin(p) {
+				return true
+			}
+			named = true
 		}
 	}
-	return false
+	return !named && strings.HasPrefix(baseName(drv), legacyName)
 }
 
 // allPlugins lists the daemon's managed plugins once.
@@ -90,23 +108,20 @@ func (s *session) allPlugins() ([]docker.Plugin, error) {
 	return s.plugins, s.pluginsErr
 }
 
-// rdmaPlugins are the managed network driver plugins that are rdma-macvlan:
-// the one named by --plugin, else every one whose name starts with
-// rdma-macvlan.
+// rdmaPlugins are the managed plugins that are rdma-macvlan: the one named
+// by --plugin (a network driver), else every one with rdma-macvlan's
+// manifest.
 func (s *session) rdmaPlugins() []docker.Plugin {
 	all, _ := s.allPlugins()
 	var out []docker.Plugin
 	for _, p := range all {
-		if !isNetworkDriver(p) {
-			continue
-		}
 		if s.opts.plugin != "" {
-			if sameName(p.Name, s.opts.plugin) {
+			if isNetworkDriver(p) && sameName(p.Name, s.opts.plugin) {
 				out = append(out, p)
 			}
 			continue
 		}
-		if strings.HasPrefix(baseName(p.Name), driverPrefix) {
+		if isRDMAPlugin(p) {
 			out = append(out, p)
 		}
 	}
@@ -120,6 +135,56 @@ func isNetworkDriver(p docker.Plugin) bool {
 		}
 	}
 	return len(p.Config.Interface.Types) == 0
+}
+
+// driverNames are the names `docker network create -d` takes for the
+// rdma-macvlan plugins of this engine: each enabled managed plugin's full
+// name with its tag (rdma-macvlan:latest: the engines do not resolve
+// rdma-macvlan without it), then the legacy plugin's when its socket is
+// there. Disabled plugins come last.
+func (s *session) driverNames() []string {
+	var on, off []string
+	for _, p := range s.rdmaPlugins() {
+		if p.Enabled {
+			on = append(on, p.Name)
+		} else {
+			off = append(off, p.Name)
+		}
+	}
+	if local, _ := s.local(); local && s.opts.plugin == "" {
+		if _, err := os.Stat(filepath.Join(s.env.PluginsDir, legacyName+".sock")); err == nil || errors.Is(err, fs.ErrPermission) {
+			on = append(on, legacyName)
+		}
+	}
+	return append(on, off...)
+}
+
+// installHint says how to get the plugin.
+const installHint = "docker plugin install REPO:VERSION --alias rdma-macvlan --grant-all-permissions, then use -d rdma-macvlan:latest (see the README's Install)"
+
+// createHint is the command that creates an rdma-macvlan network on this
+// engine, with the exact driver name to give -d, or how to install the
+// plugin first.
+func (s *session) createHint() string {
+	if names := s.driverNames(); len(names) > 0 {
+		return "create one: docker network create -d " + names[0] + " -o parent=<RoCE netdev> --subnet ... NAME"
+	}
+	return "no rdma-macvlan plugin is installed: " + installHint
+}
+
+// pluginHint is how to tell docker rdma that network driver drv is an
+// rdma-macvlan plugin it did not recognise.
+func pluginHint(drv string) string {
+	return "if " + drv + " is an rdma-macvlan plugin, name it: docker rdma --plugin " + drv + " COMMAND ..."
+}
+
+// notRDMAHint is what to say about a network whose driver drv is not
+// rdma-macvlan: which drivers are, and --plugin.
+func (s *session) notRDMAHint(drv string) string {
+	if names := s.driverNames(); len(names) > 0 {
+		return "rdma-macvlan here is -d " + strings.Join(names, ", -d ") + "; " + pluginHint(drv)
+	}
+	return "no rdma-macvlan plugin is installed; " + pluginHint(drv)
 }
 
 // backend is one rdma-macvlan daemon, found as a managed plugin, a legacy
@@ -177,7 +242,13 @@ func (s *session) backendFor(drv string) (*backend, error) {
 		// It may be there; the status call will say it cannot be read.
 		return s.backendAt(legacy, nil, "legacy plugin socket"), nil
 	}
-	hint := "install it (docker plugin install <repo>/rdma-macvlan --alias rdma-macvlan, or make install from source)"
+	hint := "install it: " + installHint
+	if names := s.driverNames(); len(names) > 0 {
+		// Another name serves rdma-macvlan here: the network was made
+		// with a driver name that is gone (or never resolved).
+		hint = "the rdma-macvlan plugin here is network driver " + strings.Join(names, ", ") +
+			": networks made with -d " + drv + " need that name back (docker plugin install ... --alias " + trimTag(drv) + "), or re-create the network with -d " + names[0]
+	}
 	if listErr != nil {
 		hint = fmt.Sprintf("docker plugin ls failed: %v", listErr)
 	}

@@ -26,8 +26,8 @@ Options (anywhere before IMAGE):
                             or with K/M/G; SOFT:HARD sets both
       --device-mode MODE    auto (default), cdi or nodes
       --dry-run             print the docker command instead of running it
-      --plugin NAME         the rdma-macvlan plugin (default: any whose name
-                            starts with rdma-macvlan; env RDMA_MACVLAN_PLUGIN)
+      --plugin NAME         the rdma-macvlan plugin (default: any with
+                            rdma-macvlan's manifest; env RDMA_MACVLAN_PLUGIN)
       --socket PATH         the daemon's socket (env RDMA_MACVLAN_SOCKET)
 
 The workload starts once the container's RoCE GID entries are in its HCA
@@ -113,7 +113,7 @@ func (s *session) runFail(format string, a ...any) int {
 func (s *session) runDevices(p *runflags.Parsed) (runflags.Devices, []runNet, error) {
 	var devs runflags.Devices
 	var nets []runNet
-	var others []string
+	var others, drivers []string
 	seen := map[string]bool{}
 	nRDMA := 0
 	for _, n := range p.Networks {
@@ -132,6 +132,9 @@ func (s *session) runDevices(p *runflags.Parsed) (runflags.Devices, []runNet, er
 		}
 		if !s.isRDMADriver(dn.Driver) {
 			others = append(others, fmt.Sprintf("%s (driver %s)", name, dn.Driver))
+			if !builtinDriver(dn.Driver) {
+				drivers = append(drivers, dn.Driver)
+			}
 			continue
 		}
 		nRDMA++
@@ -155,9 +158,23 @@ func (s *session) runDevices(p *runflags.Parsed) (runflags.Devices, []runNet, er
 		if len(others) == 1 {
 			what = "network " + others[0] + " is"
 		}
-		return devs, nil, fmt.Errorf("%s not rdma-macvlan: give --network an rdma-macvlan network (list them: docker rdma ls; create one: docker network create -d rdma-macvlan -o parent=<RoCE netdev> --subnet ... NAME)", what)
+		msg := fmt.Sprintf("%s not rdma-macvlan: give --network an rdma-macvlan network (list them: docker rdma ls; %s)", what, s.createHint())
+		if len(drivers) > 0 {
+			msg += "; " + pluginHint(drivers[0])
+		}
+		return devs, nil, errors.New(msg)
 	}
 	return devs, nets, nil
+}
+
+// builtinDriver reports whether drv is one of Docker's own network drivers
+// (no plugin can be named like them).
+func builtinDriver(drv string) bool {
+	switch drv {
+	case "bridge", "host", "null", "none", "macvlan", "ipvlan", "overlay":
+		return true
+	}
+	return false
 }
 
 var errNoDevices = errors.New("cannot tell which RDMA devices the network needs")

@@ -94,7 +94,7 @@ func TestRunGlobalOptions(t *testing.T) {
 	w.docker.on(append(global, "info", "--format", "{{json .}}"), `{"Name":"testhost","ServerVersion":"20.10.24"}`, "", 0)
 	w.docker.on(append(global, "network", "inspect", "--", "roce"), `[{"Name":"roce","Id":"`+netRoce+`","Driver":"rdma-macvlan:latest","Options":{"parent":"ens3np0"}}]`, "", 0)
 	w.docker.on(append(global, "plugin", "ls", "--no-trunc", "--format", "{{.ID}}"), pluginID+"\n", "", 0)
-	w.docker.on(append(global, "plugin", "inspect", pluginID), `[{"Id":"`+pluginID+`","Name":"rdma-macvlan:latest","Enabled":true,"Config":{"Interface":{"Types":["docker.networkdriver/1.0"],"Socket":"rdma-macvlan.sock"}}}]`, "", 0)
+	w.docker.on(append(global, "plugin", "inspect", pluginID), `[{"Id":"`+pluginID+`","Name":"rdma-macvlan:latest","Enabled":true,"Config":{"Entrypoint":["/rdma-macvlan"],"Interface":{"Types":["docker.networkdriver/1.0"],"Socket":"rdma-macvlan.sock"}}}]`, "", 0)
 	w.daemon(pluginID, readFixture(t, "status.json"))
 	if rc := w.run("--context", "lab", "-D", "rdma", "run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 {
 		t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())

@@ -230,7 +230,8 @@ type Plugin struct {
 	Name    string
 	Enabled bool
 	Config  struct {
-		Interface struct {
+		Entrypoint []string
+		Interface  struct {
 			Types  []string
 			Socket string
 		}

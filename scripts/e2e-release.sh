@@ -1,0 +1,390 @@
+#!/usr/bin/env bash
+# e2e-release.sh: a release installed, used and upgraded the way the README tells users, from a
+# registry, on real Docker engines.
+#
+# Once: a registry on 127.0.0.1 (Debian's docker-registry, as scripts/e2e-reliability.sh), a private
+# "publisher" dockerd, and `scripts/release.sh` (make release) twice into that registry: versions
+# X and Y of the working tree (static amd64 and arm64 builds, pushed as REPO:V, REPO:V-amd64,
+# REPO:V-arm64). Then for each engine (Debian's 20.10, the current moby), on a fresh private dockerd
+# with a veth pair as the RoCE parent and a fake mlx5 sysfs tree:
+#   - `docker plugin install REPO:X --alias rdma-macvlan --grant-all-permissions` with non-default
+#     mounts (state.source, cdi.source, sysfs.source) and a log level given at install time: the
+#     plugin's name is rdma-macvlan:latest; `-d rdma-macvlan` is refused, `-d rdma-macvlan:latest`
+#     creates the network (the README's claims);
+#   - docker rdma installed with the README's lines from the plugin's rootfs; `docker rdma version`
+#     shows X for the CLI and the plugin and the engine's version; doctor names the -d to use;
+#   - two containers on the network ping each other;
+#   - the same release installed again as `--alias roce` (its own state): docker rdma recognises
+#     its networks by the plugin's manifest, no --plugin needed;
+#   - REPO:X-arm64 pulled (disabled, it cannot run here): its manifest is the amd64 one, its daemon
+#     and CLI binaries are static arm64 ELF files, the amd64 ones static amd64;
+#   - the README's upgrade sequence to REPO:Y, run as written: same plugin id, the mounts set at
+#     install time in force again, env settings kept, both containers running with the same pids
+#     and pinging, a new container pinging them, `docker rdma version` showing Y for the plugin and,
+#     after the README's CLI lines again, for the CLI;
+#   - removal: containers, network, plugin.
+# Every check prints `ok - ...` or `not ok - ...`; the last line is `N passed, N failed`.
+#
+# Needs: root, Go, apt (scripts/engines.sh installs the engines), iproute2, ss, busybox-static.
+# Leaves behind: nothing of a run (registry, dockerds, links, temp dirs), also when a step fails;
+#   only what scripts/engines.sh installs and the docker-registry binary cached under
+#   $RDMA_MACVLAN_CACHE/registry (default /var/cache/rdma-macvlan).
+#
+# Usage: e2e-release.sh [debian] [current]   (default: both if the current engine is built, else debian)
+# Environment: E2E_CMD_TIMEOUT  seconds any single docker command may take (default 90)
+set -Eeuo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+IMAGE=rdma-macvlan-test/busybox:latest
+CMD_TIMEOUT=${E2E_CMD_TIMEOUT:-90}
+PLUGIN=rdma-macvlan:latest
+SLEEPER=(sh -c 'trap "exit 0" TERM; sleep 3600 & wait')
+# shellcheck source=scripts/lib/e2e.sh
+source "$here/lib/e2e.sh"
+
+work=""   # temp dir of the suite (registry, releases, tools)
+rdir=""   # temp dir of one engine's run
+ddirs=()  # dockerd dirs this script started
+links=()  # host links this run created
+
+teardown() {
+	local d ids l
+	set +e
+	trap - ERR
+	for d in "${ddirs[@]}"; do
+		[[ -S $d/docker.sock ]] || continue
+		export DOCKER_HOST=unix://$d/docker.sock
+		if timeout 10 docker info >/dev/null 2>&1; then
+			ids=$(timeout 30 docker ps -aq 2>/dev/null)
+			# shellcheck disable=SC2086 # one word per container
+			[[ -n $ids ]] && timeout 60 docker rm -f $ids >/dev/null 2>&1
+		fi
+		unset DOCKER_HOST
+		bash "$here/dockerd.sh" stop "$d" 2>/dev/null || say "warning: dockerd.sh stop $d failed"
+	done
+	ddirs=()
+	for l in "${links[@]}"; do ip link del "$l" 2>/dev/null; done
+	links=()
+	[[ -n $rdir ]] && rm -rf --one-file-system "$rdir"
+	rdir=""
+	trap on_err ERR
+	set -e
+}
+
+# The registry outlives the engine runs: it goes with the suite.
+suite_teardown() {
+	teardown
+	registry_stop
+}
+
+e2e_traps
+trap 'rc=$?; registry_stop; (exit $rc); on_exit' EXIT
+
+# ---------------------------------------------------------------------------------------------
+# What the README tells users, run as written (with the test's names put in).
+
+# cli_install: the README's lines that copy docker rdma and rdma-exec out of the plugin's rootfs,
+# into the test's DOCKER_CONFIG/cli-plugins instead of /usr/local/lib/docker/cli-plugins (the docker
+# CLI looks there first) and /usr/local/lib/rdma-macvlan (docker rdma run looks next to itself
+# first).
+cli_install() {
+	local block
+	block=$(readme_block cli-install)
+	[[ -n $block ]] || { echo "README has no e2e:cli-install block"; return 1; }
+	block=${block//\/usr\/local\/lib\/docker\/cli-plugins/$DOCKER_CONFIG\/cli-plugins}
+	block=${block//\/usr\/local\/lib\/rdma-macvlan/$DOCKER_CONFIG\/cli-plugins}
+	[[ $block != */usr/local/* ]] || { echo "the README's lines write elsewhere under /usr/local:"; echo "$block"; return 1; }
+	printf '%s\n' "$block"
+	bash -euo pipefail -c "$block"
+}
+
+# upgrade_to NEW: the README's upgrade sequence, its P= and NEW= lines replaced by the test's.
+upgrade_to() {
+	local block
+	block=$(readme_block upgrade | grep -vE '^(P|NEW)=')
+	[[ -n $block ]] || { echo "README has no e2e:upgrade block"; return 1; }
+	printf '%s\n' "$block"
+	P=$PLUGIN NEW=$1 bash -euo pipefail -c "$block"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Helpers of a run.
+
+cip() { dk inspect -f "{{(index .NetworkSettings.Networks \"$net\").IPAddress}}" "$1"; }
+pings() { dk exec "$1" ping -c 2 -W 2 "$2"; }
+cpid() { dk inspect -f '{{.State.Pid}}' "$1"; }
+
+run_c() {
+	local name=$1 ip=$2
+	dk run -d --name "$name" --network "$net" --ip "$ip" "$IMAGE" "${SLEEPER[@]}" >/dev/null
+}
+
+# plugin_root NAME: the plugin's rootfs on the host, where the README's CLI lines read it.
+plugin_root() {
+	printf '%s/plugins/%s/rootfs\n' "$(dk info -f '{{.DockerRootDir}}')" "$(dk plugin inspect -f '{{.Id}}' "$1")"
+}
+
+# manifest NAME: a plugin's manifest (config.json) as the engine has it, but its rootfs layers.
+manifest() {
+	dk plugin inspect -f '{{json .Config.Description}} {{json .Config.Documentation}} {{json .Config.Entrypoint}} {{json .Config.WorkDir}} {{json .Config.User}} {{json .Config.Interface}} {{json .Config.Network}} {{json .Config.Linux}} {{json .Config.Mounts}} {{json .Config.Env}} {{json .Config.Args}} {{json .Config.PropagatedMount}} {{json .Config.IpcHost}} {{json .Config.PidHost}}' "$1"
+}
+layers() { dk plugin inspect -f '{{json .Config.Rootfs}}' "$1"; }
+
+same_manifest() {
+	local a b
+	a=$(manifest "$1") b=$(manifest "$2")
+	[[ $a == "$b" ]] || { printf '%s:\n%s\n%s:\n%s\n' "$1" "$a" "$2" "$b"; return 1; }
+}
+
+# mounts_as_set: the mounts the plugin runs with (.Config.Mounts, which the engine uses) are the ones
+# given at install time.
+mounts_as_set() {
+	local got want
+	got=$(dk plugin inspect -f '{{range .Config.Mounts}}{{.Name}}={{.Source}} {{end}}' "$PLUGIN")
+	want="state=$rdir/state sysfs=$rdir/sysfs/sys cdi=$rdir/cdi "
+	[[ $got == "$want" ]] || { echo "mounts: $got"; echo "want:   $want"; return 1; }
+}
+
+env_kept() {
+	local got
+	got=$(dk plugin inspect -f '{{range .Settings.Env}}{{.}} {{end}}' "$PLUGIN")
+	[[ $got == *RDMA_MACVLAN_LOG_LEVEL=debug* ]] || { echo "env: $got"; return 1; }
+}
+
+# rdma_version WANT_CLI WANT_PLUGIN: docker rdma version shows both, and the engine's version.
+rdma_version() {
+	local out engine
+	out=$(dk rdma version 2>&1) || { echo "$out"; return 1; }
+	engine=$(dk version -f '{{.Server.Version}}')
+	printf '%s\n' "$out"
+	grep -qE "^docker rdma: +$1\$" <<<"$out" || { echo "(want docker rdma: $1)"; return 1; }
+	grep -qE "^plugin $PLUGIN \(id [0-9a-f]{12}\): +$2\$" <<<"$out" || { echo "(want plugin $PLUGIN: $2)"; return 1; }
+	grep -E '^engine: ' <<<"$out" | grep -qF "Docker $engine" || { echo "(want engine: Docker $engine)"; return 1; }
+}
+
+# doctor_names_driver: docker rdma doctor names the exact -d (its exit status is 1 here: the host
+# has no RDMA device; only its plugin line is checked).
+doctor_names_driver() {
+	local out
+	out=$(dk rdma doctor 2>&1 || true)
+	grep -F "docker network create -d $PLUGIN" <<<"$out" || { echo "$out"; return 1; }
+}
+
+# alias_recognised: a network of the plugin installed as roce:latest is rdma-macvlan to docker rdma.
+alias_recognised() {
+	local out
+	out=$(dk rdma ls 2>&1) || { echo "$out"; return 1; }
+	grep -qE "^$net-roce +roce:latest " <<<"$out" || { echo "$out"; echo "(no line for $net-roce, driver roce:latest)"; return 1; }
+	out=$(dk rdma run --dry-run --device-mode nodes --network "$net-roce" "$IMAGE" true 2>&1) || { echo "$out"; return 1; }
+	printf '%s\n' "$out"
+	grep -qF -- "--device /dev/infiniband/uverbs0" <<<"$out" || return 1
+	# rdma-exec, copied out of the plugin next to docker-rdma, is found and mounted.
+	grep -qF -- "source=$DOCKER_CONFIG/cli-plugins/rdma-exec," <<<"$out" || { echo "(rdma-exec from $DOCKER_CONFIG/cli-plugins not used)"; return 1; }
+}
+
+rm_roce() { dk network rm "$net-roce" >/dev/null && dk plugin rm -f roce:latest >/dev/null; }
+cli_again() { cli_install >/dev/null && rdma_version "$vy" "$vy"; }
+remove_all() {
+	dk rm -f "$net-a" "$net-b" >/dev/null && dk network rm "$net" >/dev/null &&
+		dk plugin disable "$PLUGIN" >/dev/null && dk plugin rm "$PLUGIN" >/dev/null
+}
+
+pull_arches() {
+	dk plugin install --disable --alias rmv-arm64 --grant-all-permissions "$repo_ref:$vx-arm64" &&
+		dk plugin install --disable --grant-all-permissions "$repo_ref:$vx-amd64" &&
+		[[ $(dk plugin inspect -f '{{.Name}}' "$repo_ref:$vx-amd64") == "$repo_ref:$vx-amd64" ]]
+}
+
+same_layers() {
+	local a b c
+	a=$(layers "$PLUGIN") b=$(layers "$repo_ref:$vx-amd64") c=$(layers rmv-arm64:latest)
+	[[ $a == "$b" && $a != "$c" ]] || { printf '%s: %s\n%s-amd64: %s\nrmv-arm64: %s\n' "$PLUGIN" "$a" "$vx" "$b" "$c"; return 1; }
+}
+
+# arm64_fails: the arm64 plugin, its mounts set to directories that exist, cannot be enabled here;
+# what the engine says and what its log says about the plugin's start are shown.
+arm64_fails() {
+	local out id
+	mkdir -p "$rdir/state-arm" "$rdir/cdi-arm"
+	dk plugin set rmv-arm64:latest state.source="$rdir/state-arm" cdi.source="$rdir/cdi-arm" sysfs.source="$rdir/sysfs/sys"
+	id=$(dk plugin inspect -f '{{.Id}}' rmv-arm64:latest)
+	if out=$(dk plugin enable rmv-arm64:latest 2>&1); then
+		echo "enabled: $out"
+		return 1
+	fi
+	printf 'docker said: %s\n' "$out"
+	out=$(grep -F "$id" "$rdir/d/dockerd.log" | grep -F "exec format error" | tail -n 1)
+	printf 'dockerd log: %s\n' "${out:-no line with exec format error}"
+	[[ -n $out && $(dk plugin inspect -f '{{.Enabled}}' rmv-arm64:latest) == false ]]
+}
+
+elf_ok() {
+	local arch=$1
+	shift
+	"$work/bin/elfcheck" -arch "$arch" "$@"
+}
+
+# ---------------------------------------------------------------------------------------------
+# One run on engine $1.
+rel_run() {
+	local engine=$1 id n t0 out root pida pidb pid_id
+	tag=$engine
+	t0=$(date +%s)
+	for ((n = 0; n < 20; n++)); do
+		id=$(od -An -N2 -tx2 /dev/urandom | tr -d ' \n')
+		ip -o link show | grep -qF "rmvz$id" || break
+	done
+	parent=rmvz${id}p
+	net=rmv-relz-$id
+	sub=10.233.$((0x${id:0:2}))
+	rdir=$(mktemp -d /tmp/rmv-relz.XXXXXX)
+	mkdir -p "$rdir/state" "$rdir/cdi" "$rdir/state-roce" "$rdir/cdi-roce" "$rdir/dockercfg"
+	export DOCKER_CONFIG=$rdir/dockercfg
+	say "run $id: parent $parent, subnet $sub.0/24, dir $rdir"
+	ip link add "$parent" type veth peer name "rmvz${id}q"
+	links+=("$parent")
+	ip link set "$parent" up
+	ip link set "rmvz${id}q" up
+	"$work/bin/fakesysfs" -root "$rdir/sysfs" -kind mlx5 -hca mlx5_0 -netdev "$parent" -size 255 \
+		-mac "$(cat "/sys/class/net/$parent/address")"
+	ddirs+=("$rdir/d")
+	eval "$(bash "$here/dockerd.sh" start "$rdir/d" "$engine")"
+	say "dockerd $(dk version -f '{{.Server.Version}}') ready"
+	bash "$here/mkimage.sh"
+
+	# --- install as users do --------------------------------------------------------------------
+	check "docker plugin install $repo_ref:$vx --alias rdma-macvlan --grant-all-permissions with state.source, cdi.source, sysfs.source and a log level" \
+		dk plugin install --alias rdma-macvlan --grant-all-permissions "$repo_ref:$vx" \
+		state.source="$rdir/state" cdi.source="$rdir/cdi" sysfs.source="$rdir/sysfs/sys" RDMA_MACVLAN_LOG_LEVEL=debug
+	out=$(dk plugin ls --format '{{.Name}} {{.Enabled}}' 2>&1)
+	if [[ $out == "$PLUGIN true" ]]; then
+		pass "the plugin is listed as $PLUGIN, enabled (what -d must name)"
+	else
+		fail "the plugin is listed as $PLUGIN, enabled" "docker plugin ls: $out"
+	fi
+	check "the plugin runs with the mounts given at install time" mounts_as_set
+	refused "docker network create -d rdma-macvlan (no tag) is refused, as the README says" "could not resolve driver rdma-macvlan" -- \
+		dk network create -d rdma-macvlan --subnet "$sub.0/24" -o parent="$parent" "$net-notag"
+	check "docker network create -d $PLUGIN --subnet $sub.0/24 -o parent=$parent $net" \
+		dk network create -d "$PLUGIN" --subnet "$sub.0/24" -o parent="$parent" "$net"
+
+	check_v "docker rdma installed with the README's lines, from the plugin's rootfs" cli_install
+	check_v "docker rdma version: CLI $vx, plugin $vx, the engine's version" rdma_version "$vx" "$vx"
+	check_v "docker rdma doctor names the driver: docker network create -d $PLUGIN" doctor_names_driver
+
+	if run_c "$net-a" "$sub.11" && run_c "$net-b" "$sub.12"; then
+		pass "two containers run on $net ($sub.11, $sub.12)"
+	else
+		fail "two containers run on $net"
+	fi
+	check "a pings b" poll 10 pings "$net-a" "$sub.12"
+	pida=$(cpid "$net-a" || true) pidb=$(cpid "$net-b" || true)
+
+	# --- another alias ----------------------------------------------------------------------------
+	check "the same release installed again as --alias roce (own state and cdi mounts)" \
+		dk plugin install --alias roce --grant-all-permissions "$repo_ref:$vx" \
+		state.source="$rdir/state-roce" cdi.source="$rdir/cdi-roce" sysfs.source="$rdir/sysfs/sys"
+	check "docker network create -d roce:latest" \
+		dk network create -d roce:latest --subnet "10.234.$((0x${id:0:2})).0/24" -o parent="$parent" "$net-roce"
+	check_v "docker rdma recognises roce:latest by its manifest: ls lists $net-roce, run --dry-run gives its devices" \
+		alias_recognised
+	check "network and plugin roce removed" rm_roce
+
+	# --- arm64 ------------------------------------------------------------------------------------
+	check "docker plugin install --disable $repo_ref:$vx-arm64 --alias rmv-arm64, and $repo_ref:$vx-amd64 without an alias, named after its reference (pulled, not run)" \
+		pull_arches
+	check_v "the arm64 plugin's manifest is the amd64 one (all of config.json but the layers)" \
+		same_manifest rmv-arm64:latest "$repo_ref:$vx-amd64"
+	check "$repo_ref:$vx and $repo_ref:$vx-amd64 are the same plugin (same layers), $vx-arm64 another" same_layers
+	root=$(plugin_root rmv-arm64:latest)
+	check_v "the arm64 plugin's daemon, CLI and rdma-exec are static arm64 ELF executables" \
+		elf_ok arm64 "$root/rdma-macvlan" "$root/cli-plugins/docker-rdma" "$root/cli-plugins/rdma-exec"
+	root=$(plugin_root "$PLUGIN")
+	check_v "the amd64 plugin's daemon, CLI and rdma-exec are static amd64 ELF executables" \
+		elf_ok amd64 "$root/rdma-macvlan" "$root/cli-plugins/docker-rdma" "$root/cli-plugins/rdma-exec"
+	check_v "the arm64 plugin installed on this amd64 host without complaint, and enabling it fails: exec format error in dockerd's log (mounts set to existing dirs)" \
+		arm64_fails
+	check "the arm64 and amd64 pulls removed" dk plugin rm -f rmv-arm64:latest "$repo_ref:$vx-amd64"
+
+	# --- upgrade ----------------------------------------------------------------------------------
+	pid_id=$(dk plugin inspect -f '{{.Id}}' "$PLUGIN")
+	check_v "the README's upgrade sequence to $repo_ref:$vy, as written" upgrade_to "$repo_ref:$vy"
+	out=$(dk plugin inspect -f '{{.Id}} {{.PluginReference}} {{.Enabled}}' "$PLUGIN" 2>&1)
+	if [[ $out == "$pid_id $repo_ref:$vy true" ]]; then
+		pass "after the upgrade: same id, reference $repo_ref:$vy, enabled"
+	else
+		fail "after the upgrade: same id, reference $repo_ref:$vy, enabled" "now: $out (id was $pid_id)"
+	fi
+	check "after the upgrade the plugin runs with the mounts given at install time" mounts_as_set
+	check "after the upgrade the env settings given at install time are kept" env_kept
+	out="$(cpid "$net-a" 2>&1) $(cpid "$net-b" 2>&1)"
+	if [[ $out == "$pida $pidb" && -n $pida ]]; then
+		pass "both containers kept running through the upgrade (same pids)"
+	else
+		fail "both containers kept running through the upgrade (same pids)" "pids $out, were $pida $pidb"
+	fi
+	check "a still pings b" poll 10 pings "$net-a" "$sub.12"
+	check "a new container starts on $net and pings a and b" \
+		dk run --rm --network "$net" --ip "$sub.13" "$IMAGE" sh -c "ping -c 1 -W 2 $sub.11 && ping -c 1 -W 2 $sub.12"
+	check_v "docker rdma version shows the plugin at $vy (the CLI still $vx)" rdma_version "$vx" "$vy"
+	check_v "the README's CLI lines again: docker rdma version shows $vy for both" cli_again
+
+	# --- remove -----------------------------------------------------------------------------------
+	check "remove: containers, network, plugin (docker rm -f, network rm, plugin disable, plugin rm)" remove_all
+	check "no macvlan child of $parent is left" bash -c "! ip -o link show type macvlan | grep -F '@$parent:'"
+
+	unset DOCKER_CONFIG
+	teardown
+	timings+=("$engine: whole run: $(($(date +%s) - t0)) s")
+}
+
+# ---------------------------------------------------------------------------------------------
+engines=("$@")
+if ((${#engines[@]} == 0)); then
+	engines=(debian)
+	if bash "$here/engines.sh" bindir >/dev/null 2>&1; then
+		engines+=(current)
+	else
+		printf '# skip - the current engine is not built (scripts/engines.sh install current): debian only\n'
+	fi
+fi
+for e in "${engines[@]}"; do
+	[[ $e == debian || $e == current ]] || die "unknown engine '$e' (want: debian, current)"
+done
+[[ $(id -u) -eq 0 ]] || die "needs root (links, private dockerds)"
+command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
+command -v go >/dev/null || die "go not found"
+command -v ss >/dev/null || die "ss not found (iproute2)"
+bash "$here/engines.sh" install "${engines[@]}"
+
+work=$(mktemp -d /tmp/rmv-relz-work.XXXXXX)
+tag=release
+say "building fakesysfs and elfcheck"
+(cd "$repo" && go build -o "$work/bin/fakesysfs" ./rdma/rdmatest/fakesysfs && go build -o "$work/bin/elfcheck" ./internal/elfcheck)
+regbin=$(registry_bin) || die "no docker-registry: $regbin"
+registry_start "$regbin" "$work/registry" >"$work/registry.out" 2>&1 || die "registry did not start: $(cat "$work/registry.out")"
+repo_ref=$reg/e2e/rdma-macvlan
+vx=v0.0.1-e2e.$$ vy=v0.0.2-e2e.$$
+say "registry on $reg; publishing $vx and $vy through a private dockerd"
+ddirs+=("$work/pub")
+eval "$(bash "$here/dockerd.sh" start "$work/pub" debian)"
+t0=$(now_ms)
+check "make release REGISTRY=$reg/e2e VERSION=$vx (publisher dockerd)" \
+	env OUT="$work/rel-x" VERSION="$vx" REGISTRY="$reg/e2e" bash "$here/release.sh"
+check "make release REGISTRY=$reg/e2e VERSION=$vy" \
+	env OUT="$work/rel-y" VERSION="$vy" REGISTRY="$reg/e2e" bash "$here/release.sh"
+timings+=("two releases built and pushed: $((($(now_ms) - t0) / 1000)) s")
+check_v "the release lists its references and checksums that verify" \
+	bash -c "cat '$work/rel-x/VERSION' && cd '$work/rel-x' && sha256sum -c SHA256SUMS"
+out=$(dk plugin ls -q 2>&1)
+if [[ -z $out ]]; then pass "the publisher keeps no plugin after pushing"; else fail "the publisher keeps no plugin after pushing" "$out"; fi
+unset DOCKER_HOST
+teardown
+
+for e in "${engines[@]}"; do
+	rel_run "$e"
+	teardown
+done
+suite_teardown
+summary
