@@ -210,6 +210,38 @@ for c in c1 c2; do
     fail "$c: the workload's NCCL_IB_GID_INDEX is the kernel's index" "env '$g' sysfs '${idx[$c]}'"
   fi
 done
+# perftest with what the workload was given: an ib_write_bw server and client in c1, both with
+# GID index $NCCL_IB_GID_INDEX, connect with the container's own GID and bring their QPs to RTR
+# (the writes themselves fail: rxe does not carry traffic through macvlan children); with the
+# index of an empty slot (60; perftest takes 0-64) the same run fails as users see it with a
+# wrong index, so the check can fail. rdma_cm binds the address of $NCCL_SOCKET_IFNAME.
+# shellcheck disable=SC2016 # expanded in the container
+out=$(dk exec c1 sh -c 'eval "$(tr "\0" "\n" </proc/1/environ | grep -E "^(NCCL_IB_GID_INDEX|NCCL_SOCKET_IFNAME)=" | sed "s/^/export /")"
+  echo "index $NCCL_IB_GID_INDEX ifname $NCCL_SOCKET_IFNAME"
+  bw() { # INDEX: server and client on 127.0.0.1, a few iterations, bounded
+    timeout 20 ib_write_bw -d '$HCA' -x "$1" -n 5 -F >/dev/shm/bw.srv 2>&1 &
+    sleep 2
+    timeout 15 ib_write_bw -d '$HCA' -x "$1" -n 5 -F 127.0.0.1 >/dev/shm/bw.cli 2>&1
+    echo "bw $1 client $?"; wait; cat /dev/shm/bw.srv /dev/shm/bw.cli | grep -iE "fail|error|BW|bytes|GID" | head -n 8
+  }
+  bw "$NCCL_IB_GID_INDEX"
+  bw 60
+  i=$(echo "$NCCL_SOCKET_IFNAME" | sed "s/^=*//")
+  a=$(busybox ip -4 -o addr show dev "$i" | sed -n "s/.* inet \([0-9.]*\)\/.*/\1/p")
+  o=$(timeout 3 rping -s -a "$a" -C 1 2>&1); echo "rping $? $a"; echo "$o" | tail -n 3' 2>&1)
+good=$(sed -n "/^bw ${idx[c1]:-x} client/,/^bw 60 client/p" <<<"$out")
+bad=$(sed -n '/^bw 60 client/,/^rping /p' <<<"$out")
+if grep -Eq "GID index +: ${idx[c1]:-x}\$" <<<"$good" && ! grep -q 'Failed to modify QP' <<<"$good" && grep -q 'Failed to modify QP' <<<"$bad"; then
+  pass "c1: ib_write_bw -x \$NCCL_IB_GID_INDEX (the workload's) brings its QPs to RTR; an empty slot's index fails as a wrong index does"
+else
+  fail "c1: ib_write_bw -x \$NCCL_IB_GID_INDEX brings its QPs to RTR; an empty slot's index fails" "$out"
+fi
+say "ib_write_bw in c1: $(tr '\n' ' ' <<<"$out" | cut -c1-600)"
+if grep -q "^rping 124 $ip1\$" <<<"$out"; then
+  pass "c1: rdma_cm binds the address of \$NCCL_SOCKET_IFNAME ($ip1)"
+else
+  fail "c1: rdma_cm binds the address of \$NCCL_SOCKET_IFNAME" "$out"
+fi
 if [ -n "${idx[c1]}" ] && [ "${idx[c1]}" != "${idx[c2]}" ]; then
   pass "c1 and c2 have different GID indexes (${idx[c1]}, ${idx[c2]})"
 else

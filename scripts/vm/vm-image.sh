@@ -13,7 +13,8 @@ out=${1:?output tar}
 pkgs=(ibverbs-utils rdmacm-utils ibverbs-providers libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200
   python3-pyverbs python3.11-minimal libpython3.11-minimal libpython3.11-stdlib libexpat1 zlib1g libffi8
   libbz2-1.0 liblzma5 libssl3 libc6 libgcc-s1 coreutils libselinux1 libpcre2-8-0 libacl1 libattr1
-  libcap2 libgmp10 dash busybox python3-minimal libpython3.11 sed grep)
+  libcap2 libgmp10 dash busybox python3-minimal libpython3.11 sed grep
+  perftest libibumad3 libpci3 libudev1)
 list=$(mktemp)
 trap 'rm -f "$list"' EXIT
 # dpkg lists paths as packaged (/bin/ls); the root has merged /usr (bin ->
