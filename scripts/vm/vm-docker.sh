@@ -231,7 +231,7 @@ out=$(dk exec c1 sh -c 'eval "$(tr "\0" "\n" </proc/1/environ | grep -E "^(NCCL_
   o=$(timeout 3 rping -s -a "$a" -C 1 2>&1); echo "rping $? $a"; echo "$o" | tail -n 3' 2>&1)
 good=$(sed -n "/^bw ${idx[c1]:-x} client/,/^bw 60 client/p" <<<"$out")
 bad=$(sed -n '/^bw 60 client/,/^rping /p' <<<"$out")
-if grep -Eq "GID index +: ${idx[c1]:-x}\$" <<<"$good" && ! grep -q 'Failed to modify QP' <<<"$good" && grep -q 'Failed to modify QP' <<<"$bad"; then
+if grep -Eq "GID index +: ${idx[c1]:-x} *\$" <<<"$good" && ! grep -q 'Failed to modify QP' <<<"$good" && grep -q 'Failed to modify QP' <<<"$bad"; then
   pass "c1: ib_write_bw -x \$NCCL_IB_GID_INDEX (the workload's) brings its QPs to RTR; an empty slot's index fails as a wrong index does"
 else
   fail "c1: ib_write_bw -x \$NCCL_IB_GID_INDEX brings its QPs to RTR; an empty slot's index fails" "$out"
