@@ -138,6 +138,13 @@ func TestCollectGoneOnTableFull(t *testing.T) {
 		t.Fatal("admitted into a table held by three live containers")
 	}
 	links.DestroySandbox(LinkName("e1"))
+	// A refusal reads the namespaces at most every collectEvery.
+	if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.9/24")); err == nil {
+		t.Fatal("namespaces read again before collectEvery passed")
+	}
+	d.mu.Lock()
+	d.lastCollect = time.Now().Add(-d.collectEvery)
+	d.mu.Unlock()
 	if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.9/24")); err != nil {
 		t.Fatalf("the removed container's reservation was not collected: %v", err)
 	}

@@ -94,7 +94,16 @@ type Driver struct {
 	pollers   map[portKey]*portPoller // one per port with watches; guarded by mu
 	pollWG    sync.WaitGroup          // the running pollers
 	closing   chan struct{}           // closed by Close: pollers stop
+
+	// lastCollect is when collectGone last read other namespaces (guarded
+	// by mu); a full table looks again only collectEvery later.
+	lastCollect  time.Time
+	collectEvery time.Duration
 }
+
+// collectEvery bounds how often a full GID table makes the driver read
+// every container's namespace (about 0.1 ms each) while it holds its lock.
+const defaultCollectEvery = 10 * time.Second
 
 // Sentinel errors, wrapped with the object's name.
 var (
@@ -150,6 +159,8 @@ func New(cfg Config) (*Driver, error) {
 		watches:     make(map[string]*gidWatch),
 		pollers:     make(map[portKey]*portPoller),
 		closing:     make(chan struct{}),
+
+		collectEvery: defaultCollectEvery,
 	}
 	id, err := st.instanceID()
 	if err != nil {

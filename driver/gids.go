@@ -108,18 +108,23 @@ func (d *Driver) findGIDs(r NetworkRDMA, table rdma.GIDTable, want []string, typ
 	return found, missing
 }
 
-// readiness looks g up in table: every entry of g found, and the required
-// GIDs still missing (none: the endpoint is RDMA-ready), and the optional
-// ones.
-func (d *Driver) readiness(r NetworkRDMA, table rdma.GIDTable, g endpointGIDs, types int) (found []EndpointGID, missingRequired, missingOptional []string) {
-	found, _ = d.findGIDs(r, table, g.observed(), types)
-	_, missingRequired = d.findGIDs(r, table, g.Required, types)
-	for _, o := range g.Optional {
-		if len(table.ByGID[o]) < types {
-			missingOptional = append(missingOptional, o)
+// missingIn lists the GIDs of want that have fewer entries than the port's
+// RoCE types in table. It reads nothing from sysfs.
+func missingIn(table rdma.GIDTable, want []string, types int) []string {
+	var missing []string
+	for _, w := range want {
+		if len(table.ByGID[w]) < types {
+			missing = append(missing, w)
 		}
 	}
-	return found, missingRequired, missingOptional
+	return missing
+}
+
+// foundIn lists every entry of g in table, with its type (read from sysfs
+// for the entries found only).
+func (d *Driver) foundIn(r NetworkRDMA, table rdma.GIDTable, g endpointGIDs, types int) []EndpointGID {
+	found, _ := d.findGIDs(r, table, g.observed(), types)
+	return found
 }
 
 // admit sets what e will take from its port's GID table (e.GIDNeed) and
@@ -173,7 +178,8 @@ func (d *Driver) admitOnce(n *Network, e *Endpoint, retried bool) error {
 	if e.GIDNeed <= free-held {
 		return nil
 	}
-	if !retried && d.collectGone(d.logFor("CreateEndpoint", logrus.Fields{"nid": ShortID(n.ID)})) > 0 {
+	if !retried && time.Since(d.lastCollect) >= d.collectEvery &&
+		d.collectGone(d.logFor("CreateEndpoint", logrus.Fields{"nid": ShortID(n.ID)})) > 0 {
 		return d.admitOnce(n, e, true) // they held reservations
 	}
 	addrs := e.GIDNeed / max(e.GIDTypes, 1)
@@ -241,7 +247,7 @@ type gidWatch struct {
 
 	grace   int // polls left for optional GIDs once the required are there; -1: not yet
 	missing []string
-	found   []EndpointGID
+	last    rdma.GIDTable // the last table read
 }
 
 // portPoller reads one port's GID table for every endpoint waiting on it,
@@ -343,13 +349,16 @@ func (d *Driver) poll(key portKey, p *portPoller) {
 				if w.types <= 0 {
 					w.types = d.rdma.RoCETypesPerAddress(p.r.HCA, p.r.Port)
 				}
-				var optional []string
-				w.found, w.missing, optional = d.readiness(p.r, table, w.want, w.types)
+				// Counting needs no sysfs read; the entries' types are read
+				// once, when the watch ends.
+				w.last = table
+				w.missing = missingIn(table, w.want.Required, w.types)
+				optional := missingIn(table, w.want.Optional, w.types)
 				switch {
 				case len(w.missing) > 0:
 					w.grace = -1 // an entry went again: start over
 				case len(optional) == 0 || w.grace == 0:
-					d.finishWatch(w, w.found, "", wlog)
+					d.finishWatch(w, d.foundIn(p.r, table, w.want, w.types), "", wlog)
 					continue
 				case w.grace < 0:
 					w.grace = optionalGrace
@@ -361,7 +370,7 @@ func (d *Driver) poll(key portKey, p *portPoller) {
 			}
 			if now.After(w.deadline) {
 				if w.grace >= 0 {
-					d.finishWatch(w, w.found, "", wlog)
+					d.finishWatch(w, d.foundIn(p.r, w.last, w.want, w.types), "", wlog)
 				} else {
 					d.finishWatch(w, nil, d.notReadyReason(p.r, w.missing), wlog)
 				}

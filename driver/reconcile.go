@@ -163,6 +163,7 @@ func (d *Driver) collectGone(log *logrus.Entry) int {
 	if len(cand) == 0 {
 		return 0
 	}
+	d.lastCollect = time.Now()
 	peers, err := d.links.PeerLinks(d.owner)
 	if err != nil {
 		log.WithError(err).Warn("cannot read other network namespaces; endpoints of removed containers are kept")

@@ -128,7 +128,8 @@ func (d *Driver) Status() Status {
 			Sandbox: e.Sandbox, GIDs: []EndpointGID{}}
 		if table, ok := tables[portKey{ns.HCA, ns.Port}]; ok && ns.HCA != "" {
 			want := gidsOf(e, ipv6[e.NetworkID])
-			found, missing, _ := d.readiness(NetworkRDMA{HCA: ns.HCA, Port: ns.Port}, table, want, ns.RoCETypes)
+			found := d.foundIn(NetworkRDMA{HCA: ns.HCA, Port: ns.Port}, table, want, ns.RoCETypes)
+			missing := missingIn(table, want.Required, ns.RoCETypes)
 			if found != nil {
 				es.GIDs = found
 			}
