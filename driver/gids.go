@@ -466,6 +466,9 @@ func (d *Driver) ProgramExternalConnectivity(nid, eid string) error {
 		d.strictFallsBack(nid, eid, why)
 		return nil
 	}
+	d.mu.Lock()
+	n.strictNote = "" // this engine asks once the addresses are set (one upgraded to 28+, say)
+	d.mu.Unlock()
 	if w != nil {
 		<-w.done // bounded by the watch's deadline
 	}

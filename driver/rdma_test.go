@@ -663,6 +663,27 @@ func TestRDMAStrictOnEnginesBefore28(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, d, "e1", time.Second, func(e EndpointStatus) bool { return e.RDMAReady })
+
+	// The engine is upgraded to one that asks once the link has moved:
+	// strict holds starts again and the note goes.
+	if _, err := d.CreateEndpoint(ep("n1", "e2", "10.5.0.9/24")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Join("n1", "e2", "/sb/e2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := links.MoveToSandbox(LinkName("e2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "10.5.0.9", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ProgramExternalConnectivity("n1", "e2"); err != nil {
+		t.Fatalf("strict start on an engine that asks late: %v", err)
+	}
+	if note := d.Status().Networks[0].GIDCheckNote; note != "" {
+		t.Fatalf("strict held a start, yet status still says %q", note)
+	}
 }
 
 // With a table snapshot (the daemon's GIDTableMaxAge), admission errs on the

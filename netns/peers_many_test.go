@@ -2,7 +2,6 @@ package netns_test
 
 import (
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
@@ -12,17 +11,7 @@ import (
 // here) ends the list after the first: 134 IDs in a one-page batch. With
 // 400 containers' namespaces, every link must still be found.
 func TestPrivilegedPeerLinksBeyondOneBatch(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP (needs root): creates network namespaces and links; run: sudo make test-root")
-	}
-	host, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer host.Close()
-	if err := host.CreateVeth("p0", "p0peer", 1500); err != nil {
-		t.Fatal(err)
-	}
+	host := peerHost(t)
 	const n = 400
 	for i := range n {
 		name := fmt.Sprintf("rmvmany%d", i)
