@@ -340,18 +340,7 @@ rel_run() {
 }
 
 # ---------------------------------------------------------------------------------------------
-engines=("$@")
-if ((${#engines[@]} == 0)); then
-	engines=(debian)
-	if bash "$here/engines.sh" bindir >/dev/null 2>&1; then
-		engines+=(current)
-	else
-		printf '# skip - the current engine is not built (scripts/engines.sh install current): debian only\n'
-	fi
-fi
-for e in "${engines[@]}"; do
-	[[ $e == debian || $e == current ]] || die "unknown engine '$e' (want: debian, current)"
-done
+select_engines "$@"
 [[ $(id -u) -eq 0 ]] || die "needs root (links, private dockerds)"
 command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
 command -v go >/dev/null || die "go not found"

@@ -66,7 +66,6 @@ CMD_TIMEOUT=${E2E_CMD_TIMEOUT:-90}
 LOG_LINES=${E2E_LOG_LINES:-40}
 CONC=${E2E_CONCURRENT:-50}
 UPGRADE_REGISTRY=${E2E_UPGRADE_REGISTRY:-auto}
-CACHE=${RDMA_MACVLAN_CACHE:-/var/cache/rdma-macvlan}
 HCA=mlx5_0
 PLUGIN=rdma-macvlan:latest
 MARKER=rdma-macvlan-build
@@ -101,15 +100,6 @@ plugin_ids=()   # every plugin id this run had (their /run/docker/plugins dirs m
 apt_policy=""   # /usr/sbin/policy-rc.d while this script runs apt
 run_failed=""
 
-stop_registry() {
-	if [[ -n $reg_pid ]]; then
-		stop_pid "$reg_pid" 10
-		wait "$reg_pid" 2>/dev/null || true
-		reg_pid=""
-	fi
-	return 0
-}
-
 # teardown removes everything of the current run, whatever state it is in. Idempotent.
 teardown() {
 	local l ids
@@ -125,7 +115,7 @@ teardown() {
 		# shellcheck disable=SC2086 # one word per network
 		[[ -n $ids ]] && timeout 60 docker network rm $ids >/dev/null 2>&1
 	fi
-	stop_registry
+	registry_stop
 	if [[ -n $ddir ]]; then
 		say "stopping the private dockerd"
 		bash "$here/dockerd.sh" stop "$ddir" 2>/dev/null || say "warning: dockerd.sh stop $ddir failed"
@@ -542,66 +532,8 @@ link_names() { ep_lines "$nid" | tr ' ' '\n' | sed -n 's/^ifname=//p' | paste -s
 # ---------------------------------------------------------------------------------------------
 # 3. Plugin upgrade.
 
-# ensure_registry prints the path of a docker-registry binary: the one on PATH, or Debian's,
-# downloaded with apt-get download and unpacked into the cache (the package is never installed, so
-# no service and no user is registered).
-ensure_registry() {
-	local bin=$CACHE/registry/docker-registry tmp deb
-	if command -v docker-registry >/dev/null; then command -v docker-registry; return 0; fi
-	if [[ -x $bin ]]; then printf '%s\n' "$bin"; return 0; fi
-	[[ $UPGRADE_REGISTRY != no ]] || { echo "E2E_UPGRADE_REGISTRY=no"; return 1; }
-	tmp=$(mktemp -d "$work/deb.XXXXXX")
-	say "fetching Debian's docker-registry (unpacked into $CACHE/registry, not installed)"
-	if ! (cd "$tmp" && apt-get download docker-registry >/dev/null 2>&1 ||
-		{ apt-get update -qq >/dev/null 2>&1 && apt-get download docker-registry >/dev/null 2>&1; }); then
-		rm -rf "$tmp"
-		echo "apt-get download docker-registry failed"
-		return 1
-	fi
-	deb=$(find "$tmp" -maxdepth 1 -name 'docker-registry_*.deb' | head -n 1)
-	dpkg-deb -x "$deb" "$tmp/x"
-	mkdir -p "$CACHE/registry"
-	install -m 0755 "$tmp/x/usr/bin/docker-registry" "$bin.new"
-	mv -f "$bin.new" "$bin"
-	rm -rf "$tmp"
-	printf '%s\n' "$bin"
-}
 
-# start_registry BIN: a registry on a free port of 127.0.0.1, storage in the run dir. Sets reg
-# (host:port) and reg_pid: run it in this shell.
-start_registry() {
-	local bin=$1 port n
-	for ((n = 0; n < 20; n++)); do
-		port=$((20000 + RANDOM % 20000))
-		ss -Hltn "sport = :$port" | grep -q . || break
-	done
-	mkdir -p "$rdir/registry/data"
-	cat >"$rdir/registry/config.yml" <<EOF
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: $rdir/registry/data
-http:
-  addr: 127.0.0.1:$port
-  secret: rmv-rel-$id
-EOF
-	setsid "$bin" serve "$rdir/registry/config.yml" </dev/null >"$rdir/registry/log" 2>&1 &
-	reg_pid=$!
-	reg=127.0.0.1:$port
-	poll 15 registry_up || { cat "$rdir/registry/log"; return 1; }
-}
 
-# registry_up: the registry answers its API root (bash's /dev/tcp; no curl needed).
-registry_up() {
-	local host=${reg%:*} port=${reg#*:} line
-	exec 5<>"/dev/tcp/$host/$port" || return 1
-	printf 'GET /v2/ HTTP/1.0\r\nHost: %s\r\n\r\n' "$reg" >&5
-	read -r line <&5 || true
-	exec 5<&- 5>&-
-	[[ $line == *" 200 "* ]] || { echo "registry answered: $line"; return 1; }
-}
 
 # push_ref: build 2, created in the engine as $ref, pushed to the registry and removed locally.
 push_ref() { dk plugin push "$ref" >/dev/null && dk plugin rm "$ref" >/dev/null; }
@@ -790,7 +722,8 @@ rel_run() {
 
 	# (a) docker plugin upgrade, from a registry on 127.0.0.1.
 	out=""
-	if regbin=$(ensure_registry 2>&1) && start_registry "$regbin" >"$rdir/registry.out" 2>&1; then
+	regbin="E2E_UPGRADE_REGISTRY=no"
+	if [[ $UPGRADE_REGISTRY != no ]] && regbin=$(registry_bin 2>&1) && registry_start "$regbin" "$rdir/registry" >"$rdir/registry.out" 2>&1; then
 		ref=$reg/rdma-macvlan-rel-$id:build2
 		say "registry on $reg"
 		refused "upgrade (registry): docker plugin upgrade of an enabled plugin is refused" "disabled" -- \
@@ -848,7 +781,7 @@ rel_run() {
 		[[ -f $rdir/registry.out ]] && out=$(cat "$rdir/registry.out")
 		skip "docker plugin upgrade from a registry: no registry: ${regbin:-}${out:+ $out}"
 	fi
-	stop_registry
+	registry_stop
 
 	# (b) remove and re-create under the same name with the same settings (`make install`).
 	check "re-create: docker plugin disable -f with the container running" dk plugin disable -f "$PLUGIN"
@@ -900,18 +833,7 @@ net_gone() {
 }
 
 # ---------------------------------------------------------------------------------------------
-engines=("$@")
-if ((${#engines[@]} == 0)); then
-	engines=(debian)
-	if bash "$here/engines.sh" bindir >/dev/null 2>&1; then
-		engines+=(current)
-	else
-		printf '# skip - the current engine is not built (scripts/engines.sh install current): debian only\n'
-	fi
-fi
-for e in "${engines[@]}"; do
-	[[ $e == debian || $e == current ]] || die "unknown engine '$e' (want: debian, current)"
-done
+select_engines "$@"
 if ! [[ $CONC =~ ^[1-9][0-9]*$ ]] || ((CONC > 120)); then
 	die "E2E_CONCURRENT must be 1..120 (the 255-slot GID table admits 126)"
 fi

@@ -269,3 +269,22 @@ readme_block() {
 		on == 2 && /^```/ { exit }
 		on == 2 { print }' "${repo:?}/README.md"
 }
+
+# select_engines [ENGINE...]: sets engines to the engines named (debian, current), or by default to
+# debian and, when scripts/engines.sh has built it, current.
+engines=()
+select_engines() {
+	local e
+	engines=("$@")
+	if ((${#engines[@]} == 0)); then
+		engines=(debian)
+		if bash "$here/engines.sh" bindir >/dev/null 2>&1; then
+			engines+=(current)
+		else
+			printf '# skip - the current engine is not built (scripts/engines.sh install current): debian only\n'
+		fi
+	fi
+	for e in "${engines[@]}"; do
+		[[ $e == debian || $e == current ]] || die "unknown engine '$e' (want: debian, current)"
+	done
+}
