@@ -66,7 +66,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 			continue
 		}
 		if _, _, err := net.ParseCIDR(a); err != nil {
-			return resp, invalidf("address %q from IPAM is not in CIDR form (like 192.168.7.2/24)", truncate(a, 80))
+			return resp, badRequestf("address %q from IPAM is not in CIDR form (like 192.168.7.2/24)", truncate(a, 80))
 		}
 	}
 
@@ -80,7 +80,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 	}
 	if e, ok := d.endpoints[req.EndpointID]; ok {
 		if e.NetworkID != req.NetworkID {
-			return resp, invalidf("endpoint %s already exists on network %s: remove the container using it, or retry to get a new endpoint ID", ShortID(e.ID), ShortID(e.NetworkID))
+			return resp, conflictf("endpoint %s already exists on network %s: remove the container using it, or retry to get a new endpoint ID", ShortID(e.ID), ShortID(e.NetworkID))
 		}
 		if req.MAC == "" {
 			resp.MAC = e.MAC
@@ -90,11 +90,11 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 	ifname := LinkName(req.EndpointID)
 	for _, e := range d.endpoints {
 		if e.NetworkID == n.ID && n.Mode == ModePassthru {
-			return resp, invalidf("network %s is in passthru mode and its parent %q already serves container endpoint %s: passthru allows one container; use macvlan_mode=bridge for more",
+			return resp, conflictf("network %s is in passthru mode and its parent %q already serves container endpoint %s: passthru allows one container; use macvlan_mode=bridge for more",
 				ShortID(n.ID), n.Parent, ShortID(e.ID))
 		}
 		if e.Ifname == ifname {
-			return resp, invalidf("endpoint %s would reuse link name %s of endpoint %s (their IDs share the first 12 characters): retry to get a new endpoint ID",
+			return resp, conflictf("endpoint %s would reuse link name %s of endpoint %s (their IDs share the first 12 characters): retry to get a new endpoint ID",
 				truncate(req.EndpointID, 64), ifname, e.ID)
 		}
 	}
@@ -169,7 +169,7 @@ func (d *Driver) endpointMTU(n *Network, asked int) (int, error) {
 	limit := parent.MTU
 	if n.MTU != 0 {
 		if n.MTU > parent.MTU {
-			return 0, invalidf("network %s has mtu %d, but its parent %q now has MTU %d: raise the parent's MTU (ip link set %s mtu %d), or create the network again with -o mtu=%d or less",
+			return 0, hostSetupf("network %s has mtu %d, but its parent %q now has MTU %d: raise the parent's MTU (ip link set %s mtu %d), or create the network again with -o mtu=%d or less",
 				ShortID(n.ID), n.MTU, n.Parent, parent.MTU, n.Parent, n.MTU, parent.MTU)
 		}
 		limit = n.MTU

@@ -183,8 +183,9 @@ func (d *Driver) admitOnce(n *Network, e *Endpoint, retried bool) error {
 		return d.admitOnce(n, e, true) // they held reservations
 	}
 	addrs := e.GIDNeed / max(e.GIDTypes, 1)
-	return invalidf("GID table of RDMA device %s port %d is too full for this container: it needs %d entries (%d addresses x RoCE types), %d of %d are free and %d are held for %d containers still starting. Each container holds its entries until it stops: stop or disconnect containers on this port (parent %q), or use a parent on another port",
-		r.HCA, r.Port, e.GIDNeed, addrs, max(free, 0), pi.GIDTableSize, held, starting, n.Parent)
+	return &TableFullError{HCA: r.HCA, Port: r.Port, Need: e.GIDNeed, Free: max(free, 0), Size: pi.GIDTableSize, Held: held, Starting: starting,
+		Msg: fmt.Sprintf("GID table of RDMA device %s port %d is too full for this container: it needs %d entries (%d addresses x RoCE types), %d of %d are free and %d are held for %d containers still starting. Each container holds its entries until it stops: stop or disconnect containers on this port (parent %q), or use a parent on another port",
+			r.HCA, r.Port, e.GIDNeed, addrs, max(free, 0), pi.GIDTableSize, held, starting, n.Parent)}
 }
 
 // portKey names one HCA port.

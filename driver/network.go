@@ -159,11 +159,11 @@ func (d *Driver) checkParentConflicts(parent, mode string) error {
 			continue
 		}
 		if other.Mode == ModePassthru {
-			return invalidf("parent %q is taken by network %s in passthru mode, which allows no other network on it: use another parent, or a VLAN (-o parent=%s.<vlan id>)",
+			return conflictf("parent %q is taken by network %s in passthru mode, which allows no other network on it: use another parent, or a VLAN (-o parent=%s.<vlan id>)",
 				parent, ShortID(other.ID), parent)
 		}
 		if mode == ModePassthru {
-			return invalidf("macvlan_mode=passthru needs parent %q to itself, but network %s uses it: use -o macvlan_mode=bridge, or another parent",
+			return conflictf("macvlan_mode=passthru needs parent %q to itself, but network %s uses it: use -o macvlan_mode=bridge, or another parent",
 				parent, ShortID(other.ID))
 		}
 	}

@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -70,18 +69,6 @@ type NetworkOptions struct {
 // `--network name=N,driver-opt=k=v` options.
 type EndpointOptions struct {
 	MTU int // 0: the network's MTU
-}
-
-// InvalidOptionError reports a bad option; its text is shown to the user by
-// the docker CLI.
-type InvalidOptionError struct {
-	Msg string
-}
-
-func (e *InvalidOptionError) Error() string { return e.Msg }
-
-func invalidf(format string, a ...any) error {
-	return &InvalidOptionError{Msg: fmt.Sprintf(format, a...)}
 }
 
 // EngineOptionPrefix starts the keys the engine itself puts among a network's

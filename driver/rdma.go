@@ -34,7 +34,7 @@ func (d *Driver) detectRDMA(parent, netdev, override string, log *logrus.Entry) 
 			return nil, err
 		}
 	case errors.Is(err, rdma.ErrNoRDMADevice):
-		return nil, invalidf("parent %q has no RDMA device (check: rdma link show): pass -o parent=<RoCE netdev>, or load its RDMA driver (e.g. modprobe mlx5_ib; for Soft-RoCE: rdma link add rxe0 type rxe netdev %s)",
+		return nil, hostSetupf("parent %q has no RDMA device (check: rdma link show): pass -o parent=<RoCE netdev>, or load its RDMA driver (e.g. modprobe mlx5_ib; for Soft-RoCE: rdma link add rxe0 type rxe netdev %s)",
 			parent, netdev)
 	case errors.Is(err, rdma.ErrAmbiguousRDMADevice):
 		return nil, invalidf("parent %q: %v: pass -o rdma_device=<one of them>", parent, err)
@@ -47,7 +47,7 @@ func (d *Driver) detectRDMA(parent, netdev, override string, log *logrus.Entry) 
 		return nil, fmt.Errorf("read RDMA device %s port %d of parent %q: %w", hca, port, parent, err)
 	}
 	if pi.LinkLayer != "Ethernet" {
-		return nil, invalidf("RDMA device %s port %d (parent %q) has link layer %s; rdma-macvlan needs RoCE, i.e. an Ethernet port (check: rdma link show %s/%d): use an Ethernet port, or switch the port type (e.g. mlxconfig ... LINK_TYPE_P%d=2)",
+		return nil, hostSetupf("RDMA device %s port %d (parent %q) has link layer %s; rdma-macvlan needs RoCE, i.e. an Ethernet port (check: rdma link show %s/%d): use an Ethernet port, or switch the port type (e.g. mlxconfig ... LINK_TYPE_P%d=2)",
 			hca, port, parent, pi.LinkLayer, hca, port, port)
 	}
 	if !pi.Active() {
@@ -59,7 +59,7 @@ func (d *Driver) detectRDMA(parent, netdev, override string, log *logrus.Entry) 
 		return nil, fmt.Errorf("cannot tell the RDMA netns mode (check: rdma system show netns): %w", err)
 	}
 	if mode != rdma.NetnsShared {
-		return nil, invalidf("the RDMA subsystem is in %s netns mode (read from %s), which binds %s to one network namespace: containers need the shared mode. Fix at boot, before any container runs: rdma system set netns shared, or the ib_core module option netns_mode=1",
+		return nil, hostSetupf("the RDMA subsystem is in %s netns mode (read from %s), which binds %s to one network namespace: containers need the shared mode. Fix at boot, before any container runs: rdma system set netns shared, or the ib_core module option netns_mode=1",
 			mode, source, hca)
 	}
 	if _, err := d.rdma.DeviceNodes(hca); err != nil && !errors.Is(err, rdma.ErrNoRdmaCM) {

@@ -18,11 +18,11 @@ const maxSandboxKey = 4096
 func checkSandboxKey(key string) error {
 	switch {
 	case len(key) > maxSandboxKey:
-		return invalidf("sandbox key is %d bytes long, more than %d: Docker sends the path of the container's network namespace", len(key), maxSandboxKey)
+		return badRequestf("sandbox key is %d bytes long, more than %d: Docker sends the path of the container's network namespace", len(key), maxSandboxKey)
 	case hasControl(key) || !utf8Valid(key):
-		return invalidf("sandbox key %q has a control character or invalid UTF-8: Docker sends the path of the container's network namespace", truncate(strings.ToValidUTF8(key, "?"), 80))
+		return badRequestf("sandbox key %q has a control character or invalid UTF-8: Docker sends the path of the container's network namespace", truncate(strings.ToValidUTF8(key, "?"), 80))
 	case !strings.HasPrefix(key, "/") || filepath.Clean(key) != key:
-		return invalidf("sandbox key %q is not an absolute clean path (like /var/run/docker/netns/3f2a9c81b0d4): Docker sends the path of the container's network namespace", truncate(key, 80))
+		return badRequestf("sandbox key %q is not an absolute clean path (like /var/run/docker/netns/3f2a9c81b0d4): Docker sends the path of the container's network namespace", truncate(key, 80))
 	}
 	return nil
 }
@@ -36,7 +36,7 @@ func checkEndpointNetwork(e *Endpoint, nid string) error {
 	if e.NetworkID == nid {
 		return nil
 	}
-	return invalidf("endpoint %s belongs to network %s, not to network %q: name the endpoint's own network (docker network inspect shows it)",
+	return badRequestf("endpoint %s belongs to network %s, not to network %q: name the endpoint's own network (docker network inspect shows it)",
 		ShortID(e.ID), ShortID(e.NetworkID), ShortID(nid))
 }
 
@@ -78,7 +78,7 @@ func sameNetwork(n *Network, opts NetworkOptions, req CreateNetworkRequest) erro
 	if len(diff) == 0 {
 		return nil
 	}
-	return invalidf("network %s already exists with other settings: %s; remove it (docker network rm) before creating it with new ones",
+	return conflictf("network %s already exists with other settings: %s; remove it (docker network rm) before creating it with new ones",
 		ShortID(n.ID), strings.Join(diff, ", "))
 }
 

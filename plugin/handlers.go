@@ -43,9 +43,9 @@ func decode(body []byte, v any) error {
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed request: field %s must be a JSON %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)}
+			return &driver.BadRequestError{Msg: fmt.Sprintf("malformed request: field %s must be a JSON %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)}
 		}
-		return &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed request: %v", err)}
+		return &driver.BadRequestError{Msg: fmt.Sprintf("malformed request: %v", err)}
 	}
 	return nil
 }
@@ -126,24 +126,24 @@ func decodeOptions(raw json.RawMessage, skip func(key string) bool) ([]driver.Op
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed options: %v", err)}
+		return nil, &driver.BadRequestError{Msg: fmt.Sprintf("malformed options: %v", err)}
 	}
 	if tok == nil {
 		return nil, nil
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, &driver.InvalidOptionError{Msg: "malformed options: expected an object of name: value"}
+		return nil, &driver.BadRequestError{Msg: "malformed options: expected an object of name: value"}
 	}
 	var out []driver.Option
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed options: %v", err)}
+			return nil, &driver.BadRequestError{Msg: fmt.Sprintf("malformed options: %v", err)}
 		}
 		key, _ := tok.(string)
 		var val json.RawMessage
 		if err := dec.Decode(&val); err != nil {
-			return nil, &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed value of option %q: %v", abbreviate([]byte(key)), err)}
+			return nil, &driver.BadRequestError{Msg: fmt.Sprintf("malformed value of option %q: %v", abbreviate([]byte(key)), err)}
 		}
 		if skip != nil && skip(key) {
 			continue
@@ -155,7 +155,7 @@ func decodeOptions(raw json.RawMessage, skip func(key string) bool) ([]driver.Op
 		out = append(out, driver.Option{Key: key, Value: s})
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed options: %v", err)}
+		return nil, &driver.BadRequestError{Msg: fmt.Sprintf("malformed options: %v", err)}
 	}
 	return out, nil
 }

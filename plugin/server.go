@@ -183,7 +183,7 @@ func (s *Server) route(path string, fn func(d *driver.Driver, body []byte) (any,
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			s.fail(w, op, &driver.InvalidOptionError{Msg: fmt.Sprintf("%s request is larger than %d bytes: nothing Docker sends is that large", op, maxBodyBytes)})
+			s.fail(w, op, &driver.BadRequestError{Msg: fmt.Sprintf("%s request is larger than %d bytes: nothing Docker sends is that large", op, maxBodyBytes)})
 			return
 		}
 		if err != nil {
@@ -219,8 +219,7 @@ func (s *Server) route(path string, fn func(d *driver.Driver, body []byte) (any,
 // which the docker CLI shows to the user.
 func (s *Server) fail(w http.ResponseWriter, op string, err error) {
 	entry := s.log.WithField("op", op).WithError(err)
-	var inv *driver.InvalidOptionError
-	if errors.As(err, &inv) {
+	if driver.IsRefusal(err) {
 		entry.Warn("request refused")
 	} else {
 		entry.Error("request failed")

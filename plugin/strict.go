@@ -70,7 +70,7 @@ func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
 			key, _ := tok.(string)
 			where := member(path, key)
 			if seen[key] {
-				return &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed request: field %s is given more than once: give it once", abbreviate([]byte(where)))}
+				return &driver.BadRequestError{Msg: fmt.Sprintf("malformed request: field %s is given more than once: give it once", abbreviate([]byte(where)))}
 			}
 			seen[key] = true
 			var sub reflect.Type
@@ -79,7 +79,7 @@ func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
 			case t.Kind() == reflect.Struct:
 				f, exact := fieldOf(t, key)
 				if f != nil && !exact {
-					return &driver.InvalidOptionError{Msg: fmt.Sprintf("malformed request: field %s is spelled %s in the plugin protocol", abbreviate([]byte(where)), member(path, jsonName(*f)))}
+					return &driver.BadRequestError{Msg: fmt.Sprintf("malformed request: field %s is spelled %s in the plugin protocol", abbreviate([]byte(where)), member(path, jsonName(*f)))}
 				}
 				if f != nil {
 					sub = f.Type
