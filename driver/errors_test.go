@@ -146,4 +146,3 @@ func oneNetwork(t *testing.T, mode string) testDriver {
 	}
 	return d
 }
-
