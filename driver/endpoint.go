@@ -234,18 +234,23 @@ func (d *Driver) deleteEndpointLocked(e *Endpoint, log *logrus.Entry) error {
 	return nil
 }
 
-// EndpointInfo answers EndpointOperInfo: what docker network inspect can show.
-func (d *Driver) EndpointInfo(nid, eid string) map[string]string {
+// EndpointInfo answers EndpointOperInfo: what docker network inspect can
+// show. An unknown endpoint has nothing to show; one of another network is
+// refused.
+func (d *Driver) EndpointInfo(nid, eid string) (map[string]string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := d.endpoints[eid]
 	if !ok {
-		return map[string]string{}
+		return map[string]string{}, nil
+	}
+	if err := checkEndpointNetwork(e, nid); err != nil {
+		return nil, err
 	}
 	return map[string]string{
 		"host_ifname":  e.Ifname,
 		"parent":       e.Parent,
 		"macvlan_mode": e.Mode,
 		"mtu":          fmt.Sprint(e.MTU),
-	}
+	}, nil
 }

@@ -451,6 +451,12 @@ func (d *Driver) finishWatch(w *gidWatch, found []EndpointGID, reason string, lo
 func (d *Driver) ProgramExternalConnectivity(nid, eid string) error {
 	d.mu.Lock()
 	e, eok := d.endpoints[eid]
+	if eok {
+		if err := checkEndpointNetwork(e, nid); err != nil {
+			d.mu.Unlock()
+			return err
+		}
+	}
 	n, nok := d.networks[nid]
 	if !eok || !nok || n.RDMA == nil || n.GIDCheck != GIDCheckStrict || e.RDMAReady {
 		d.mu.Unlock()

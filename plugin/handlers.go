@@ -246,7 +246,11 @@ func endpointInfo(d *driver.Driver, body []byte) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return &network.InfoResponse{Value: d.EndpointInfo(req.NetworkID, req.EndpointID)}, nil
+	info, err := d.EndpointInfo(req.NetworkID, req.EndpointID)
+	if err != nil {
+		return nil, err
+	}
+	return &network.InfoResponse{Value: info}, nil
 }
 
 func join(d *driver.Driver, body []byte) (any, error) {
