@@ -18,6 +18,7 @@ import (
 
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
 	vnetns "github.com/vishvananda/netns"
 )
@@ -278,7 +279,7 @@ func (e *env) join(ep *endpoint, noIPv6 bool) error {
 		}
 		addrs = append(addrs, n)
 	}
-	if err := e.host.MoveInto(ctr.h, ep.srcName, res.InterfaceName.DstPrefix+"0", mac, addrs...); err != nil {
+	if err := netnstest.MoveInto(e.host, ctr.h, ep.srcName, res.InterfaceName.DstPrefix+"0", mac, addrs...); err != nil {
 		ctr.remove()
 		return err
 	}
@@ -294,7 +295,7 @@ func (e *env) leave(ep *endpoint) error {
 		errs = append(errs, err)
 	}
 	if ep.ctr != nil {
-		if err := ep.ctr.h.MoveBack(e.host, "eth0", ep.srcName); err != nil {
+		if err := netnstest.MoveBack(ep.ctr.h, e.host, "eth0", ep.srcName); err != nil {
 			errs = append(errs, err)
 		}
 		ep.ctr.remove()

@@ -1,6 +1,8 @@
-// Package netns is the only package of rdma-macvlan that talks netlink, locks OS
-// threads or switches network namespaces. Callers get a Handle bound to one
-// namespace and never a switched thread.
+// Package netns is the only package of the daemon that talks netlink, locks
+// OS threads or switches network namespaces. Callers get a Handle bound to
+// one namespace and never a switched thread. What only tests and benchmarks
+// do to namespaces (veth and TUN devices, libnetwork's moves) is in
+// netns/netnstest.
 package netns
 
 import (

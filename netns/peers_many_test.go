@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 )
 
 // The kernel lists the namespace IDs of a namespace in batches and (6.1
@@ -23,7 +24,7 @@ func TestPrivilegedPeerLinksBeyondOneBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer sb.Close()
-		if err := host.MoveInto(sb, name, "eth0", nil); err != nil {
+		if err := netnstest.MoveInto(host, sb, name, "eth0", nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 )
 
 // A link moved into another namespace is found there through the
@@ -36,13 +37,13 @@ func TestPrivilegedPeerLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sbB.Close()
-	if err := host.MoveInto(sbA, "rmvpeera", "eth0", nil); err != nil {
+	if err := netnstest.MoveInto(host, sbA, "rmvpeera", "eth0", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := host.MoveInto(sbB, "rmvpeerb", "eth0", nil); err != nil {
+	if err := netnstest.MoveInto(host, sbB, "rmvpeerb", "eth0", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := host.MoveInto(sbB, "other", "eth1", nil); err != nil {
+	if err := netnstest.MoveInto(host, sbB, "other", "eth1", nil); err != nil {
 		t.Fatal(err)
 	}
 	macs := func() map[string]string {
@@ -94,7 +95,7 @@ func peerHost(t *testing.T) *netns.Handle {
 		t.Fatal(err)
 	}
 	t.Cleanup(host.Close)
-	if err := host.CreateVeth("p0", "p0peer", 1500); err != nil {
+	if err := netnstest.CreateVeth(host, "p0", "p0peer", 1500); err != nil {
 		t.Fatal(err)
 	}
 	return host

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/go-plugins-helpers/network"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
@@ -59,7 +60,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatalf("new netns: %v", err)
 	}
 	t.Cleanup(host.Close) // the namespace and every link in it go with it
-	if err := host.CreateVeth("p0", "p0peer", 1500); err != nil {
+	if err := netnstest.CreateVeth(host, "p0", "p0peer", 1500); err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, host: host, stateDir: t.TempDir(), sysfs: t.TempDir(), cdiDir: t.TempDir(), sock: filepath.Join(t.TempDir(), "p.sock")}

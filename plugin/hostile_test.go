@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )
@@ -62,7 +63,7 @@ func lineDiff(before, after string) string {
 // state files and the CDI specs exactly as they were.
 func TestPrivilegedHostileInput(t *testing.T) {
 	e := newEnv(t)
-	e.must(e.host.CreateVeth("p1", "p1peer", 1500))
+	e.must(netnstest.CreateVeth(e.host, "p1", "p1peer", 1500))
 	e.addHCA("p1")
 	nid, other, eid := id("ca01"), id("ca02"), id("cb01")
 	e.must(e.createNetwork(nid, map[string]string{"parent": "p0"}, "10.20.0.0/24 gw 10.20.0.1/24"))

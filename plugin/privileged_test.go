@@ -15,6 +15,7 @@ import (
 	"github.com/docker/go-plugins-helpers/network"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
@@ -50,7 +51,7 @@ func TestPrivilegedLifecycle(t *testing.T) {
 
 			// What libnetwork does after Join.
 			ctr := sandbox(t)
-			e.must(e.host.MoveInto(ctr, ifname, "eth0", nil, cidr(t, "10.9.0.2/24")))
+			e.must(netnstest.MoveInto(e.host, ctr, ifname, "eth0", nil, cidr(t, "10.9.0.2/24")))
 			if _, ok := e.link(ifname); ok {
 				t.Fatal("link still in the host namespace after the move")
 			}
@@ -66,7 +67,7 @@ func TestPrivilegedLifecycle(t *testing.T) {
 			}
 
 			e.must(e.c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid}, nil))
-			e.must(ctr.MoveBack(e.host, "eth0", ifname))
+			e.must(netnstest.MoveBack(ctr, e.host, "eth0", ifname))
 			e.must(e.c.Call("DeleteEndpoint", network.DeleteEndpointRequest{NetworkID: nid, EndpointID: eid}, nil))
 			if _, ok := e.link(ifname); ok {
 				t.Fatal("DeleteEndpoint left the link")
@@ -112,7 +113,7 @@ func TestPrivilegedMTUFollowsParent(t *testing.T) {
 	e := newEnv(t)
 	follow, fixed := id("aa0f"), id("aa0e")
 	e.must(e.createNetwork(follow, map[string]string{"parent": "p0"}, "10.9.0.0/24"))
-	e.must(e.host.SetMTU("p0", 1600))
+	e.must(netnstest.SetMTU(e.host, "p0", 1600))
 	eid := id("ee0f")
 	_, err := e.createEndpoint(follow, eid, "10.9.0.3/24", "", nil)
 	e.must(err)
@@ -131,7 +132,7 @@ func TestPrivilegedMTUFollowsParent(t *testing.T) {
 	if l, ok := e.link(driver.LinkName(eid2)); !ok || l.MTU != 1550 {
 		t.Fatalf("link %+v: want the network's mtu 1550 (given as com.docker.network.driver.mtu)", l)
 	}
-	e.must(e.host.SetMTU("p0", 1500))
+	e.must(netnstest.SetMTU(e.host, "p0", 1500))
 	_, err = e.createEndpoint(fixed, id("ee0d"), "10.9.1.4/24", "", nil)
 	if err == nil || !strings.Contains(err.Error(), "now has MTU 1500") || !strings.Contains(err.Error(), "ip link set p0 mtu 1550") {
 		t.Fatalf("endpoint on a network whose mtu 1550 exceeds its parent's 1500: %v", err)
@@ -195,7 +196,7 @@ func TestPrivilegedRestartMidLife(t *testing.T) {
 	e.must(err)
 	ctr := sandbox(t)
 	ifname := driver.LinkName(eid)
-	e.must(e.host.MoveInto(ctr, ifname, "eth0", nil, cidr(t, "10.7.0.2/24")))
+	e.must(netnstest.MoveInto(e.host, ctr, ifname, "eth0", nil, cidr(t, "10.7.0.2/24")))
 	_, err = e.createEndpoint(nid, eid2, "10.7.0.3/24", "", nil)
 	e.must(err)
 
@@ -222,7 +223,7 @@ func TestPrivilegedRestartMidLife(t *testing.T) {
 
 	// Finish both life cycles.
 	e.must(e.c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid}, nil))
-	e.must(ctr.MoveBack(e.host, "eth0", ifname))
+	e.must(netnstest.MoveBack(ctr, e.host, "eth0", ifname))
 	e.must(e.c.Call("DeleteEndpoint", network.DeleteEndpointRequest{NetworkID: nid, EndpointID: eid}, nil))
 	e.must(e.c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid2}, nil))
 	e.must(e.c.Call("DeleteEndpoint", network.DeleteEndpointRequest{NetworkID: nid, EndpointID: eid2}, nil))
@@ -262,14 +263,14 @@ func TestPrivilegedRestartKeepsContainerLink(t *testing.T) {
 	e.must(err)
 	ctr := sandbox(t)
 	ifname := driver.LinkName(eid)
-	e.must(e.host.MoveInto(ctr, ifname, "eth0", nil, cidr(t, "10.3.0.2/24")))
+	e.must(netnstest.MoveInto(e.host, ctr, ifname, "eth0", nil, cidr(t, "10.3.0.2/24")))
 
 	e.restart()
 	if _, err := ctr.LinkByName("eth0"); err != nil {
 		t.Fatalf("container lost its link across a plugin restart: %v", err)
 	}
 	e.must(e.c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid}, nil))
-	e.must(ctr.MoveBack(e.host, "eth0", ifname))
+	e.must(netnstest.MoveBack(ctr, e.host, "eth0", ifname))
 	// A restart between Leave and DeleteEndpoint must not sweep the link
 	// (it belongs to a known endpoint)...
 	e.restart()
@@ -308,7 +309,7 @@ func TestPrivilegedOrphanSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.must(e.host.CreateVeth("rmvveth0", "rmvveth1", 1500))
+	e.must(netnstest.CreateVeth(e.host, "rmvveth0", "rmvveth1", 1500))
 	e.start()
 	got := linkNames(t, e.host)
 	want := []string{"lo", "other0", "p0", "p0peer", driver.LinkName(kept), "rmvdeadbeef0001", "rmvdeadbeef0002", "rmvveth0", "rmvveth1"}
@@ -369,7 +370,7 @@ func TestPrivilegedTornStateStillServes(t *testing.T) {
 	e := newEnv(t)
 	good, torn := id("aa61"), id("aa62")
 	e.must(e.createNetwork(good, map[string]string{"parent": "p0"}))
-	e.must(e.host.CreateVeth("p1", "p1peer", 1500))
+	e.must(netnstest.CreateVeth(e.host, "p1", "p1peer", 1500))
 	e.addHCA("p1")
 	e.must(e.createNetwork(torn, map[string]string{"parent": "p1"}))
 	e.stop()
@@ -389,12 +390,12 @@ func TestPrivilegedTornStateStillServes(t *testing.T) {
 // and leaves no link, no VLAN sub-interface and no state behind.
 func TestPrivilegedBadInputLeavesNothing(t *testing.T) {
 	e := newEnv(t)
-	e.must(e.host.CreateVeth("q0", "q0peer", 1500))
-	e.must(e.host.CreateVeth("pt0", "pt0peer", 1500))
+	e.must(netnstest.CreateVeth(e.host, "q0", "q0peer", 1500))
+	e.must(netnstest.CreateVeth(e.host, "pt0", "pt0peer", 1500))
 	e.addHCA("q0")
 	e.addHCA("pt0")
 	tun := "tun0"
-	haveTun := e.host.CreateTun(tun) == nil
+	haveTun := netnstest.CreateTun(e.host, tun) == nil
 
 	base, pt := id("ab01"), id("ab02")
 	e.must(e.createNetwork(base, map[string]string{"parent": "q0"}))
@@ -502,7 +503,7 @@ func TestPrivilegedRDMAStatusAndCDI(t *testing.T) {
 	res, err := e.join(nid, eid)
 	e.must(err)
 	ctr := sandbox(t)
-	e.must(e.host.MoveInto(ctr, res.InterfaceName.SrcName, "eth0", nil, cidr(t, "10.71.0.2/24")))
+	e.must(netnstest.MoveInto(e.host, ctr, res.InterfaceName.SrcName, "eth0", nil, cidr(t, "10.71.0.2/24")))
 	if _, err := rdmatest.AddAddress(e.sysfs, "mlx5_0", 1, "10.71.0.2", "eth0"); err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +525,7 @@ func TestPrivilegedRDMAStatusAndCDI(t *testing.T) {
 		t.Fatalf("endpoint status %+v", ep)
 	}
 	e.must(e.c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid}, nil))
-	e.must(ctr.MoveBack(e.host, "eth0", res.InterfaceName.SrcName))
+	e.must(netnstest.MoveBack(ctr, e.host, "eth0", res.InterfaceName.SrcName))
 	if _, err := rdmatest.RemoveAddress(e.sysfs, "mlx5_0", 1, "10.71.0.2"); err != nil {
 		t.Fatal(err)
 	}
@@ -562,7 +563,7 @@ func TestPrivilegedConcurrentLifecycle(t *testing.T) {
 				errs <- fmt.Errorf("Join %d: %w", i, err)
 				return
 			}
-			if err := e.host.MoveInto(ctrs[i], res.InterfaceName.SrcName, "eth0", nil, cidr(t, addr)); err != nil {
+			if err := netnstest.MoveInto(e.host, ctrs[i], res.InterfaceName.SrcName, "eth0", nil, cidr(t, addr)); err != nil {
 				errs <- fmt.Errorf("move %d: %w", i, err)
 			}
 		})
@@ -587,7 +588,7 @@ func TestPrivilegedConcurrentLifecycle(t *testing.T) {
 				errs <- fmt.Errorf("Leave %d: %w", i, err)
 				return
 			}
-			if err := ctrs[i].MoveBack(e.host, "eth0", driver.LinkName(eid)); err != nil {
+			if err := netnstest.MoveBack(ctrs[i], e.host, "eth0", driver.LinkName(eid)); err != nil {
 				errs <- fmt.Errorf("move back %d: %w", i, err)
 				return
 			}
@@ -627,7 +628,7 @@ func TestPrivilegedCollectsRemovedContainers(t *testing.T) {
 		_, err = e.join(nid, c.eid)
 		e.must(err)
 		hw, _ := net.ParseMAC(mac)
-		e.must(e.host.MoveInto(c.sb, driver.LinkName(c.eid), "eth0", hw, cidr(t, c.addr)))
+		e.must(netnstest.MoveInto(e.host, c.sb, driver.LinkName(c.eid), "eth0", hw, cidr(t, c.addr)))
 	}
 	e.stop()
 	data, err := os.ReadFile(filepath.Join(e.stateDir, "instance"))

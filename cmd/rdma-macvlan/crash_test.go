@@ -16,6 +16,7 @@ import (
 	"github.com/docker/go-plugins-helpers/network"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )
@@ -46,7 +47,7 @@ func newCrashWorld(t *testing.T, bin string, env ...string) *crashWorld {
 		t.Fatal(err)
 	}
 	t.Cleanup(ctr.Close)
-	if err := host.CreateVeth("p0", "p0peer", 1500); err != nil {
+	if err := netnstest.CreateVeth(host, "p0", "p0peer", 1500); err != nil {
 		t.Fatal(err)
 	}
 	p0, err := host.LinkByName("p0")
@@ -84,7 +85,7 @@ func (w *crashWorld) steps() []func() error {
 		func() error {
 			_, ipnet, _ := net.ParseCIDR("10.44.0.2/24")
 			ipnet.IP = net.ParseIP("10.44.0.2")
-			if err := w.host.MoveInto(w.ctr, ifname, "eth0", nil, ipnet); err != nil {
+			if err := netnstest.MoveInto(w.host, w.ctr, ifname, "eth0", nil, ipnet); err != nil {
 				return err
 			}
 			w.moved = true
@@ -94,7 +95,7 @@ func (w *crashWorld) steps() []func() error {
 			return w.c.Call("Leave", network.LeaveRequest{NetworkID: w.nid, EndpointID: w.eid}, nil)
 		},
 		func() error {
-			if err := w.ctr.MoveBack(w.host, "eth0", ifname); err != nil {
+			if err := netnstest.MoveBack(w.ctr, w.host, "eth0", ifname); err != nil {
 				return err
 			}
 			w.moved = false
@@ -134,7 +135,7 @@ func (w *crashWorld) cleanUp(point string) {
 		}
 	}
 	if w.moved {
-		must(w.ctr.MoveBack(w.host, "eth0", driver.LinkName(w.eid)))
+		must(netnstest.MoveBack(w.ctr, w.host, "eth0", driver.LinkName(w.eid)))
 		w.moved = false
 	}
 	if strings.HasPrefix(point, "create-endpoint:") {

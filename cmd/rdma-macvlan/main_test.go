@@ -16,6 +16,7 @@ import (
 	"github.com/docker/go-plugins-helpers/network"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 	"golang.org/x/sys/unix"
@@ -222,7 +223,7 @@ func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(host.Close)
-	if err := host.CreateVeth("p0", "p0peer", 1500); err != nil {
+	if err := netnstest.CreateVeth(host, "p0", "p0peer", 1500); err != nil {
 		t.Fatal(err)
 	}
 	base := t.TempDir()
@@ -270,7 +271,7 @@ func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 	t.Cleanup(ctr.Close)
 	ip, ipnet, _ := net.ParseCIDR("10.8.0.2/24")
 	ipnet.IP = ip
-	must(host.MoveInto(ctr, jr.InterfaceName.SrcName, "eth0", nil, ipnet))
+	must(netnstest.MoveInto(host, ctr, jr.InterfaceName.SrcName, "eth0", nil, ipnet))
 
 	// SIGTERM: a clean exit that leaves the container's link alone.
 	if err := d.stop(syscall.SIGTERM); err != nil {
@@ -296,7 +297,7 @@ func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 
 	// Finish both life cycles.
 	must(c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid1}, nil))
-	must(ctr.MoveBack(host, "eth0", driver.LinkName(eid1)))
+	must(netnstest.MoveBack(ctr, host, "eth0", driver.LinkName(eid1)))
 	for _, eid := range []string{eid1, eid2} {
 		if eid == eid2 {
 			must(c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid}, nil))

@@ -42,6 +42,7 @@ import (
 	"github.com/docker/go-plugins-helpers/network"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
@@ -159,7 +160,7 @@ func run(ctx context.Context, o options) (retErr error) {
 	if w.host, err = netns.New(); err != nil {
 		return err
 	}
-	if err := w.host.CreateVeth(parent, parent+"peer", 1500); err != nil {
+	if err := netnstest.CreateVeth(w.host, parent, parent+"peer", 1500); err != nil {
 		return err
 	}
 	p0, err := w.host.LinkByName(parent)
@@ -367,7 +368,7 @@ func (w *world) setLive(ctx context.Context, n int) error {
 		}
 		l.ns = ns
 		w.live = append(w.live, l)
-		if err := w.host.MoveInto(ns, driver.LinkName(l.id), "eth0", nil, ipnet(l.ip+"/16")); err != nil {
+		if err := netnstest.MoveInto(w.host, ns, driver.LinkName(l.id), "eth0", nil, ipnet(l.ip+"/16")); err != nil {
 			return err
 		}
 		if _, err := rdmatest.AddAddress(w.sysfs, hca, 1, l.ip, "eth0"); err != nil {
@@ -382,7 +383,7 @@ func (w *world) setLive(ctx context.Context, n int) error {
 		if err := w.c.Call("Leave", network.LeaveRequest{NetworkID: w.nid, EndpointID: l.id}, nil); err != nil {
 			return err
 		}
-		if err := l.ns.MoveBack(w.host, "eth0", driver.LinkName(l.id)); err != nil {
+		if err := netnstest.MoveBack(l.ns, w.host, "eth0", driver.LinkName(l.id)); err != nil {
 			return err
 		}
 		if _, err := rdmatest.RemoveAddress(w.sysfs, hca, 1, l.ip); err != nil {
@@ -468,7 +469,7 @@ func (w *world) cycles(ctx context.Context, pass, live int) error {
 			})
 		}
 		if err == nil {
-			err = timed(2, func() error { return w.host.MoveInto(sb, ifname, "eth0", nil, addr) })
+			err = timed(2, func() error { return netnstest.MoveInto(w.host, sb, ifname, "eth0", nil, addr) })
 		}
 		if err == nil {
 			// The kernel adds the address's GID entry.
@@ -480,7 +481,7 @@ func (w *world) cycles(ctx context.Context, pass, live int) error {
 			})
 		}
 		if err == nil {
-			err = timed(4, func() error { return sb.MoveBack(w.host, "eth0", ifname) })
+			err = timed(4, func() error { return netnstest.MoveBack(sb, w.host, "eth0", ifname) })
 		}
 		if err == nil {
 			// ...and removes it with the address.
