@@ -32,7 +32,7 @@ type Links interface {
 type Config struct {
 	StateDir string
 	Links    Links
-	// Sysfs reads every RDMA fact (under --sysfs-root).
+	// Sysfs reads every RDMA fact (under --sysfs-root); it logs to Log.
 	Sysfs *rdma.Sysfs
 	// NetnsMode asks RDMA netlink for the netns mode; nil or an error falls
 	// back to sysfs.
@@ -145,7 +145,7 @@ func New(cfg Config) (*Driver, error) {
 		links:       cfg.Links,
 		store:       st,
 		log:         log,
-		rdma:        cfg.Sysfs,
+		rdma:        cfg.Sysfs.WithLog(log),
 		netnsMode:   cfg.NetnsMode,
 		cdiDir:      cfg.CDIDir,
 		gidTimeout:  cfg.GIDTimeout,

@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/Mellanox/rdmamap"
 )
 
 // DevDir is where the kernel's RDMA device nodes live, on the host and in
@@ -38,14 +36,7 @@ func (s *Sysfs) DeviceNodes(hca string) ([]DeviceNode, error) {
 	if err := checkName("RDMA device", hca); err != nil {
 		return nil, err
 	}
-	var uverbs []string
-	s.withRdmamap(func() {
-		for _, p := range rdmamap.GetRdmaCharDevices(hca) {
-			if strings.HasPrefix(filepath.Base(p), rdmamap.RdmaUverbsFilxPrefix) {
-				uverbs = append(uverbs, filepath.Base(p))
-			}
-		}
-	})
+	uverbs := uverbsNames(s.root(), hca)
 	verbsDir := s.path("sys/class/infiniband_verbs")
 	if len(uverbs) == 0 {
 		return nil, fmt.Errorf("RDMA device %s: %w: no %s/uverbs*/ibdev names it (is ib_uverbs loaded? check: modprobe ib_uverbs; rdma dev show %s)",

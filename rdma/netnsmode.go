@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/sirupsen/logrus"
 )
 
 // RDMA netns modes, as `rdma system show netns` prints them.
@@ -65,6 +63,6 @@ func NetnsMode(fromNetlink func() (string, error), s *Sysfs) (mode, source strin
 	if sysErr != nil {
 		return "", "", fmt.Errorf("RDMA netns mode: netlink: %w; sysfs: %w", nlErr, sysErr)
 	}
-	logrus.WithError(nlErr).WithField("mode", mode).Debug("rdma netns mode from sysfs, netlink failed")
+	s.log().WithError(nlErr).WithField("mode", mode).Debug("rdma netns mode from sysfs, netlink failed")
 	return mode, SourceSysfs, nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 )
 
 func TestNetnsMode(t *testing.T) {
@@ -69,5 +71,39 @@ func TestNetnsModeFromSysfs(t *testing.T) {
 		if got, err := s.NetnsModeFromSysfs(); err != nil || got != c.want {
 			t.Errorf("after setting %s: NetnsModeFromSysfs() = %q, %v", c.set, got, err)
 		}
+	}
+}
+
+// The sysfs fallback is logged to the Sysfs's logger, the one the daemon
+// gives it, never to logrus's global one.
+func TestNetnsModeLogsToItsLogger(t *testing.T) {
+	root := rdmatest.MLX5(t, rdmatest.MLX5Options{})
+	own, ownHook := logtest.NewNullLogger()
+	own.SetLevel(logrus.DebugLevel)
+	global := logtest.NewGlobal()
+	defer global.Reset()
+	oldLevel := logrus.GetLevel()
+	logrus.SetLevel(logrus.DebugLevel)
+	defer logrus.SetLevel(oldLevel)
+
+	failing := func() (string, error) { return "", errors.New("netlink: operation not supported") }
+	mode, source, err := rdma.NetnsMode(failing, rdma.NewSysfs(root).WithLog(own))
+	if err != nil || mode != rdma.NetnsShared || source != rdma.SourceSysfs {
+		t.Fatalf("NetnsMode = %q, %q, %v; want shared from sysfs", mode, source, err)
+	}
+	if e := ownHook.LastEntry(); e == nil || e.Level != logrus.DebugLevel || e.Data["mode"] != rdma.NetnsShared {
+		t.Errorf("the Sysfs's logger got %v, want the debug line of the sysfs fallback", ownHook.AllEntries())
+	}
+	if n := len(global.AllEntries()); n != 0 {
+		t.Errorf("logrus's global logger got %d lines, want none: %v", n, global.AllEntries())
+	}
+
+	// Without a logger the line goes nowhere, not to the global logger.
+	global.Reset()
+	if _, _, err := rdma.NetnsMode(failing, rdma.NewSysfs(root)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(global.AllEntries()); n != 0 {
+		t.Errorf("a Sysfs without a logger logged %d lines to the global logger: %v", n, global.AllEntries())
 	}
 }

@@ -9,15 +9,15 @@ package rdma
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
-	"github.com/Mellanox/rdmamap"
+	"github.com/sirupsen/logrus"
 )
 
 var (
@@ -41,45 +41,38 @@ var (
 // tree (see package rdmatest), the managed plugin passes "/host".
 type Sysfs struct {
 	Root string
+	// Log takes the package's debug lines (where a fact was read from);
+	// nil discards them.
+	Log logrus.FieldLogger
 }
 
-// rdmamapMu guards rdmamap's package path variables (RdmaClassDir, ...):
-// rdmamap v1.2.0 has no other way to be pointed at a root.
-var rdmamapMu sync.Mutex
-
-// NewSysfs returns a Sysfs reading under root ("" means "/") and points
-// rdmamap's path variables at the same root, so that code calling rdmamap
-// directly sees the same tree. Calling it again with the same root changes
-// nothing. Sysfs methods re-point rdmamap under a lock before each use, so
-// several roots in one process (parallel tests) stay correct; direct rdmamap
-// callers see the root of the most recent NewSysfs.
+// NewSysfs returns a Sysfs reading under root ("" means "/").
 func NewSysfs(root string) *Sysfs {
-	s := &Sysfs{Root: root}
-	rdmamapMu.Lock()
-	defer rdmamapMu.Unlock()
-	pointRdmamap(s.root())
-	return s
+	return &Sysfs{Root: root}
 }
 
-// pointRdmamap is the one place that sets rdmamap's path variables. The
-// caller holds rdmamapMu. RdmaDeviceDir and RdmaUcmDevice stay "/dev/...":
-// they name device nodes as containers see them, which this package reports
-// but never reads (the daemon needs no access to /dev).
-func pointRdmamap(root string) {
-	rdmamap.RdmaClassDir = filepath.Join(root, "sys/class/infiniband")
-	rdmamap.RdmaIbUcmDir = filepath.Join(root, "sys/class/infiniband_cm")
-	rdmamap.RdmaUmadDir = filepath.Join(root, "sys/class/infiniband_mad")
-	rdmamap.RdmaUverbsDir = filepath.Join(root, "sys/class/infiniband_verbs")
-	rdmamap.PciDevDir = filepath.Join(root, "sys/bus/pci/devices")
-	rdmamap.AuxDevDir = filepath.Join(root, "sys/bus/auxiliary/devices")
+// WithLog returns a copy of s that logs to log.
+func (s *Sysfs) WithLog(log logrus.FieldLogger) *Sysfs {
+	c := Sysfs{Log: log}
+	if s != nil {
+		c.Root = s.Root
+	}
+	return &c
 }
 
-// withRdmamap runs fn with rdmamap pointed at s.Root.
-func (s *Sysfs) withRdmamap(fn func()) {
-	rdmamapMu.Lock()
-	defer rdmamapMu.Unlock()
-	pointRdmamap(s.root())
-	fn()
+// discard is the logger of a Sysfs without one.
+var discard = func() *logrus.Logger {
+	l := logrus.New()
+	l.Out = io.Discard
+	l.Level = logrus.PanicLevel
+	return l
+}()
+
+func (s *Sysfs) log() logrus.FieldLogger {
+	if s == nil || s.Log == nil {
+		return discard
+	}
+	return s.Log
 }
 
 func (s *Sysfs) root() string {
@@ -131,10 +124,9 @@ func readAttr(path string) (value string, ok bool) {
 // Devices lists the HCAs under sys/class/infiniband, sorted.
 // Equivalent to: rdma dev show
 func (s *Sysfs) Devices() ([]string, error) {
-	var devs []string
-	s.withRdmamap(func() { devs = rdmamap.GetRdmaDeviceList() })
+	devs := rdmaDeviceList(s.root())
 	if len(devs) == 0 {
-		// rdmamap hides why the list is empty; tell a missing class
+		// The listing hides why it is empty; tell a missing class
 		// directory (no RDMA stack) apart from no devices.
 		dir := s.path("sys/class/infiniband")
 		if _, err := os.Stat(dir); err != nil {

@@ -4,10 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"testing"
-
-	"github.com/Mellanox/rdmamap"
 
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
@@ -117,36 +114,5 @@ func TestPortErrors(t *testing.T) {
 	}
 	if ports, err := s.Ports("mlx5_0"); err != nil || !reflect.DeepEqual(ports, []int{1}) {
 		t.Errorf("Ports(mlx5_0) = %v, %v; want [1]", ports, err)
-	}
-}
-
-// TestRdmamapPointedAtRoot calls rdmamap directly: after NewSysfs it must
-// read the fake tree, not the host's /sys. Not parallel: rdmamap keeps its
-// paths in package variables.
-func TestRdmamapPointedAtRoot(t *testing.T) {
-	root := mixedHost(t)
-	rdma.NewSysfs(root)
-	rdma.NewSysfs(root) // idempotent
-
-	devs := rdmamap.GetRdmaDeviceList()
-	slices.Sort(devs)
-	if want := []string{"mlx5_0", "rxe0"}; !reflect.DeepEqual(devs, want) {
-		t.Errorf("rdmamap.GetRdmaDeviceList() = %q, want %q", devs, want)
-	}
-	if got := rdmamap.GetPorts("rxe0"); !reflect.DeepEqual(got, []string{"1"}) {
-		t.Errorf("rdmamap.GetPorts(rxe0) = %q, want [1]", got)
-	}
-	if got := rdmamap.GetRdmaDevicesForPcidev("0000:03:00.0"); !reflect.DeepEqual(got, []string{"mlx5_0"}) {
-		t.Errorf("rdmamap.GetRdmaDevicesForPcidev = %q, want [mlx5_0]", got)
-	}
-	// rdmamap also lists management nodes; DeviceNodes must drop them.
-	chars := rdmamap.GetRdmaCharDevices("mlx5_0")
-	for _, want := range []string{"/dev/infiniband/uverbs0", "/dev/infiniband/umad0", "/dev/infiniband/issm0"} {
-		if !slices.Contains(chars, want) {
-			t.Errorf("rdmamap.GetRdmaCharDevices(mlx5_0) = %q, missing %s", chars, want)
-		}
-	}
-	if rdmamap.RdmaClassDir != filepath.Join(root, "sys/class/infiniband") {
-		t.Errorf("rdmamap.RdmaClassDir = %q", rdmamap.RdmaClassDir)
 	}
 }

@@ -14,7 +14,7 @@ func TestTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// REAL-DUMPS section 5: 255 slots, 0-9 populated.
+	// RealHostMLX5: 255 slots, 0-9 populated.
 	if tb.Size != 255 || tb.Used != 10 {
 		t.Fatalf("size %d used %d, want 255 and 10", tb.Size, tb.Used)
 	}

@@ -1,11 +1,14 @@
 // Package rdmatest builds fake sysfs trees that mirror real RDMA hosts, for
 // the tests of every package and (through ./fakesysfs) for shell end-to-end
-// scripts. Values come from real dumps (shared/REAL-DUMPS.md).
+// scripts. Values come from GID tables and port attributes that users of
+// ConnectX and Soft-RoCE hosts published in public issue threads (NVIDIA/nccl
+// #1131, #1573 and #1587, k8snetworkplumbingwg/multus-cni#1100): see
+// RealHostMLX5 for the host they add up to.
 //
 // Layout: devices live under sys/devices/... and sys/class entries are
 // relative symlinks into them, as the kernel makes them, so code that follows
-// links (and rdmamap, which lists class entries that are not directories)
-// sees what it sees on a host.
+// links (and code that lists class entries, which are symlinks and not
+// directories) sees what it sees on a host.
 //
 // Empty GID slots: on a host, gids/<i> of an empty slot reads all zeros and
 // gid_attrs/{types,ndevs}/<i> fail with EINVAL. A plain file cannot fail
@@ -98,7 +101,7 @@ type Common struct {
 }
 
 // MLX5Options describe a ConnectX (mlx5) host; zero values take the
-// defaults of REAL-DUMPS.md section 5.
+// defaults of the host RealHostMLX5 describes.
 type MLX5Options struct {
 	HCA       string // mlx5_0
 	Netdev    string // ens3np0
@@ -137,9 +140,14 @@ type RXEOptions struct {
 // MLX5PCIBus is the bridge directory the mlx5 fixture's PCI device sits in.
 const MLX5PCIBus = "sys/devices/pci0000:00/0000:00:02.0"
 
-// RealHostMLX5 returns the options that reproduce REAL-DUMPS.md section 5:
-// mlx5_0 on ens3np0 with a 255-slot table holding the default pair, the
-// host's 11.0.0.72, and two containers' net1 entries (4-9).
+// RealHostMLX5 returns the options of a ConnectX host pieced together from
+// published dumps: mlx5_0 port 1 (Ethernet, ACTIVE, LinkUp) on ens3np0 (MAC
+// a0:88:c2:5b:03:ec) with a 255-slot table. Slots 0-1 hold the default GID
+// (from the MAC) as RoCE v1 and v2, 2-3 the host's 11.0.0.72, 4-5 a
+// container's link-local GID on its net1 (macvlan MAC a6:ed:cc:8b:19:94),
+// 6-7 its 10.152.0.12, 8-9 another container's 10.152.0.13, also on a net1
+// (same name, other namespace); 10-254 are empty: the GID reads all zeros
+// and its type and netdev fail with EINVAL.
 func RealHostMLX5() MLX5Options {
 	extra := Pair(4, "fe80:0000:0000:0000:a4ed:ccff:fe8b:1994", "net1")
 	extra = append(extra, Pair(6, IPv4GID("10.152.0.12"), "net1")...)

@@ -31,7 +31,7 @@ func countFiles(t *testing.T, dir string) int {
 func TestBuildMLX5MatchesRealDump(t *testing.T) {
 	root := MLX5(t, RealHostMLX5())
 	port := filepath.Join(root, "sys/class/infiniband/mlx5_0/ports/1")
-	// REAL-DUMPS.md section 5, rows 0-10.
+	// The published table RealHostMLX5 describes, slots 0-10.
 	want := []struct{ gid, typ, ndev string }{
 		{"fe80:0000:0000:0000:a288:c2ff:fe5b:03ec", TypeV1, "ens3np0"},
 		{"fe80:0000:0000:0000:a288:c2ff:fe5b:03ec", TypeV2, "ens3np0"},
@@ -198,7 +198,7 @@ func TestGIDHelpers(t *testing.T) {
 	if got := IPv4GID("172.20.1.1"); got != "0000:0000:0000:0000:0000:ffff:ac14:0101" {
 		t.Errorf("IPv4GID = %q", got)
 	}
-	// The macvlan MAC of REAL-DUMPS.md section 1.
+	// A container's macvlan MAC from a published dump (NVIDIA/nccl#1573).
 	if got, _ := DefaultGID("a6:ed:cc:8b:19:94"); got != "fe80:0000:0000:0000:a4ed:ccff:fe8b:1994" {
 		t.Errorf("DefaultGID = %q", got)
 	}
