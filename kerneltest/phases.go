@@ -125,7 +125,7 @@ func (e *env) exclusive() {
 	after, _ := readFile(netnsParam)
 	s.note("ib_core parameter netns_mode reads %q in shared mode, %q after rdma system set netns exclusive", before, after)
 	if after != before {
-		s.finding("%s follows the live mode (%q -> %q after rdma system set netns exclusive): it is not only the boot-time value, as RDMA-FACTS.md and rdma/netnsmode.go say", netnsParam, before, after)
+		s.finding("%s follows the live mode (%q -> %q after rdma system set netns exclusive): it is not only the boot-time value", netnsParam, before, after)
 	}
 
 	// Make the sysfs fallback say "shared": only RDMA netlink can tell the
@@ -224,7 +224,7 @@ func (e *env) detect() {
 		case strings.HasPrefix(base, "uverbs"):
 			k, _ := strconv.ParseUint(strings.TrimPrefix(base, "uverbs"), 10, 32)
 			if nd.SysMajor != 231 || nd.SysMinor != 192+uint32(k) {
-				s.finding("%s is %d:%d, not 231:%d as RDMA-FACTS.md says", nd.Path, nd.SysMajor, nd.SysMinor, 192+k)
+				s.finding("%s is %d:%d, not 231:%d, the numbers ib_uverbs registers (major 231, minors from 192)", nd.Path, nd.SysMajor, nd.SysMinor, 192+k)
 			}
 		case base == "rdma_cm":
 			s.note("rdma_cm is %d:%d here (misc, dynamic minor)", nd.SysMajor, nd.SysMinor)
@@ -828,8 +828,8 @@ func (e *env) teardown() {
 	e.finish()
 }
 
-// busyProbe checks what RDMA-FACTS.md says of the mode switch: it fails
-// with EBUSY while a non-initial netns exists. A finding if not.
+// busyProbe checks the kernel's rule for the mode switch: it fails with
+// EBUSY while a non-initial netns exists. A finding if not.
 func (e *env) busyProbe() {
 	s := e.s
 	if _, err := cmd("ip", "netns", "add", "busyprobe"); err != nil {

@@ -1,7 +1,7 @@
 // Command rmvstatus prints what a running rdma-macvlan daemon answers on
 // GET /v1/status as plain lines, for scripts/e2e.sh to grep. It decodes the
-// answer with its own types named after the contract fields of DESIGN.md,
-// not with the daemon's, so a renamed field shows up as a failed check.
+// answer with its own types named after the status fields the README
+// documents, not with the daemon's, so a renamed field shows up as a failed check.
 //
 //	rmvstatus -socket /run/docker/plugins/<plugin id>/rdma-macvlan.sock
 //
