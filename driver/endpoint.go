@@ -133,7 +133,6 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 		IPv4:      req.IPv4,
 		IPv6:      req.IPv6,
 		DstName:   req.ContainerIfname,
-		Options:   optionMap(req.Options),
 		Created:   time.Now().UTC(),
 	}
 	if n.RDMA != nil {

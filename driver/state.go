@@ -45,19 +45,20 @@ type Network struct {
 
 // Endpoint is the persistent record of one endpoint. It carries its parent
 // and mode so that its link can be re-created even if its network's record
-// was lost.
+// was lost. Records written by earlier versions also hold "options" (the
+// driver options Docker sent, whose only one, mtu, is in MTU); nothing read
+// it and loading ignores it.
 type Endpoint struct {
-	ID        string            `json:"id"`
-	NetworkID string            `json:"network_id"`
-	Ifname    string            `json:"ifname"` // host-side link name
-	Parent    string            `json:"parent"`
-	Mode      string            `json:"macvlan_mode"`
-	MTU       int               `json:"mtu"`
-	MAC       string            `json:"mac"`
-	IPv4      string            `json:"ipv4,omitempty"` // CIDR
-	IPv6      string            `json:"ipv6,omitempty"` // CIDR
-	Options   map[string]string `json:"options,omitempty"`
-	Sandbox   string            `json:"sandbox,omitempty"` // set between Join and Leave
+	ID        string `json:"id"`
+	NetworkID string `json:"network_id"`
+	Ifname    string `json:"ifname"` // host-side link name
+	Parent    string `json:"parent"`
+	Mode      string `json:"macvlan_mode"`
+	MTU       int    `json:"mtu"`
+	MAC       string `json:"mac"`
+	IPv4      string `json:"ipv4,omitempty"`    // CIDR
+	IPv6      string `json:"ipv6,omitempty"`    // CIDR
+	Sandbox   string `json:"sandbox,omitempty"` // set between Join and Leave
 	// DstName is the interface name asked inside the container; "" for
 	// Docker's eth0, eth1, ...
 	DstName string    `json:"dst_name,omitempty"`
