@@ -10,8 +10,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
-	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
 
@@ -23,14 +23,14 @@ type netView struct {
 	Parent           string
 	Backend          *backend
 	// Status is the daemon's view of the network; nil when unknown.
-	Status *driver.NetworkStatus
+	Status *api.Network
 
 	HCA                  string
 	Port                 int
 	PortState, LinkLayer string
 	NetnsMode            string
-	GIDTable             *driver.GIDTableStatus
-	Nodes                []driver.DeviceStatus
+	GIDTable             *api.GIDTable
+	Nodes                []api.Device
 	// CDIDevice is the CDI name of the HCA's device when the daemon or a
 	// spec on disk says there is one.
 	CDIDevice string
@@ -65,7 +65,7 @@ func (s *session) resolveNetwork(n docker.Network) (*netView, error) {
 	return v, nil
 }
 
-func (v *netView) fromStatus(ns *driver.NetworkStatus) {
+func (v *netView) fromStatus(ns *api.Network) {
 	v.Status = ns
 	v.Source = "daemon"
 	if v.Parent == "" {
@@ -130,7 +130,7 @@ func (s *session) fallback(v *netView, rdmaDevice string) {
 		v.HCA, v.Source = specHCA, "CDI spec"
 		for _, d := range spec.Devices {
 			for _, n := range d.ContainerEdits.DeviceNodes {
-				v.Nodes = append(v.Nodes, driver.DeviceStatus{Path: n.Path, Major: uint32(n.Major), Minor: uint32(n.Minor)})
+				v.Nodes = append(v.Nodes, api.Device{Path: n.Path, Major: uint32(n.Major), Minor: uint32(n.Minor)})
 			}
 		}
 		v.CDIDevice = rdma.CDIDeviceName(specHCA)
@@ -167,7 +167,7 @@ func (v *netView) sysfsFacts(sys *rdma.Sysfs, hca string, port int) {
 	} else {
 		v.PortState, v.LinkLayer = pi.State, pi.LinkLayer
 		if gids, err := sys.GIDs(hca, port); err == nil {
-			v.GIDTable = &driver.GIDTableStatus{Size: pi.GIDTableSize, Used: len(gids), Free: max(pi.GIDTableSize-len(gids), 0)}
+			v.GIDTable = &api.GIDTable{Size: pi.GIDTableSize, Used: len(gids), Free: max(pi.GIDTableSize-len(gids), 0)}
 		}
 	}
 	nodes, err := sys.DeviceNodes(hca)
@@ -175,7 +175,7 @@ func (v *netView) sysfsFacts(sys *rdma.Sysfs, hca string, port int) {
 		v.Problems = append(v.Problems, err.Error())
 	}
 	for _, n := range nodes {
-		v.Nodes = append(v.Nodes, driver.DeviceStatus{Path: n.Path, Major: n.Major, Minor: n.Minor})
+		v.Nodes = append(v.Nodes, api.Device{Path: n.Path, Major: n.Major, Minor: n.Minor})
 	}
 	if mode, err := sys.NetnsModeFromSysfs(); err == nil {
 		v.NetnsMode = mode
