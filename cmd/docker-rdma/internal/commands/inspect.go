@@ -144,14 +144,7 @@ func (s *session) describeNetwork(n docker.Network) (inspectNetwork, *netView) {
 		in.Problems = append(in.Problems, err.Error())
 		return in, v
 	}
-	in.Parent = v.Parent
-	in.HCA, in.Port, in.PortState, in.LinkLayer, in.NetnsMode = v.HCA, v.Port, v.PortState, v.LinkLayer, v.NetnsMode
-	in.GIDTable, in.CDIDevice, in.Source = v.GIDTable, v.CDIDevice, v.Source
-	in.Missing, in.Problems = v.Missing, v.Problems
-	in.GIDCheck = firstNonEmpty(n.Options["gid_check"], api.GIDCheckWarn)
-	if v.Status != nil {
-		in.GIDCheck, in.GIDCheckNote = firstNonEmpty(v.Status.GIDCheck, in.GIDCheck), v.Status.GIDCheckNote
-	}
+	in.Parent, in.netFacts = v.Parent, v.netFacts
 	for _, d := range v.Nodes {
 		in.DeviceNodes = append(in.DeviceNodes, d.Path)
 	}

@@ -15,6 +15,29 @@ import (
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
 
+// netFacts are a network's RDMA facts as docker rdma shows them: built once,
+// from the daemon's status (fromStatus) or else from sysfs and CDI specs
+// (fallback), and carried as they are into ls rows and inspect's networks.
+type netFacts struct {
+	HCA       string        `json:"hca,omitempty"`
+	Port      int           `json:"port,omitempty"`
+	PortState string        `json:"port_state,omitempty"`
+	LinkLayer string        `json:"link_layer,omitempty"`
+	NetnsMode string        `json:"netns_mode,omitempty"`
+	GIDTable  *api.GIDTable `json:"gid_table,omitempty"`
+	// CDIDevice is the CDI name of the HCA's device when the daemon or a
+	// spec on disk says there is one.
+	CDIDevice string `json:"cdi_device,omitempty"`
+	// GIDCheck is the network's gid_check; GIDCheckNote says why strict
+	// works as warn on this engine, once the daemon has seen it.
+	GIDCheck     string `json:"gid_check,omitempty"`
+	GIDCheckNote string `json:"gid_check_note,omitempty"`
+	// Source is where the RDMA facts come from: daemon, sysfs or CDI spec.
+	Source   string   `json:"source,omitempty"`
+	Missing  []string `json:"missing,omitempty"`
+	Problems []string `json:"problems,omitempty"`
+}
+
 // netView is what docker rdma knows about one rdma-macvlan network: from
 // the daemon's status when it can read it, else from Docker's network
 // options, sysfs and the CDI spec, with what is missing said in Missing.
@@ -24,20 +47,8 @@ type netView struct {
 	Backend          *backend
 	// Status is the daemon's view of the network; nil when unknown.
 	Status *api.Network
-
-	HCA                  string
-	Port                 int
-	PortState, LinkLayer string
-	NetnsMode            string
-	GIDTable             *api.GIDTable
-	Nodes                []api.Device
-	// CDIDevice is the CDI name of the HCA's device when the daemon or a
-	// spec on disk says there is one.
-	CDIDevice string
-	// Source is where the RDMA facts come from: daemon, sysfs or CDI spec.
-	Source   string
-	Missing  []string
-	Problems []string
+	netFacts
+	Nodes []api.Device
 	// sys is the sysfs tree the facts were read from, nil when none was.
 	sys *rdma.Sysfs
 }
@@ -46,6 +57,7 @@ type netView struct {
 // rdma-macvlan. An error means the plugin is missing or disabled.
 func (s *session) resolveNetwork(n docker.Network) (*netView, error) {
 	v := &netView{Name: n.Name, ID: n.ID, Driver: n.Driver, Parent: n.Options["parent"]}
+	v.GIDCheck = firstNonEmpty(n.Options["gid_check"], api.GIDCheckWarn)
 	b, err := s.backendFor(n.Driver)
 	if err != nil {
 		return v, err
@@ -67,16 +79,13 @@ func (s *session) resolveNetwork(n docker.Network) (*netView, error) {
 
 func (v *netView) fromStatus(ns *api.Network) {
 	v.Status = ns
-	v.Source = "daemon"
 	if v.Parent == "" {
 		v.Parent = ns.Parent
 	}
-	v.HCA, v.Port = ns.HCA, ns.Port
-	v.PortState, v.LinkLayer, v.NetnsMode = ns.PortState, ns.LinkLayer, ns.NetnsMode
-	v.GIDTable = ns.GIDTable
+	v.netFacts = netFacts{HCA: ns.HCA, Port: ns.Port, PortState: ns.PortState, LinkLayer: ns.LinkLayer, NetnsMode: ns.NetnsMode,
+		GIDTable: ns.GIDTable, CDIDevice: ns.CDIDevice, GIDCheck: firstNonEmpty(ns.GIDCheck, v.GIDCheck), GIDCheckNote: ns.GIDCheckNote,
+		Source: "daemon", Problems: append([]string(nil), ns.Problems...)}
 	v.Nodes = ns.Devices
-	v.CDIDevice = ns.CDIDevice
-	v.Problems = append(v.Problems, ns.Problems...)
 	if ns.HCA == "" {
 		v.Problems = append(v.Problems, "the daemon has no RDMA device for this network")
 	}
