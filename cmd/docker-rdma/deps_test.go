@@ -2,8 +2,6 @@ package main
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -25,15 +23,12 @@ var daemonOnly = []string{
 	"github.com/coreos/go-systemd",
 }
 
-// goCmd is the go command of the toolchain running the test.
+// goCmd is the go command in PATH, as go test has it.
 func goCmd(t *testing.T) string {
 	t.Helper()
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := exec.LookPath(p); err != nil {
-		t.Fatalf("no go command in PATH or %s: this test lists the CLI's dependencies with go list", p)
+	p, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("this test lists the CLI's dependencies with go list: %v", err)
 	}
 	return p
 }
