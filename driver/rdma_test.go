@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
@@ -41,7 +42,7 @@ func ep(nid, eid, ipv4 string) CreateEndpointRequest {
 
 // waitStatus polls the status of endpoint eid until cond holds or the
 // deadline passes.
-func waitStatus(t *testing.T, d testDriver, eid string, within time.Duration, cond func(EndpointStatus) bool) EndpointStatus {
+func waitStatus(t *testing.T, d testDriver, eid string, within time.Duration, cond func(api.Endpoint) bool) api.Endpoint {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -70,10 +71,10 @@ func TestRDMADetection(t *testing.T) {
 		st.RoCETypes != 2 || st.CDIDevice != "rdma-macvlan/hca=mlx5_0" {
 		t.Fatalf("network status %+v", st)
 	}
-	if *st.GIDTable != (GIDTableStatus{Size: 255, Used: 4, Free: 251}) {
+	if *st.GIDTable != (api.GIDTable{Size: 255, Used: 4, Free: 251}) {
 		t.Fatalf("gid table %+v: want 255 slots, 4 used (default pair, host IPv4 pair)", *st.GIDTable)
 	}
-	want := []DeviceStatus{{Path: "/dev/infiniband/uverbs0", Major: 231, Minor: 192}, {Path: "/dev/infiniband/rdma_cm", Major: 10, Minor: 57}}
+	want := []api.Device{{Path: "/dev/infiniband/uverbs0", Major: 231, Minor: 192}, {Path: "/dev/infiniband/rdma_cm", Major: 10, Minor: 57}}
 	if !slices.Equal(st.Devices, want) {
 		t.Fatalf("devices %+v, want %+v", st.Devices, want)
 	}
@@ -323,7 +324,7 @@ func TestRDMAAdmissionCountsTheTable(t *testing.T) {
 		if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, ip, "eth0"); err != nil {
 			t.Fatal(err)
 		}
-		waitStatus(t, d, eid, 2*time.Second, func(e EndpointStatus) bool { return e.RDMAReady })
+		waitStatus(t, d, eid, 2*time.Second, func(e api.Endpoint) bool { return e.RDMAReady })
 	}
 	// 8 slots: default pair + 2 ready endpoints = 6 used, 2 free: one more.
 	if _, err := d.CreateEndpoint(ep("n1", "e2", "10.5.0.4/24")); err != nil {
@@ -383,7 +384,7 @@ func TestRDMAReadinessLateGIDAndIndexHole(t *testing.T) {
 	if _, err := d.Join("n1", "e1", "/sb/e1"); err != nil {
 		t.Fatal(err)
 	}
-	st := waitStatus(t, d, "e1", time.Second, func(e EndpointStatus) bool { return true })
+	st := waitStatus(t, d, "e1", time.Second, func(e api.Endpoint) bool { return true })
 	if st.RDMAReady || !strings.Contains(st.RDMAReason, "waiting") {
 		t.Fatalf("ready before the kernel added anything: %+v", st)
 	}
@@ -392,13 +393,13 @@ func TestRDMAReadinessLateGIDAndIndexHole(t *testing.T) {
 	if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "10.5.0.2", "eth0"); err != nil {
 		t.Fatal(err)
 	}
-	st = waitStatus(t, d, "e1", 2*time.Second, func(e EndpointStatus) bool { return e.RDMAReady })
-	want := []EndpointGID{{Index: 2, Type: rdma.GIDTypeRoCEv1, GID: rdmatest.IPv4GID("10.5.0.2")}, {Index: 3, Type: rdma.GIDTypeRoCEv2, GID: rdmatest.IPv4GID("10.5.0.2")}}
+	st = waitStatus(t, d, "e1", 2*time.Second, func(e api.Endpoint) bool { return e.RDMAReady })
+	want := []api.GID{{Index: 2, Type: rdma.GIDTypeRoCEv1, GID: rdmatest.IPv4GID("10.5.0.2")}, {Index: 3, Type: rdma.GIDTypeRoCEv2, GID: rdmatest.IPv4GID("10.5.0.2")}}
 	if !slices.Equal(st.GIDs, want) {
 		t.Fatalf("GIDs %+v, want %+v", st.GIDs, want)
 	}
 	// Recorded in the endpoint's state too.
-	waitRecorded(t, dir, "e1", want)
+	waitRecorded(t, dir, "e1", []EndpointGID{{Index: 2, Type: rdma.GIDTypeRoCEv1, GID: rdmatest.IPv4GID("10.5.0.2")}, {Index: 3, Type: rdma.GIDTypeRoCEv2, GID: rdmatest.IPv4GID("10.5.0.2")}})
 }
 
 func waitRecorded(t *testing.T, dir, eid string, want []EndpointGID) {
@@ -445,7 +446,7 @@ func TestRDMAReadinessGIDNeverAppears(t *testing.T) {
 	if err := d.ProgramExternalConnectivity("n1", "en1"); err != nil {
 		t.Fatalf("gid_check=warn failed the start: %v", err)
 	}
-	st := waitStatus(t, td, "en1", 2*time.Second, func(e EndpointStatus) bool { return strings.Contains(e.RDMAReason, "did not appear") })
+	st := waitStatus(t, td, "en1", 2*time.Second, func(e api.Endpoint) bool { return strings.Contains(e.RDMAReason, "did not appear") })
 	if st.RDMAReady || !strings.Contains(st.RDMAReason, rdmatest.IPv4GID("10.5.0.7")) || !strings.Contains(st.RDMAReason, "mlx5_0 port 1") {
 		t.Fatalf("status %+v", st)
 	}
@@ -492,7 +493,7 @@ func TestRDMAStrictSucceedsWhenGIDsAppear(t *testing.T) {
 	if err := d.Leave("n1", "e1"); err != nil {
 		t.Fatal(err)
 	}
-	st := waitStatus(t, d, "e1", time.Second, func(EndpointStatus) bool { return true })
+	st := waitStatus(t, d, "e1", time.Second, func(api.Endpoint) bool { return true })
 	if st.RDMAReady {
 		t.Fatalf("ready after Leave: %+v", st)
 	}
@@ -580,7 +581,7 @@ func TestRDMAIPv6DisabledContainer(t *testing.T) {
 	if err := d.ProgramExternalConnectivity("n1", "e0"); err != nil {
 		t.Fatalf("strict failed a container with IPv6 disabled although its IPv4 GID is there: %v", err)
 	}
-	st := waitStatus(t, d, "e0", time.Second, func(e EndpointStatus) bool { return e.RDMAReady })
+	st := waitStatus(t, d, "e0", time.Second, func(e api.Endpoint) bool { return e.RDMAReady })
 	if len(st.GIDs) != 1 || st.GIDs[0].GID != rdmatest.IPv4GID("10.5.0.2") {
 		t.Fatalf("status GIDs %+v: want the IPv4 entry only", st.GIDs)
 	}
@@ -614,7 +615,7 @@ func TestRDMAIPv4OnlyLinkLocal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st := waitStatus(t, d, "e0", time.Second, func(e EndpointStatus) bool { return e.RDMAReady && len(e.GIDs) == 2 })
+	st := waitStatus(t, d, "e0", time.Second, func(e api.Endpoint) bool { return e.RDMAReady && len(e.GIDs) == 2 })
 	if st.GIDs[1].GID != rdma.DefaultGID(mac) {
 		t.Fatalf("status GIDs %+v: want the IPv4 and the link-local entry", st.GIDs)
 	}
@@ -662,7 +663,7 @@ func TestRDMAStrictOnEnginesBefore28(t *testing.T) {
 	if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "10.5.0.8", "eth0"); err != nil {
 		t.Fatal(err)
 	}
-	waitStatus(t, d, "e1", time.Second, func(e EndpointStatus) bool { return e.RDMAReady })
+	waitStatus(t, d, "e1", time.Second, func(e api.Endpoint) bool { return e.RDMAReady })
 
 	// The engine is upgraded to one that asks once the link has moved:
 	// strict holds starts again and the note goes.

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
@@ -310,31 +311,31 @@ func (e *env) deleteEndpoint(ep *endpoint) error {
 
 // status fetches /v1/status and returns the network nid and, when eid is
 // not "", its endpoint.
-func (e *env) status(nid, eid string) (driver.NetworkStatus, driver.EndpointStatus, error) {
+func (e *env) status(nid, eid string) (api.Network, api.Endpoint, error) {
 	st, err := e.c.Status()
 	if err != nil {
-		return driver.NetworkStatus{}, driver.EndpointStatus{}, err
+		return api.Network{}, api.Endpoint{}, err
 	}
 	for _, n := range st.Networks {
 		if n.ID != nid {
 			continue
 		}
 		if eid == "" {
-			return n, driver.EndpointStatus{}, nil
+			return n, api.Endpoint{}, nil
 		}
 		for _, ep := range n.Endpoints {
 			if ep.ID == eid {
 				return n, ep, nil
 			}
 		}
-		return n, driver.EndpointStatus{}, fmt.Errorf("endpoint %.12s not in the status of network %.12s", eid, nid)
+		return n, api.Endpoint{}, fmt.Errorf("endpoint %.12s not in the status of network %.12s", eid, nid)
 	}
-	return driver.NetworkStatus{}, driver.EndpointStatus{}, fmt.Errorf("network %.12s not in the status", nid)
+	return api.Network{}, api.Endpoint{}, fmt.Errorf("network %.12s not in the status", nid)
 }
 
 // waitReady polls the status (which reads the whole GID table) every 250 ms
 // until the endpoint is rdma_ready.
-func (e *env) waitReady(ep *endpoint) (driver.NetworkStatus, driver.EndpointStatus, time.Duration, error) {
+func (e *env) waitReady(ep *endpoint) (api.Network, api.Endpoint, time.Duration, error) {
 	start := time.Now()
 	for {
 		n, es, err := e.status(ep.nid, ep.eid)
@@ -353,7 +354,7 @@ func (e *env) waitReady(ep *endpoint) (driver.NetworkStatus, driver.EndpointStat
 
 // waitSettled polls the status until the endpoint is rdma_ready or the
 // daemon gave up waiting for its GIDs (a reason other than "waiting ...").
-func (e *env) waitSettled(ep *endpoint) (driver.EndpointStatus, error) {
+func (e *env) waitSettled(ep *endpoint) (api.Endpoint, error) {
 	deadline := time.Now().Add(e.wait)
 	for {
 		_, es, err := e.status(ep.nid, ep.eid)

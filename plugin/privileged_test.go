@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/docker/go-plugins-helpers/network"
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
@@ -507,7 +508,7 @@ func TestPrivilegedRDMAStatusAndCDI(t *testing.T) {
 	if _, err := rdmatest.AddAddress(e.sysfs, "mlx5_0", 1, "10.71.0.2", "eth0"); err != nil {
 		t.Fatal(err)
 	}
-	var ep driver.EndpointStatus
+	var ep api.Endpoint
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		st, err := e.c.Status()

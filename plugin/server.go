@@ -21,12 +21,13 @@ import (
 
 	"github.com/docker/go-plugins-helpers/network"
 	"github.com/docker/go-plugins-helpers/sdk"
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/sirupsen/logrus"
 )
 
-// StatusPath serves the daemon's status as JSON (contract).
-const StatusPath = "/v1/status"
+// StatusPath serves the daemon's status as JSON (api.Status).
+const StatusPath = api.StatusPath
 
 const (
 	manifest     = `{"Implements": ["NetworkDriver"]}`

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
-	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaenv"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaexec"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
@@ -26,12 +26,12 @@ type inspectEndpoint struct {
 	// Ifname is the interface's name in the container, from the GID table
 	// (empty when not known); HostIfname the link's name in the host
 	// namespace before Docker moved it.
-	Ifname     string               `json:"ifname,omitempty"`
-	HostIfname string               `json:"host_ifname,omitempty"`
-	IPv4       string               `json:"ipv4,omitempty"`
-	IPv6       string               `json:"ipv6,omitempty"`
-	MAC        string               `json:"mac,omitempty"`
-	GIDs       []driver.EndpointGID `json:"gids"`
+	Ifname     string    `json:"ifname,omitempty"`
+	HostIfname string    `json:"host_ifname,omitempty"`
+	IPv4       string    `json:"ipv4,omitempty"`
+	IPv6       string    `json:"ipv6,omitempty"`
+	MAC        string    `json:"mac,omitempty"`
+	GIDs       []api.GID `json:"gids"`
 	// GIDIndex is the RoCE v2 GID index of the endpoint's IPv4 address (of
 	// its IPv6 address on IPv6-only networks): what NCCL_IB_GID_INDEX and
 	// ib_write_bw -x want. Nil when the entry is not in the table.
@@ -144,14 +144,7 @@ func (s *session) describeNetwork(n docker.Network) (inspectNetwork, *netView) {
 		in.Problems = append(in.Problems, err.Error())
 		return in, v
 	}
-	in.Parent = v.Parent
-	in.HCA, in.Port, in.PortState, in.LinkLayer, in.NetnsMode = v.HCA, v.Port, v.PortState, v.LinkLayer, v.NetnsMode
-	in.GIDTable, in.CDIDevice, in.Source = v.GIDTable, v.CDIDevice, v.Source
-	in.Missing, in.Problems = v.Missing, v.Problems
-	in.GIDCheck = firstNonEmpty(n.Options["gid_check"], driver.GIDCheckWarn)
-	if v.Status != nil {
-		in.GIDCheck, in.GIDCheckNote = firstNonEmpty(v.Status.GIDCheck, in.GIDCheck), v.Status.GIDCheckNote
-	}
+	in.Parent, in.netFacts = v.Parent, v.netFacts
 	for _, d := range v.Nodes {
 		in.DeviceNodes = append(in.DeviceNodes, d.Path)
 	}
@@ -200,8 +193,8 @@ func (s *session) inspectNetwork(n docker.Network) inspectNetwork {
 // endpoint describes one endpoint from the daemon's status, or else from
 // Docker's addresses and the GID table in sysfs.
 func (s *session) endpoint(v *netView, id, ipv4, ipv6, mac string, choice rdmaenv.Choice) inspectEndpoint {
-	ep := inspectEndpoint{ID: id, IPv4: ipv4, IPv6: ipv6, MAC: mac, GIDs: []driver.EndpointGID{}}
-	var st *driver.EndpointStatus
+	ep := inspectEndpoint{ID: id, IPv4: ipv4, IPv6: ipv6, MAC: mac, GIDs: []api.GID{}}
+	var st *api.Endpoint
 	if v.Status != nil {
 		for i := range v.Status.Endpoints {
 			if v.Status.Endpoints[i].ID == id {
@@ -229,7 +222,7 @@ func (s *session) endpoint(v *netView, id, ipv4, ipv6, mac string, choice rdmaen
 		for _, ip := range []string{ep.IPv4, ep.IPv6} {
 			if a := net.ParseIP(ip); a != nil {
 				for _, g := range rdma.GIDsWithIP(table, a) {
-					ep.GIDs = append(ep.GIDs, driver.EndpointGID{Index: g.Index, Type: g.Type, GID: g.GID})
+					ep.GIDs = append(ep.GIDs, api.GID{Index: g.Index, Type: g.Type, GID: g.GID})
 				}
 			}
 		}

@@ -8,9 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
-	"github.com/rdma-macvlan/rdma-macvlan/driver"
-	"github.com/rdma-macvlan/rdma-macvlan/plugin"
 )
 
 // legacyName is the driver name of the legacy plugin: the daemon run on
@@ -197,7 +196,7 @@ type backend struct {
 	How string
 
 	done   bool
-	status *driver.Status
+	status *api.Status
 	err    error
 }
 
@@ -271,7 +270,7 @@ func (s *session) backendAt(sock string, p *docker.Plugin, how string) *backend 
 
 // status fetches the daemon's GET /v1/status once. It refuses to read a
 // socket on this host when Docker runs on another one.
-func (s *session) status(b *backend) (*driver.Status, error) {
+func (s *session) status(b *backend) (*api.Status, error) {
 	if b.done {
 		return b.status, b.err
 	}
@@ -280,7 +279,7 @@ func (s *session) status(b *backend) (*driver.Status, error) {
 		b.err = fmt.Errorf("the Docker daemon runs on %s: its plugin socket %s is not reachable from here", host, b.Socket)
 		return nil, b.err
 	}
-	st, err := plugin.NewClient(b.Socket).Status()
+	st, err := api.NewClient(b.Socket).Status()
 	switch {
 	case err == nil:
 		b.status = &st
@@ -295,7 +294,7 @@ func (s *session) status(b *backend) (*driver.Status, error) {
 }
 
 // findNetwork returns the status of the network with the given ID.
-func findNetwork(st *driver.Status, id string) *driver.NetworkStatus {
+func findNetwork(st *api.Status, id string) *api.Network {
 	if st == nil {
 		return nil
 	}

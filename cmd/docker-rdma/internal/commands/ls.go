@@ -9,34 +9,21 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/rdma-macvlan/rdma-macvlan/driver"
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 )
 
 // lsNetwork is one row of docker rdma ls (and its JSON form).
 type lsNetwork struct {
-	Name       string                 `json:"name"`
-	ID         string                 `json:"id"`
-	Driver     string                 `json:"driver"`
-	Parent     string                 `json:"parent"`
-	HCA        string                 `json:"hca,omitempty"`
-	Port       int                    `json:"port,omitempty"`
-	PortState  string                 `json:"port_state,omitempty"`
-	LinkLayer  string                 `json:"link_layer,omitempty"`
-	NetnsMode  string                 `json:"netns_mode,omitempty"`
-	GIDTable   *driver.GIDTableStatus `json:"gid_table,omitempty"`
-	Containers int                    `json:"containers"`
+	Name   string `json:"name"`
+	ID     string `json:"id"`
+	Driver string `json:"driver"`
+	Parent string `json:"parent"`
+	netFacts
+	Containers int `json:"containers"`
 	// DeviceFlags are the docker run flags that give a container the
 	// network's devices on this engine, one argument per element.
 	DeviceFlags []string `json:"device_flags"`
-	CDIDevice   string   `json:"cdi_device,omitempty"`
 	DeviceNodes []string `json:"device_nodes,omitempty"`
-	// GIDCheck is the network's gid_check; GIDCheckNote says why strict
-	// works as warn on this engine, once the daemon has seen it.
-	GIDCheck     string   `json:"gid_check,omitempty"`
-	GIDCheckNote string   `json:"gid_check_note,omitempty"`
-	Source       string   `json:"source,omitempty"`
-	Missing      []string `json:"missing,omitempty"`
-	Problems     []string `json:"problems,omitempty"`
 }
 
 type lsOutput struct {
@@ -134,7 +121,7 @@ func bar(used, size int) string {
 	return "[" + strings.Repeat("#", fill) + strings.Repeat(".", barWidth-fill) + "]"
 }
 
-func gidCell(t *driver.GIDTableStatus) string {
+func gidCell(t *api.GIDTable) string {
 	if t == nil {
 		return "-"
 	}

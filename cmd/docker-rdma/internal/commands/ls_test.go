@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-macvlan/rdma-macvlan/driver"
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 )
 
 func TestBar(t *testing.T) {
@@ -90,9 +90,9 @@ func TestLsCDIAndJSON(t *testing.T) {
 	}
 	n := got.Networks[0]
 	want := lsNetwork{
-		Name: "roce", ID: netRoce, Driver: "rdma-macvlan:latest", Parent: "ens3np0", HCA: "mlx5_0", Port: 1,
-		PortState: "ACTIVE", LinkLayer: "Ethernet", NetnsMode: "shared", Containers: 2, Source: "daemon",
-		GIDTable: &driver.GIDTableStatus{Size: 255, Used: 8, Free: 247}, CDIDevice: "rdma-macvlan/hca=mlx5_0",
+		Name: "roce", ID: netRoce, Driver: "rdma-macvlan:latest", Parent: "ens3np0", Containers: 2,
+		netFacts: netFacts{HCA: "mlx5_0", Port: 1, PortState: "ACTIVE", LinkLayer: "Ethernet", NetnsMode: "shared", Source: "daemon",
+			GIDTable: &api.GIDTable{Size: 255, Used: 8, Free: 247}, CDIDevice: "rdma-macvlan/hca=mlx5_0"},
 	}
 	if n.Name != want.Name || n.ID != want.ID || n.Driver != want.Driver || n.Parent != want.Parent || n.HCA != want.HCA ||
 		n.Port != want.Port || n.PortState != want.PortState || n.LinkLayer != want.LinkLayer || n.NetnsMode != want.NetnsMode ||

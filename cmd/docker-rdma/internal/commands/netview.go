@@ -10,10 +10,33 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
-	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
+
+// netFacts are a network's RDMA facts as docker rdma shows them: built once,
+// from the daemon's status (fromStatus) or else from sysfs and CDI specs
+// (fallback), and carried as they are into ls rows and inspect's networks.
+type netFacts struct {
+	HCA       string        `json:"hca,omitempty"`
+	Port      int           `json:"port,omitempty"`
+	PortState string        `json:"port_state,omitempty"`
+	LinkLayer string        `json:"link_layer,omitempty"`
+	NetnsMode string        `json:"netns_mode,omitempty"`
+	GIDTable  *api.GIDTable `json:"gid_table,omitempty"`
+	// CDIDevice is the CDI name of the HCA's device when the daemon or a
+	// spec on disk says there is one.
+	CDIDevice string `json:"cdi_device,omitempty"`
+	// GIDCheck is the network's gid_check; GIDCheckNote says why strict
+	// works as warn on this engine, once the daemon has seen it.
+	GIDCheck     string `json:"gid_check,omitempty"`
+	GIDCheckNote string `json:"gid_check_note,omitempty"`
+	// Source is where the RDMA facts come from: daemon, sysfs or CDI spec.
+	Source   string   `json:"source,omitempty"`
+	Missing  []string `json:"missing,omitempty"`
+	Problems []string `json:"problems,omitempty"`
+}
 
 // netView is what docker rdma knows about one rdma-macvlan network: from
 // the daemon's status when it can read it, else from Docker's network
@@ -23,21 +46,9 @@ type netView struct {
 	Parent           string
 	Backend          *backend
 	// Status is the daemon's view of the network; nil when unknown.
-	Status *driver.NetworkStatus
-
-	HCA                  string
-	Port                 int
-	PortState, LinkLayer string
-	NetnsMode            string
-	GIDTable             *driver.GIDTableStatus
-	Nodes                []driver.DeviceStatus
-	// CDIDevice is the CDI name of the HCA's device when the daemon or a
-	// spec on disk says there is one.
-	CDIDevice string
-	// Source is where the RDMA facts come from: daemon, sysfs or CDI spec.
-	Source   string
-	Missing  []string
-	Problems []string
+	Status *api.Network
+	netFacts
+	Nodes []api.Device
 	// sys is the sysfs tree the facts were read from, nil when none was.
 	sys *rdma.Sysfs
 }
@@ -46,6 +57,7 @@ type netView struct {
 // rdma-macvlan. An error means the plugin is missing or disabled.
 func (s *session) resolveNetwork(n docker.Network) (*netView, error) {
 	v := &netView{Name: n.Name, ID: n.ID, Driver: n.Driver, Parent: n.Options["parent"]}
+	v.GIDCheck = firstNonEmpty(n.Options["gid_check"], api.GIDCheckWarn)
 	b, err := s.backendFor(n.Driver)
 	if err != nil {
 		return v, err
@@ -65,18 +77,15 @@ func (s *session) resolveNetwork(n docker.Network) (*netView, error) {
 	return v, nil
 }
 
-func (v *netView) fromStatus(ns *driver.NetworkStatus) {
+func (v *netView) fromStatus(ns *api.Network) {
 	v.Status = ns
-	v.Source = "daemon"
 	if v.Parent == "" {
 		v.Parent = ns.Parent
 	}
-	v.HCA, v.Port = ns.HCA, ns.Port
-	v.PortState, v.LinkLayer, v.NetnsMode = ns.PortState, ns.LinkLayer, ns.NetnsMode
-	v.GIDTable = ns.GIDTable
+	v.netFacts = netFacts{HCA: ns.HCA, Port: ns.Port, PortState: ns.PortState, LinkLayer: ns.LinkLayer, NetnsMode: ns.NetnsMode,
+		GIDTable: ns.GIDTable, CDIDevice: ns.CDIDevice, GIDCheck: firstNonEmpty(ns.GIDCheck, v.GIDCheck), GIDCheckNote: ns.GIDCheckNote,
+		Source: "daemon", Problems: append([]string(nil), ns.Problems...)}
 	v.Nodes = ns.Devices
-	v.CDIDevice = ns.CDIDevice
-	v.Problems = append(v.Problems, ns.Problems...)
 	if ns.HCA == "" {
 		v.Problems = append(v.Problems, "the daemon has no RDMA device for this network")
 	}
@@ -130,7 +139,7 @@ func (s *session) fallback(v *netView, rdmaDevice string) {
 		v.HCA, v.Source = specHCA, "CDI spec"
 		for _, d := range spec.Devices {
 			for _, n := range d.ContainerEdits.DeviceNodes {
-				v.Nodes = append(v.Nodes, driver.DeviceStatus{Path: n.Path, Major: uint32(n.Major), Minor: uint32(n.Minor)})
+				v.Nodes = append(v.Nodes, api.Device{Path: n.Path, Major: uint32(n.Major), Minor: uint32(n.Minor)})
 			}
 		}
 		v.CDIDevice = rdma.CDIDeviceName(specHCA)
@@ -167,7 +176,7 @@ func (v *netView) sysfsFacts(sys *rdma.Sysfs, hca string, port int) {
 	} else {
 		v.PortState, v.LinkLayer = pi.State, pi.LinkLayer
 		if gids, err := sys.GIDs(hca, port); err == nil {
-			v.GIDTable = &driver.GIDTableStatus{Size: pi.GIDTableSize, Used: len(gids), Free: max(pi.GIDTableSize-len(gids), 0)}
+			v.GIDTable = &api.GIDTable{Size: pi.GIDTableSize, Used: len(gids), Free: max(pi.GIDTableSize-len(gids), 0)}
 		}
 	}
 	nodes, err := sys.DeviceNodes(hca)
@@ -175,7 +184,7 @@ func (v *netView) sysfsFacts(sys *rdma.Sysfs, hca string, port int) {
 		v.Problems = append(v.Problems, err.Error())
 	}
 	for _, n := range nodes {
-		v.Nodes = append(v.Nodes, driver.DeviceStatus{Path: n.Path, Major: n.Major, Minor: n.Minor})
+		v.Nodes = append(v.Nodes, api.Device{Path: n.Path, Major: n.Major, Minor: n.Minor})
 	}
 	if mode, err := sys.NetnsModeFromSysfs(); err == nil {
 		v.NetnsMode = mode

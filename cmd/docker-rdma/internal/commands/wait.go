@@ -12,7 +12,6 @@ import (
 
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
-	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaenv"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaexec"
 )
@@ -29,6 +28,10 @@ const InstalledHelper = "/usr/local/lib/rdma-macvlan/rdma-exec"
 
 // envGIDTimeout is the plugin setting of the daemon's GID timeout.
 const envGIDTimeout = "RDMA_MACVLAN_GID_TIMEOUT"
+
+// defaultGIDTimeout is the daemon's GID timeout when envGIDTimeout is not
+// set (the driver's DefaultGIDTimeout; a test keeps them equal).
+const defaultGIDTimeout = 10 * time.Second
 
 // wrapWithHelper makes the run start rdma-exec, mounted read-only from the
 // engine's host, as the container's entrypoint, with the image's (or the
@@ -105,7 +108,7 @@ func (s *session) gidTimeout(p *runflags.Parsed, nets []runNet) (time.Duration, 
 		}
 	}
 	if best == 0 {
-		best = driver.DefaultGIDTimeout
+		best = defaultGIDTimeout
 	}
 	return best, nil
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdma-macvlan/rdma-macvlan/driver"
 )
 
 // waitWorld is the standard world with the roce network's subnet, an
@@ -145,5 +147,13 @@ func TestRunRemoteEngineHelper(t *testing.T) {
 	}
 	if got := strings.Join(w.docker.lastCall("run"), " "); !strings.Contains(got, "source=/usr/local/lib/rdma-macvlan/rdma-exec,") {
 		t.Errorf("docker run %s", got)
+	}
+}
+
+// The CLI's fallback GID timeout is the daemon's default (the CLI does not
+// link the driver, so it keeps its own copy).
+func TestDefaultGIDTimeoutIsTheDaemons(t *testing.T) {
+	if defaultGIDTimeout != driver.DefaultGIDTimeout {
+		t.Fatalf("docker rdma assumes %s, the daemon's default is %s", defaultGIDTimeout, driver.DefaultGIDTimeout)
 	}
 }

@@ -1,0 +1,111 @@
+// Package api is the wire format of the daemon's own HTTP interface, GET
+// /v1/status, and a small client for it. It depends on the standard library
+// only, so that programs which read the status (the docker rdma CLI plugin)
+// do not link the daemon's netlink, logging and plugin-protocol packages.
+//
+// The JSON field names are a contract: tools parse the document, and a
+// golden test (testdata/status.golden.json) holds them fixed. The daemon's
+// persisted records are separate types in the driver package, converted to
+// these when the status is built, so the on-disk format and the wire format
+// can change independently.
+package api
+
+// StatusPath is where the daemon serves its status (contract).
+const StatusPath = "/v1/status"
+
+// Values of a network's gid_check option, as the status reports them.
+const (
+	// GIDCheckWarn: a container whose GID entries do not appear starts
+	// anyway and is reported not RDMA-ready (the default).
+	GIDCheckWarn = "warn"
+	// GIDCheckStrict: such a container fails to start where the engine's
+	// call order allows it (Docker 28+).
+	GIDCheckStrict = "strict"
+)
+
+// Status is the answer of GET /v1/status.
+type Status struct {
+	// Version is the daemon's release version (rdma-macvlan --version).
+	Version  string    `json:"version"`
+	Networks []Network `json:"networks"`
+}
+
+// Network describes one network and the RDMA device behind it.
+type Network struct {
+	ID     string `json:"id"`
+	Parent string `json:"parent"`
+	// VLAN is set when the parent is a VLAN sub-interface (IFNAME.VLAN).
+	VLAN *VLAN  `json:"vlan,omitempty"`
+	Mode string `json:"macvlan_mode"`
+	MTU  int    `json:"mtu"`
+	// MTUFromParent: no -o mtu; MTU is the parent's now, which new
+	// containers take.
+	MTUFromParent bool   `json:"mtu_from_parent,omitempty"`
+	GIDCheck      string `json:"gid_check,omitempty"`
+	// GIDCheckNote says why gid_check=strict works as warn on this engine.
+	GIDCheckNote string     `json:"gid_check_note,omitempty"`
+	HCA          string     `json:"hca,omitempty"`
+	Port         int        `json:"port,omitempty"`
+	PortState    string     `json:"port_state,omitempty"`
+	LinkLayer    string     `json:"link_layer,omitempty"`
+	NetnsMode    string     `json:"netns_mode,omitempty"`
+	RoCETypes    int        `json:"roce_types,omitempty"`
+	GIDTable     *GIDTable  `json:"gid_table,omitempty"`
+	Devices      []Device   `json:"devices,omitempty"`
+	CDIDevice    string     `json:"cdi_device,omitempty"`
+	Problems     []string   `json:"problems,omitempty"`
+	Endpoints    []Endpoint `json:"endpoints"`
+	// RDMADevice is the -o rdma_device override, if any.
+	RDMADevice string `json:"rdma_device,omitempty"`
+}
+
+// VLAN is the VLAN sub-interface a network's parent is.
+type VLAN struct {
+	// Lower is the real device the sub-interface sits on.
+	Lower string `json:"lower"`
+	ID    int    `json:"id"`
+	// Created is true when the daemon created the sub-interface (or shares
+	// it with a network that did); only then does it delete it.
+	Created bool `json:"created"`
+}
+
+// GIDTable counts a port's GID slots.
+type GIDTable struct {
+	Size int `json:"size"`
+	Used int `json:"used"`
+	Free int `json:"free"`
+}
+
+// Device is a device node a container on the network needs.
+type Device struct {
+	Path  string `json:"path"`
+	Major uint32 `json:"major"`
+	Minor uint32 `json:"minor"`
+}
+
+// Endpoint describes one endpoint. Its GIDs are read from the table when
+// the status is built, not remembered.
+type Endpoint struct {
+	ID string `json:"id"`
+	// Ifname is the link's name in the host namespace, before Docker moves
+	// and renames it.
+	Ifname     string `json:"ifname"`
+	IPv4       string `json:"ipv4,omitempty"`
+	IPv6       string `json:"ipv6,omitempty"`
+	MAC        string `json:"mac"`
+	Sandbox    string `json:"sandbox,omitempty"`
+	GIDs       []GID  `json:"gids"`
+	RDMAReady  bool   `json:"rdma_ready"`
+	RDMAReason string `json:"rdma_reason,omitempty"`
+}
+
+// GID is one RoCE GID entry of an endpoint.
+type GID struct {
+	Index int `json:"index"`
+	// Type is the kernel's name of the entry's RoCE type ("IB/RoCE v1",
+	// "RoCE v2").
+	Type string `json:"type"`
+	// GID is the entry as the kernel writes it (eight groups of four hex
+	// digits).
+	GID string `json:"gid"`
+}

@@ -1,0 +1,66 @@
+package driver
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/api"
+	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+)
+
+// The status is built from the persisted records by conversion: the VLAN
+// record and the GID entries reach the wire types whole.
+func TestStatusConvertsRecords(t *testing.T) {
+	links := drivertest.NewLinks("p0")
+	root := mlx5Root(t, rdmatest.MLX5Options{})
+	d := newTestDriverAt(t, links, t.TempDir(), root)
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0.10", "gid_check", "strict")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := links.CreateVLAN("p0.20", "p0", 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CreateNetwork(netReq("n2", "parent", "p0.20")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateEndpoint(ep("n1", "e1", "10.5.0.2/24")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Join("n1", "e1", "/sb/e1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "10.5.0.2", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	e := waitStatus(t, d, "e1", 2*time.Second, func(e api.Endpoint) bool { return e.RDMAReady })
+
+	st := d.Status()
+	if len(st.Networks) != 2 {
+		t.Fatalf("networks %+v", st.Networks)
+	}
+	n1, n2 := st.Networks[0], st.Networks[1]
+	if n1.VLAN == nil || *n1.VLAN != (api.VLAN{Lower: "p0", ID: 10, Created: true}) {
+		t.Fatalf("n1 vlan %+v: want p0 id 10, created by the driver", n1.VLAN)
+	}
+	if n2.VLAN == nil || *n2.VLAN != (api.VLAN{Lower: "p0", ID: 20, Created: false}) {
+		t.Fatalf("n2 vlan %+v: want p0 id 20, found (not created)", n2.VLAN)
+	}
+	if n1.Parent != "p0.10" || n1.Mode != "bridge" || n1.GIDCheck != api.GIDCheckStrict || n1.HCA != "mlx5_0" || n1.Port != 1 {
+		t.Fatalf("n1 %+v", n1)
+	}
+	ip := rdmatest.IPv4GID("10.5.0.2")
+	want := []api.GID{{Index: 2, Type: rdma.GIDTypeRoCEv1, GID: ip}, {Index: 3, Type: rdma.GIDTypeRoCEv2, GID: ip}}
+	if e.Ifname != LinkName("e1") || e.IPv4 != "10.5.0.2" || e.Sandbox != "/sb/e1" || !slices.Equal(e.GIDs, want) {
+		t.Fatalf("endpoint %+v: want link %s, 10.5.0.2, sandbox /sb/e1, GIDs %+v", e, LinkName("e1"), want)
+	}
+}
+
+// The option values the driver accepts are the ones the wire format names.
+func TestGIDCheckValuesAreTheWireValues(t *testing.T) {
+	if GIDCheckWarn != api.GIDCheckWarn || GIDCheckStrict != api.GIDCheckStrict {
+		t.Fatalf("driver %q/%q, api %q/%q", GIDCheckWarn, GIDCheckStrict, api.GIDCheckWarn, api.GIDCheckStrict)
+	}
+}
