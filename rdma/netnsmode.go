@@ -63,6 +63,6 @@ func NetnsMode(fromNetlink func() (string, error), s *Sysfs) (mode, source strin
 	if sysErr != nil {
 		return "", "", fmt.Errorf("RDMA netns mode: netlink: %w; sysfs: %w", nlErr, sysErr)
 	}
-	s.log().WithError(nlErr).WithField("mode", mode).Debug("rdma netns mode from sysfs, netlink failed")
+	s.log().Debugf("rdma netns mode %s read from sysfs: netlink failed: %v", mode, nlErr)
 	return mode, SourceSysfs, nil
 }

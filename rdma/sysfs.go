@@ -9,7 +9,6 @@ package rdma
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sirupsen/logrus"
 )
 
 var (
@@ -43,7 +41,14 @@ type Sysfs struct {
 	Root string
 	// Log takes the package's debug lines (where a fact was read from);
 	// nil discards them.
-	Log logrus.FieldLogger
+	Log Logger
+}
+
+// Logger takes rdma's debug lines. The daemon's logrus logger satisfies
+// it; the package does not import a logging library, so that docker rdma,
+// which reads sysfs through it, does not link one.
+type Logger interface {
+	Debugf(format string, args ...any)
 }
 
 // NewSysfs returns a Sysfs reading under root ("" means "/").
@@ -52,7 +57,7 @@ func NewSysfs(root string) *Sysfs {
 }
 
 // WithLog returns a copy of s that logs to log.
-func (s *Sysfs) WithLog(log logrus.FieldLogger) *Sysfs {
+func (s *Sysfs) WithLog(log Logger) *Sysfs {
 	c := Sysfs{Log: log}
 	if s != nil {
 		c.Root = s.Root
@@ -61,16 +66,13 @@ func (s *Sysfs) WithLog(log logrus.FieldLogger) *Sysfs {
 }
 
 // discard is the logger of a Sysfs without one.
-var discard = func() *logrus.Logger {
-	l := logrus.New()
-	l.Out = io.Discard
-	l.Level = logrus.PanicLevel
-	return l
-}()
+type discard struct{}
 
-func (s *Sysfs) log() logrus.FieldLogger {
+func (discard) Debugf(string, ...any) {}
+
+func (s *Sysfs) log() Logger {
 	if s == nil || s.Log == nil {
-		return discard
+		return discard{}
 	}
 	return s.Log
 }

@@ -10,10 +10,9 @@ import (
 // packages and the libraries only the daemon needs. The CLI reads the
 // daemon's status through package api, which holds the wire format.
 //
-// Not in the list yet: github.com/vishvananda/netlink and
-// github.com/sirupsen/logrus still come in through package rdma (rdmamap
-// imports netlink; rdma logs with logrus) and package netns (doctor's live
-// RDMA netns mode).
+// github.com/vishvananda/netlink is not in the list: the CLI reads RDMA
+// devices through package rdma, whose rdmamap adapter links it, and doctor
+// asks the kernel for the RDMA netns mode through package netns.
 var daemonOnly = []string{
 	"github.com/rdma-macvlan/rdma-macvlan/driver",
 	"github.com/rdma-macvlan/rdma-macvlan/plugin",
@@ -21,6 +20,7 @@ var daemonOnly = []string{
 	"github.com/docker/go-plugins-helpers",
 	"github.com/docker/go-connections",
 	"github.com/coreos/go-systemd",
+	"github.com/sirupsen/logrus",
 }
 
 // goCmd is the go command in PATH, as go test has it.
