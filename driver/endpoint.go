@@ -103,8 +103,8 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 		return resp, err
 	}
 	// A link of that name that no endpoint owns is left from a crash.
-	if err := d.links.DeleteLink(ifname); err != nil {
-		return resp, fmt.Errorf("remove stale link %s: %w", ifname, err)
+	if err := d.clearStaleLink(ifname); err != nil {
+		return resp, err
 	}
 	link, err := d.links.CreateMacvlan(netns.MacvlanSpec{Name: ifname, Parent: n.Parent, Mode: n.Mode, MTU: mtu, MAC: mac, Alias: d.owner})
 	if errors.Is(err, netns.ErrLinkNotFound) {
@@ -216,8 +216,8 @@ func (d *Driver) deleteEndpointLocked(e *Endpoint, log *logrus.Entry) error {
 		// deletes a macvlan with its namespace.
 	case err != nil:
 		return fmt.Errorf("look up link %s of endpoint %s: %w", e.Ifname, ShortID(e.ID), err)
-	case l.Kind != "macvlan":
-		log.WithFields(logrus.Fields{"ifname": e.Ifname, "kind": l.Kind}).Warn("link is not the macvlan rdma-macvlan created; leaving it")
+	case l.Kind != "macvlan" || l.Alias != d.owner:
+		log.WithFields(logrus.Fields{"ifname": e.Ifname, "kind": l.Kind, "ifalias": l.Alias}).Warn("link is not the macvlan this rdma-macvlan instance created; leaving it")
 	default:
 		if err := d.links.DeleteLink(e.Ifname); err != nil {
 			return fmt.Errorf("delete link %s of endpoint %s: %w", e.Ifname, ShortID(e.ID), err)

@@ -191,7 +191,7 @@ var (
 
 func fuzzGoodRecords() (*Network, *Endpoint) {
 	n := &Network{ID: fuzzGoodNet, Parent: "p0", Mode: ModeBridge, MTU: 1500, GIDCheck: GIDCheckWarn,
-		RDMA: &NetworkRDMA{HCA: "mlx5_0", Port: 1, Netdev: "p0"},
+		RDMA: &NetworkRDMA{HCA: "mlx5_0", Port: 1, Netdev: "p0", CDIName: "mlx5_0"},
 		IPv4: []Subnet{{Pool: "10.9.0.0/24", Gateway: "10.9.0.1/24"}}, Options: map[string]string{"parent": "p0", "mtu": "1500"},
 		Created: time.Unix(1700000000, 0).UTC()}
 	e := &Endpoint{ID: fuzzGoodEP, NetworkID: fuzzGoodNet, Ifname: LinkName(fuzzGoodEP), Parent: "p0", Mode: ModeBridge,

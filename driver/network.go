@@ -116,7 +116,7 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 	}
 	crashPoint("create-network:cdi-written")
 	if err := d.store.saveNetwork(n); err != nil {
-		d.removeCDIUnlessUsed(rinfo.HCA, n.ID, log)
+		d.removeCDIUnlessUsed(rinfo.cdiName(), n.ID, log)
 		return fmt.Errorf("save network %s: %w", ShortID(n.ID), err)
 	}
 	crashPoint("create-network:state-written")
@@ -300,7 +300,7 @@ func (d *Driver) DeleteNetwork(nid string) error {
 	crashPoint("delete-network:state-deleted")
 	delete(d.networks, nid)
 	if n.RDMA != nil {
-		d.removeCDIUnlessUsed(n.RDMA.HCA, nid, log)
+		d.removeCDIUnlessUsed(n.RDMA.cdiName(), nid, log)
 	}
 	log.WithField("parent", n.Parent).Info("network deleted")
 	return nil

@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
@@ -17,6 +18,19 @@ type NetworkRDMA struct {
 	// Types is the number of RoCE types (GID entries per address) of the
 	// port; 0 in records of older versions, filled in on first use.
 	Types int `json:"roce_types,omitempty"`
+	// CDIName is the CDI device name of the port (rdma.CDIName): the HCA's
+	// name, or <hca>-p<port> on an HCA with more than one port. Records of
+	// older versions have none; restore fills it in.
+	CDIName string `json:"cdi_name,omitempty"`
+}
+
+// cdiName is the CDI device name of r: the one recorded, else the HCA's
+// (what versions before per-port names published).
+func (r *NetworkRDMA) cdiName() string {
+	if r.CDIName != "" {
+		return r.CDIName
+	}
+	return r.HCA
 }
 
 // detectRDMA maps the parent to its HCA port and checks that containers on
@@ -65,7 +79,11 @@ func (d *Driver) detectRDMA(parent, netdev, override string, log *logrus.Entry) 
 	if _, err := d.rdma.DeviceNodes(hca); err != nil && !errors.Is(err, rdma.ErrNoRdmaCM) {
 		return nil, fmt.Errorf("device nodes of RDMA device %s (parent %q): %w (check: ls /dev/infiniband; load ib_uverbs)", hca, parent, err)
 	}
-	return &NetworkRDMA{HCA: hca, Port: port, Netdev: netdev, Types: d.rdma.RoCETypesPerAddress(hca, port)}, nil
+	cdiName, err := d.rdma.CDIName(hca, port)
+	if err != nil {
+		return nil, fmt.Errorf("CDI device name of RDMA device %s port %d (parent %q): %w", hca, port, parent, err)
+	}
+	return &NetworkRDMA{HCA: hca, Port: port, Netdev: netdev, Types: d.rdma.RoCETypesPerAddress(hca, port), CDIName: cdiName}, nil
 }
 
 // overrideRDMA checks -o rdma_device when detection found nothing or more
@@ -90,68 +108,119 @@ func (d *Driver) overrideRDMA(parent, netdev, override string, detectErr error) 
 		override, parent, strings.Join(names, ", "))
 }
 
-// writeCDI writes the CDI spec of n's HCA: its uverbs and rdma_cm nodes.
+// writeCDI writes the CDI spec of n's HCA port: its uverbs and rdma_cm
+// nodes and the port's environment. It refuses to replace a spec another
+// instance wrote (see ownCDI).
 func (d *Driver) writeCDI(n *Network, log *logrus.Entry) error {
+	name := n.RDMA.cdiName()
+	if err := d.ownCDI(name); err != nil {
+		return err
+	}
 	nodes, err := d.rdma.DeviceNodes(n.RDMA.HCA)
 	if errors.Is(err, rdma.ErrNoRdmaCM) {
 		log.WithField("ibdev", n.RDMA.HCA).Warn("no rdma_cm device (rdma_ucm not loaded): librdmacm applications will fail in containers; load it with modprobe rdma_ucm")
 	} else if err != nil {
 		return fmt.Errorf("device nodes of %s: %w", n.RDMA.HCA, err)
 	}
-	path, err := rdma.WriteCDISpec(d.cdiDir, rdma.CDIDevice{HCA: n.RDMA.HCA, Port: n.RDMA.Port, Nodes: nodes, Netdev: n.RDMA.Netdev})
+	path, err := rdma.WriteCDISpec(d.cdiDir, rdma.CDIDevice{Name: name, HCA: n.RDMA.HCA, Port: n.RDMA.Port, Nodes: nodes, Netdev: n.RDMA.Netdev, Owner: d.owner})
 	if err != nil {
-		return fmt.Errorf("write CDI spec for %s in %s: %w (check --cdi-dir, or the plugin's cdi mount)", n.RDMA.HCA, d.cdiDir, err)
+		return fmt.Errorf("write CDI spec for %s in %s: %w (check --cdi-dir, or the plugin's cdi mount)", name, d.cdiDir, err)
 	}
-	log.WithFields(logrus.Fields{"ibdev": n.RDMA.HCA, "file": path}).Debug("cdi spec written")
+	log.WithFields(logrus.Fields{"ibdev": n.RDMA.HCA, "port": n.RDMA.Port, "cdi_device": name, "file": path}).Debug("cdi spec written")
 	return nil
 }
 
-// hcaUsedByOthers reports whether a network other than except uses hca.
-// Caller holds d.mu.
-func (d *Driver) hcaUsedByOthers(hca, except string) bool {
+// ownCDI checks that the spec of the CDI device name is this instance's to
+// write or remove: there is none, or it carries this instance's mark, or no
+// mark at all (written by a version before the mark; adopted). A spec of
+// another instance is a conflict: both would publish the same CDI device,
+// which the engine refuses to resolve.
+func (d *Driver) ownCDI(name string) error {
+	spec, ok, err := rdma.ReadCDISpec(d.cdiDir, name)
+	path := rdma.CDISpecPath(d.cdiDir, name)
+	switch {
+	case errors.Is(err, rdma.ErrForeignCDISpec):
+		return conflictf("%v: remove %s if nothing else wrote it, then try again", err, path)
+	case err != nil:
+		return err
+	case !ok, spec.Owner() == "", spec.Owner() == d.owner:
+		return nil
+	}
+	return conflictf("CDI device %s is already published by another rdma-macvlan instance (%q, in %s): one instance per HCA port; use this port from that instance, or remove %s if that instance is gone",
+		rdma.CDIDeviceName(name), spec.Owner(), path, path)
+}
+
+// cdiUsedByOthers reports whether a network other than except uses the
+// CDI device name. Caller holds d.mu.
+func (d *Driver) cdiUsedByOthers(name, except string) bool {
 	for _, n := range d.networks {
-		if n.ID != except && n.RDMA != nil && n.RDMA.HCA == hca {
+		if n.ID != except && n.RDMA != nil && n.RDMA.cdiName() == name {
 			return true
 		}
 	}
 	return false
 }
 
-// removeCDIUnlessUsed removes hca's CDI spec when no network but except
-// uses it. Caller holds d.mu.
-func (d *Driver) removeCDIUnlessUsed(hca, except string, log *logrus.Entry) {
-	if d.hcaUsedByOthers(hca, except) {
+// removeCDIUnlessUsed removes the spec of the CDI device name when no
+// network but except uses it and it is this instance's. Caller holds d.mu.
+func (d *Driver) removeCDIUnlessUsed(name, except string, log *logrus.Entry) {
+	if d.cdiUsedByOthers(name, except) {
 		return
 	}
-	if err := rdma.RemoveCDISpec(d.cdiDir, hca); err != nil {
-		log.WithError(err).WithField("ibdev", hca).Warn("could not remove CDI spec")
+	log = log.WithField("cdi_device", name)
+	if err := d.ownCDI(name); err != nil {
+		log.WithError(err).Warn("CDI spec left in place")
 		return
 	}
-	log.WithField("ibdev", hca).Info("cdi spec removed")
+	if err := rdma.RemoveCDISpec(d.cdiDir, name); err != nil {
+		log.WithError(err).Warn("could not remove CDI spec")
+		return
+	}
+	log.Info("cdi spec removed")
 }
 
 // reconcileCDI rewrites the specs of restored networks (the device numbers
-// may have changed across a reboot) and removes specs this daemon wrote for
-// HCAs no network uses any more (left by a crash).
+// may have changed across a reboot) and removes specs of this instance that
+// no network uses any more (left by a crash, or named per HCA by an older
+// version). Networks are taken in ID order, so the same state gives the
+// same specs whatever the map order. Caller holds d.mu.
 func (d *Driver) reconcileCDI(log *logrus.Entry) {
+	ids := make([]string, 0, len(d.networks))
+	for id, n := range d.networks {
+		if n.RDMA != nil {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
 	written := map[string]bool{}
-	for _, n := range d.networks {
-		if n.RDMA == nil || written[n.RDMA.HCA] {
+	for _, id := range ids {
+		n := d.networks[id]
+		if n.RDMA.CDIName == "" {
+			// A record of a version before per-port names.
+			name, err := d.rdma.CDIName(n.RDMA.HCA, n.RDMA.Port)
+			if err != nil {
+				log.WithError(err).WithField("nid", ShortID(n.ID)).Warn("cannot tell the CDI device name of the network's HCA port; keeping the HCA's name")
+				name = n.RDMA.HCA
+			}
+			n.RDMA.CDIName = name
+		}
+		name := n.RDMA.CDIName
+		if written[name] {
 			continue
 		}
 		if err := d.writeCDI(n, log); err != nil {
 			log.WithError(err).WithField("nid", ShortID(n.ID)).Error("could not rewrite CDI spec")
 			continue
 		}
-		written[n.RDMA.HCA] = true
+		written[name] = true
 	}
-	hcas, err := rdma.CDISpecHCAs(d.cdiDir)
+	names, err := rdma.CDISpecNames(d.cdiDir)
 	if err != nil {
 		log.WithError(err).Warn("could not list CDI specs")
 	}
-	for _, hca := range hcas {
-		if !d.hcaUsedByOthers(hca, "") {
-			d.removeCDIUnlessUsed(hca, "", log)
+	for _, name := range names {
+		if !d.cdiUsedByOthers(name, "") {
+			d.removeCDIUnlessUsed(name, "", log)
 		}
 	}
 }

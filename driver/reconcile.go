@@ -10,6 +10,35 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
+// Ownership. A daemon instance (one state directory) marks everything it
+// creates on the host with its owner mark, "rdma-macvlan <instance ID>":
+// container links and VLAN sub-interfaces carry it as their ifalias, CDI
+// specs as their rdma-macvlan/owner annotation. It deletes or replaces only
+// objects with its mark. Anything else under a name it needs is a conflict,
+// refused with an error that names the object and the fix; it is never
+// deleted. Objects of the one release before the mark (VLAN sub-interfaces
+// its records say it created, CDI specs) carry no mark and are adopted.
+
+// clearStaleLink makes way for a new container link called name: a link of
+// that name this instance made (a crash left it) is deleted; any other is a
+// conflict.
+func (d *Driver) clearStaleLink(name string) error {
+	l, err := d.links.LinkByName(name)
+	switch {
+	case errors.Is(err, netns.ErrLinkNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("look up link %s: %w", name, err)
+	case l.Kind != "macvlan" || l.Alias != d.owner:
+		return conflictf("link %s exists and was not made by this rdma-macvlan instance (kind %s, ifalias %q, not %q): delete it if nothing uses it (ip link del %s), then start the container again",
+			name, l.Kind, l.Alias, d.owner, name)
+	}
+	if err := d.links.DeleteLink(name); err != nil {
+		return fmt.Errorf("remove stale link %s: %w", name, err)
+	}
+	return nil
+}
+
 // restore loads the state and makes the host agree with it. Problems with
 // single objects are logged and skipped: the daemon keeps serving the others.
 // It holds d.mu.

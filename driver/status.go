@@ -101,7 +101,7 @@ func (d *Driver) Status() api.Status {
 // the entries of endpoints) and kept in tables.
 func (d *Driver) rdmaStatus(ns *api.Network, r *NetworkRDMA, tables map[portKey]rdma.GIDTable) {
 	ns.HCA, ns.Port = r.HCA, r.Port
-	ns.CDIDevice = rdma.CDIDeviceName(r.HCA)
+	ns.CDIDevice = rdma.CDIDeviceName(r.cdiName())
 	ns.RoCETypes = d.roceTypes(r)
 	pi, err := d.rdma.Port(r.HCA, r.Port)
 	if err != nil {

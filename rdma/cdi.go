@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -14,16 +15,22 @@ import (
 )
 
 const (
-	// CDIVersion is the CDI spec version written. Every field used here
-	// (deviceNodes with path/type/major/minor/fileMode/permissions, env)
-	// exists since 0.3.0; 0.5.0 is the first that also accepts device names
-	// starting with a digit, which HCA names may (rdma link add NAME ...).
-	// The CDI library accepts 0.5.0 both in Docker 25's vendored copy
-	// (v0.6.x: 0.1.0-0.6.0) and in Docker 28/29's (v0.8+/v1: up to 0.7.0+),
-	// and rejects a spec declaring a version lower than its features need.
-	CDIVersion = "0.5.0"
+	// CDIVersion is the CDI spec version written. deviceNodes (path, type,
+	// major, minor, fileMode, permissions) and env exist since 0.3.0; 0.5.0
+	// accepts device names starting with a digit, which HCA names may (rdma
+	// link add NAME ...); 0.6.0 adds the spec-level annotations that carry
+	// the owner mark. The CDI library accepts 0.6.0 both in Docker 25's
+	// vendored copy (v0.6.x: 0.1.0-0.6.0) and in Docker 28/29's (v0.8+/v1:
+	// up to 0.7.0+), and rejects a spec declaring a version lower than its
+	// features need.
+	CDIVersion = "0.6.0"
 	// CDIKind is the vendor/class of the devices this plugin publishes.
 	CDIKind = "rdma-macvlan/hca"
+
+	// CDIOwnerAnnotation is the spec annotation that names the daemon
+	// instance that wrote the spec (the same mark its links carry as their
+	// ifalias): a daemon replaces or removes only specs with its own mark.
+	CDIOwnerAnnotation = "rdma-macvlan/owner"
 
 	cdiFilePrefix = "rdma-macvlan-"
 	// cdiFileMode matches the host nodes (rdma-core's udev rules make
@@ -31,11 +38,16 @@ const (
 	cdiFileMode fs.FileMode = 0o666
 )
 
-// CDIDevice is what the spec of one HCA says.
+// CDIDevice is what the spec of one HCA port says.
 type CDIDevice struct {
+	// Name is the CDI device name (CDIName); "" means HCA.
+	Name  string
 	HCA   string
 	Port  int
 	Nodes []DeviceNode
+	// Owner is the mark of the daemon instance writing the spec, recorded
+	// under CDIOwnerAnnotation; "" writes no mark.
+	Owner string
 	// Netdev is the host netdev of the HCA port (the parent with any VLAN
 	// resolved); optional, exported as RDMA_MACVLAN_NETDEV.
 	Netdev string
@@ -43,9 +55,10 @@ type CDIDevice struct {
 
 // CDISpec is the subset of the CDI spec format written here.
 type CDISpec struct {
-	Version string          `json:"cdiVersion"`
-	Kind    string          `json:"kind"`
-	Devices []CDISpecDevice `json:"devices"`
+	Version     string            `json:"cdiVersion"`
+	Kind        string            `json:"kind"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Devices     []CDISpecDevice   `json:"devices"`
 }
 
 // CDISpecDevice is one device of a CDISpec.
@@ -70,35 +83,102 @@ type CDIDeviceNode struct {
 	Permissions string       `json:"permissions,omitempty"`
 }
 
-// CDIDeviceName is the fully qualified CDI name of an HCA's device, as
-// given to docker run --device: "rdma-macvlan/hca=<hca>".
-func CDIDeviceName(hca string) string { return CDIKind + "=" + hca }
-
-// CDISpecPath is where WriteCDISpec puts the spec of hca.
-func CDISpecPath(dir, hca string) string {
-	return filepath.Join(dir, cdiFilePrefix+hca+".json")
+// CDIName is the CDI device name of port port of HCA hca, which has ports
+// ports: the HCA's name when it has one port (every mlx5 function, rxe),
+// else the name with "-p<port>" (mlx4_0-p2). It depends only on the HCA,
+// so the same port gets the same name whatever networks exist.
+func CDIName(hca string, port, ports int) string {
+	if ports <= 1 {
+		return hca
+	}
+	return hca + "-p" + strconv.Itoa(port)
 }
 
-// CDISpecHCAs lists the HCAs that have a spec written by WriteCDISpec in dir.
-func CDISpecHCAs(dir string) ([]string, error) {
+// CDIName is the CDI device name of an HCA port on this host (see the
+// function CDIName): it counts the HCA's ports in sysfs.
+func (s *Sysfs) CDIName(hca string, port int) (string, error) {
+	ports, err := s.Ports(hca)
+	if err != nil {
+		return "", err
+	}
+	return CDIName(hca, port, len(ports)), nil
+}
+
+// CDIDeviceName is the fully qualified CDI name of a device, as given to
+// docker run --device: "rdma-macvlan/hca=<name>", name from CDIName.
+func CDIDeviceName(name string) string { return CDIKind + "=" + name }
+
+// CDINameOf is the device name in a fully qualified CDI name of this
+// plugin's kind ("" for any other).
+func CDINameOf(qualified string) string {
+	name, ok := strings.CutPrefix(qualified, CDIKind+"=")
+	if !ok {
+		return ""
+	}
+	return name
+}
+
+// CDISpecPath is where WriteCDISpec puts the spec of the device name.
+func CDISpecPath(dir, name string) string {
+	return filepath.Join(dir, cdiFilePrefix+name+".json")
+}
+
+// CDISpecNames lists the device names that have a spec written by
+// WriteCDISpec in dir, sorted.
+func CDISpecNames(dir string) ([]string, error) {
 	paths, err := filepath.Glob(CDISpecPath(dir, "*"))
 	if err != nil {
 		return nil, fmt.Errorf("list CDI specs in %s: %w", dir, err)
 	}
-	hcas := make([]string, 0, len(paths))
+	names := make([]string, 0, len(paths))
 	for _, p := range paths {
 		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(p), cdiFilePrefix), ".json")
 		if checkCDIName(name) == nil {
-			hcas = append(hcas, name)
+			names = append(names, name)
 		}
 	}
-	return hcas, nil
+	sort.Strings(names)
+	return names, nil
 }
+
+// ReadCDISpec reads the spec of the device name in dir; ok is false when
+// there is none.
+func ReadCDISpec(dir, name string) (spec CDISpec, ok bool, err error) {
+	if err := checkCDIName(name); err != nil {
+		return CDISpec{}, false, err
+	}
+	path := CDISpecPath(dir, name)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return CDISpec{}, false, nil
+	}
+	if err != nil {
+		return CDISpec{}, false, fmt.Errorf("read CDI spec %s: %w", path, err)
+	}
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return CDISpec{}, true, fmt.Errorf("CDI spec %s is not a CDI spec (%v): %w", path, err, ErrForeignCDISpec)
+	}
+	return spec, true, nil
+}
+
+// ErrForeignCDISpec marks a spec file with this plugin's file name that
+// the plugin cannot read as one of its own.
+var ErrForeignCDISpec = errors.New("not a spec this plugin wrote")
+
+// Owner is the mark of the instance that wrote the spec ("" for specs of
+// versions before the mark).
+func (s CDISpec) Owner() string { return s.Annotations[CDIOwnerAnnotation] }
 
 // NewCDISpec builds the spec of one HCA: its device nodes, readable and
 // writable, and the env RDMA software reads to pick the device and port.
 func NewCDISpec(d CDIDevice) (CDISpec, error) {
 	if err := checkCDIName(d.HCA); err != nil {
+		return CDISpec{}, err
+	}
+	if d.Name == "" {
+		d.Name = d.HCA
+	}
+	if err := checkCDIName(d.Name); err != nil {
 		return CDISpec{}, err
 	}
 	if d.Port < 1 {
@@ -134,17 +214,22 @@ func NewCDISpec(d CDIDevice) (CDISpec, error) {
 			Permissions: "rw",
 		})
 	}
+	var ann map[string]string
+	if d.Owner != "" {
+		ann = map[string]string{CDIOwnerAnnotation: d.Owner}
+	}
 	return CDISpec{
-		Version: CDIVersion,
-		Kind:    CDIKind,
+		Version:     CDIVersion,
+		Kind:        CDIKind,
+		Annotations: ann,
 		Devices: []CDISpecDevice{{
-			Name:           d.HCA,
+			Name:           d.Name,
 			ContainerEdits: CDIContainerEdits{Env: env, DeviceNodes: nodes},
 		}},
 	}, nil
 }
 
-// WriteCDISpec writes the CDI spec of one HCA to dir/rdma-macvlan-<hca>.json
+// WriteCDISpec writes the CDI spec of one HCA port to dir/rdma-macvlan-<name>.json
 // (mode 0644), atomically: a reader (dockerd watches the directory) sees
 // the old file or the new one, never a part. The temporary file's name does
 // not end in .json, so CDI caches ignore it.
@@ -158,7 +243,7 @@ func WriteCDISpec(dir string, d CDIDevice) (path string, err error) {
 		return "", fmt.Errorf("encode CDI spec for RDMA device %s: %w", d.HCA, err)
 	}
 	data = append(data, '\n')
-	path = CDISpecPath(dir, d.HCA)
+	path = CDISpecPath(dir, spec.Devices[0].Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("write CDI spec %s: %w (check --cdi-dir)", path, err)
 	}
@@ -176,13 +261,13 @@ func notDurable(err error) bool {
 	return errors.As(err, &nd)
 }
 
-// RemoveCDISpec removes the spec of hca and any temporary file a crash left
-// behind. Removing a spec that does not exist succeeds.
-func RemoveCDISpec(dir, hca string) error {
-	if err := checkCDIName(hca); err != nil {
+// RemoveCDISpec removes the spec of the device name and any temporary file
+// a crash left behind. Removing a spec that does not exist succeeds.
+func RemoveCDISpec(dir, name string) error {
+	if err := checkCDIName(name); err != nil {
 		return err
 	}
-	path := CDISpecPath(dir, hca)
+	path := CDISpecPath(dir, name)
 	// Not durable is done too: specs no network uses are removed at start.
 	if err := atomicfile.Remove(path); err != nil && !notDurable(err) {
 		return fmt.Errorf("remove CDI spec: %w", err)

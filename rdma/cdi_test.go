@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,6 +29,7 @@ func mlx5CDIDevice() rdma.CDIDevice {
 			{Path: "/dev/infiniband/rdma_cm", Major: 10, Minor: 57, Type: "c"},
 		},
 		Netdev: "ens3np0",
+		Owner:  "rdma-macvlan 0123456789abcdef",
 	}
 }
 
@@ -50,8 +53,9 @@ func TestWriteCDISpecContent(t *testing.T) {
 		t.Fatalf("spec is not JSON: %v", err)
 	}
 	want := map[string]any{
-		"cdiVersion": "0.5.0",
-		"kind":       "rdma-macvlan/hca",
+		"cdiVersion":  "0.6.0",
+		"kind":        "rdma-macvlan/hca",
+		"annotations": map[string]any{"rdma-macvlan/owner": "rdma-macvlan 0123456789abcdef"},
 		"devices": []any{map[string]any{
 			"name": "mlx5_0",
 			"containerEdits": map[string]any{
@@ -92,6 +96,70 @@ func TestWriteCDISpecContent(t *testing.T) {
 		t.Errorf("spec mode = %v (%v), want 0644", info.Mode().Perm(), err)
 	}
 	assertOnlyFiles(t, dir, "rdma-macvlan-mlx5_0.json")
+}
+
+// A dual-port HCA gets one CDI device per port, each with its own port's
+// environment; a single-port HCA keeps its plain name.
+func TestCDINamePerPort(t *testing.T) {
+	root := dualPortHost(t)
+	if err := rdmatest.BuildMLX5(root, rdmatest.MLX5Options{Netdev: "p0", PCIAddr: "0000:05:00.0", MAC: "a0:88:c2:5b:03:05", Uverbs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s := rdma.NewSysfs(root)
+	for _, c := range []struct {
+		hca        string
+		port       int
+		want       string
+		netdev     string
+		wantNCCLIB string
+	}{
+		{"mlx4_0", 1, "mlx4_0-p1", "eth2", "NCCL_IB_HCA==mlx4_0:1"},
+		{"mlx4_0", 2, "mlx4_0-p2", "eth3", "NCCL_IB_HCA==mlx4_0:2"},
+		{"mlx5_0", 1, "mlx5_0", "p0", "NCCL_IB_HCA==mlx5_0:1"},
+	} {
+		got, err := s.CDIName(c.hca, c.port)
+		if err != nil || got != c.want {
+			t.Fatalf("CDIName(%s, %d) = %q, %v; want %q", c.hca, c.port, got, err, c.want)
+		}
+		hca, port, err := s.HCAForNetdev(c.netdev)
+		if err != nil || hca != c.hca || port != c.port {
+			t.Fatalf("HCAForNetdev(%s) = %s %d %v", c.netdev, hca, port, err)
+		}
+	}
+	dir := t.TempDir()
+	for _, port := range []int{2, 1} {
+		nodes, err := s.DeviceNodes("mlx4_0")
+		if err != nil && !errors.Is(err, rdma.ErrNoRdmaCM) {
+			t.Fatal(err)
+		}
+		name, _ := s.CDIName("mlx4_0", port)
+		if _, err := rdma.WriteCDISpec(dir, rdma.CDIDevice{Name: name, HCA: "mlx4_0", Port: port, Nodes: nodes, Netdev: fmt.Sprintf("eth%d", port+1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names, err := rdma.CDISpecNames(dir)
+	if err != nil || !slices.Equal(names, []string{"mlx4_0-p1", "mlx4_0-p2"}) {
+		t.Fatalf("CDISpecNames = %v, %v", names, err)
+	}
+	for _, port := range []int{1, 2} {
+		name := fmt.Sprintf("mlx4_0-p%d", port)
+		spec, ok, err := rdma.ReadCDISpec(dir, name)
+		if err != nil || !ok || len(spec.Devices) != 1 || spec.Devices[0].Name != name {
+			t.Fatalf("spec of %s: %+v %v %v", name, spec, ok, err)
+		}
+		env := spec.Devices[0].ContainerEdits.Env
+		for _, want := range []string{fmt.Sprintf("NCCL_IB_HCA==mlx4_0:%d", port), fmt.Sprintf("RDMA_MACVLAN_PORT=%d", port), fmt.Sprintf("RDMA_MACVLAN_NETDEV=eth%d", port+1), "RDMA_MACVLAN_HCA=mlx4_0"} {
+			if !slices.Contains(env, want) {
+				t.Errorf("%s: env %v lacks %s", name, env, want)
+			}
+		}
+	}
+	if got := rdma.CDINameOf(rdma.CDIDeviceName("mlx4_0-p2")); got != "mlx4_0-p2" {
+		t.Errorf("CDINameOf = %q", got)
+	}
+	if got := rdma.CDINameOf("vendor.com/gpu=0"); got != "" {
+		t.Errorf("CDINameOf(other kind) = %q", got)
+	}
 }
 
 // TestWriteCDISpecFromFixture writes the spec of what DeviceNodes found,

@@ -148,8 +148,8 @@ func (s *session) describeNetwork(n docker.Network) (inspectNetwork, *netView) {
 	for _, d := range v.Nodes {
 		in.DeviceNodes = append(in.DeviceNodes, d.Path)
 	}
-	if useCDI, _ := s.cdiSpecInEngine(v.HCA, v.CDIDevice); useCDI {
-		in.DeviceFlags = []string{"--device", v.CDIDevice}
+	if useCDI, _ := s.cdiSpecInEngine(v); useCDI {
+		in.DeviceFlags = []string{"--device", v.cdiDevice()}
 	} else {
 		for _, p := range in.DeviceNodes {
 			in.DeviceFlags = append(in.DeviceFlags, "--device", p)
@@ -347,7 +347,7 @@ func hasDevices(devices []string, privileged bool, v *netView) bool {
 	if privileged {
 		return true
 	}
-	if v.HCA != "" && contains(devices, rdma.CDIDeviceName(v.HCA)) {
+	if name := v.cdiDevice(); name != "" && contains(devices, name) {
 		return true
 	}
 	if len(v.Nodes) == 0 {

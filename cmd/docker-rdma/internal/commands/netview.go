@@ -1,13 +1,11 @@
 package commands
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/rdma-macvlan/rdma-macvlan/api"
@@ -130,22 +128,34 @@ func (s *session) fallback(v *netView, rdmaDevice string) {
 	if hca != "" {
 		v.sysfsFacts(sys, hca, port)
 	}
-	spec, specHCA, err := s.findCDISpec(v.Backend, hca)
+	specName := ""
+	if hca != "" {
+		specName = v.cdiName()
+	}
+	spec, specName, err := s.findCDISpec(v.Backend, specName)
 	switch {
 	case err != nil:
 		v.Missing = append(v.Missing, err.Error())
 	case spec != nil && hca == "":
-		// The only HCA with a spec: the network most likely uses it.
-		v.HCA, v.Source = specHCA, "CDI spec"
+		// The only spec: the network most likely uses its HCA port.
+		v.HCA, v.Port, v.Source = specName, 0, "CDI spec"
 		for _, d := range spec.Devices {
+			for _, e := range d.ContainerEdits.Env {
+				if h, ok := strings.CutPrefix(e, "RDMA_MACVLAN_HCA="); ok {
+					v.HCA = h
+				}
+				if p, ok := strings.CutPrefix(e, "RDMA_MACVLAN_PORT="); ok {
+					v.Port, _ = strconv.Atoi(p)
+				}
+			}
 			for _, n := range d.ContainerEdits.DeviceNodes {
 				v.Nodes = append(v.Nodes, api.Device{Path: n.Path, Major: uint32(n.Major), Minor: uint32(n.Minor)})
 			}
 		}
-		v.CDIDevice = rdma.CDIDeviceName(specHCA)
-		v.Missing = append(v.Missing, "which HCA serves parent "+v.Parent+" (taken from the only rdma-macvlan CDI spec, "+specHCA+")")
+		v.CDIDevice = rdma.CDIDeviceName(specName)
+		v.Missing = append(v.Missing, "which HCA serves parent "+v.Parent+" (taken from the only rdma-macvlan CDI spec, "+v.CDIDevice+")")
 	case spec != nil:
-		v.CDIDevice = rdma.CDIDeviceName(hca)
+		v.CDIDevice = rdma.CDIDeviceName(specName)
 	}
 	if v.HCA == "" {
 		why := "no parent in the network's options"
@@ -157,6 +167,34 @@ func (s *session) fallback(v *netView, rdmaDevice string) {
 		v.Missing = append(v.Missing, "the RDMA device: "+why)
 	}
 	v.Missing = append(v.Missing, missingReadiness)
+}
+
+// cdiName is the CDI device name of the network's HCA port: the daemon's
+// or a spec's word, else what sysfs says of the port (the HCA's name, or
+// <hca>-p<port> on an HCA with more than one port); "" when the HCA is not
+// known.
+func (v *netView) cdiName() string {
+	if name := rdma.CDINameOf(v.CDIDevice); name != "" {
+		return name
+	}
+	if v.HCA == "" {
+		return ""
+	}
+	if v.sys != nil && v.Port > 0 {
+		if name, err := v.sys.CDIName(v.HCA, v.Port); err == nil {
+			return name
+		}
+	}
+	return v.HCA
+}
+
+// cdiDevice is the fully qualified CDI device of the network's HCA port,
+// as docker run --device takes it; "" when the HCA is not known.
+func (v *netView) cdiDevice() string {
+	if name := v.cdiName(); name != "" {
+		return rdma.CDIDeviceName(name)
+	}
+	return ""
 }
 
 // missingReadiness is what the fallback can never know.
@@ -227,51 +265,45 @@ func (s *session) cdiDirs(b *backend) []string {
 	return out
 }
 
-// findCDISpec reads the rdma-macvlan CDI spec of hca, or when hca is ""
-// the spec of the only HCA that has one. It returns nil without an error
-// when there is none.
-func (s *session) findCDISpec(b *backend, hca string) (*rdma.CDISpec, string, error) {
+// findCDISpec reads the rdma-macvlan CDI spec of the device name, or when
+// name is "" the spec of the only device that has one. It returns nil
+// without an error when there is none.
+func (s *session) findCDISpec(b *backend, name string) (*rdma.CDISpec, string, error) {
 	dirs := s.cdiDirs(b)
-	if hca == "" {
-		found := map[string]string{}
+	if name == "" {
+		found := map[string]bool{}
 		for _, d := range dirs {
-			hcas, _ := rdma.CDISpecHCAs(d)
-			for _, h := range hcas {
-				if _, ok := found[h]; !ok {
-					found[h] = rdma.CDISpecPath(d, h)
-				}
+			names, _ := rdma.CDISpecNames(d)
+			for _, n := range names {
+				found[n] = true
 			}
 		}
 		if len(found) != 1 {
 			return nil, "", nil
 		}
-		for h := range found {
-			hca = h
+		for n := range found {
+			name = n
 		}
 	}
 	for _, d := range dirs {
-		p := rdma.CDISpecPath(d, hca)
-		data, err := os.ReadFile(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
+		spec, ok, err := rdma.ReadCDISpec(d, name)
 		if err != nil {
-			return nil, "", fmt.Errorf("read CDI spec %s: %w", p, err)
+			return nil, "", err
 		}
-		var spec rdma.CDISpec
-		if err := json.Unmarshal(data, &spec); err != nil {
-			return nil, "", fmt.Errorf("decode CDI spec %s: %w", p, err)
+		if ok {
+			return &spec, name, nil
 		}
-		return &spec, hca, nil
 	}
 	return nil, "", nil
 }
 
 // cdiSpecInEngine reports whether the engine resolves the CDI device of
-// hca: it reads CDI specs (Docker >= 25 with CDI on) and one of its spec
-// directories holds the spec. When Docker runs elsewhere the directories
-// cannot be looked at, and the daemon's word (cdiDevice) is taken.
-func (s *session) cdiSpecInEngine(hca, cdiDevice string) (bool, string) {
+// v's HCA port: it reads CDI specs (Docker >= 25 with CDI on) and one of
+// its spec directories holds the spec. When Docker runs elsewhere the
+// directories cannot be looked at, and the daemon's word (v.CDIDevice) is
+// taken.
+func (s *session) cdiSpecInEngine(v *netView) (bool, string) {
+	name := v.cdiName()
 	info, err := s.dockerInfo()
 	if err != nil {
 		return false, "docker info failed: " + err.Error()
@@ -279,19 +311,19 @@ func (s *session) cdiSpecInEngine(hca, cdiDevice string) (bool, string) {
 	if len(info.CDISpecDirs) == 0 {
 		return false, fmt.Sprintf("Docker %s does not resolve CDI devices (needs Docker >= 25 with CDI on; 28.2 and later have it on by default)", info.ServerVersion)
 	}
-	if hca == "" {
+	if name == "" {
 		return false, "the HCA is not known"
 	}
 	if local, _ := s.local(); !local {
-		return cdiDevice != "", "the engine's CDI directories are on another host"
+		return v.CDIDevice != "", "the engine's CDI directories are on another host"
 	}
 	for _, d := range info.CDISpecDirs {
-		if _, err := os.Stat(rdma.CDISpecPath(d, hca)); err == nil {
+		if _, err := os.Stat(rdma.CDISpecPath(d, name)); err == nil {
 			return true, ""
 		}
 	}
 	return false, fmt.Sprintf("no rdma-macvlan CDI spec for %s in the engine's CDI directories (%s); the plugin writes specs to its --cdi-dir (managed plugin: the cdi mount)",
-		hca, strings.Join(info.CDISpecDirs, ", "))
+		rdma.CDIDeviceName(name), strings.Join(info.CDISpecDirs, ", "))
 }
 
 // rdmaNetworks lists Docker's rdma-macvlan networks, inspected, sorted by

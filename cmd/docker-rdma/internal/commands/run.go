@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
-	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
 
 // exitRunFailed is docker run's status when docker itself (not the
@@ -184,13 +183,13 @@ var errNoDevices = errors.New("cannot tell which RDMA devices the network needs"
 func (s *session) addDevices(devs *runflags.Devices, v *netView, mode string) error {
 	useCDI := mode == "cdi"
 	if mode == "" || mode == "auto" {
-		useCDI, _ = s.cdiSpecInEngine(v.HCA, v.CDIDevice)
+		useCDI, _ = s.cdiSpecInEngine(v)
 	}
 	if useCDI {
-		if v.HCA == "" {
+		name := v.cdiDevice()
+		if name == "" {
 			return fmt.Errorf("%w: %s", errNoDevices, strings.Join(v.Missing, "; "))
 		}
-		name := rdma.CDIDeviceName(v.HCA)
 		if !contains(devs.CDI, name) {
 			devs.CDI = append(devs.CDI, name)
 		}

@@ -1,0 +1,266 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+)
+
+// dualPortRoot is a host with one dual-port HCA (mlx4 style): port 1 on
+// eth2, port 2 on eth3, both on one PCI function.
+func dualPortRoot(t *testing.T) string {
+	t.Helper()
+	return buildRoot(t, func(root string) error {
+		pci := rdmatest.MLX5PCIBus + "/0000:04:00.0"
+		for _, err := range []error{
+			rdmatest.AddNetdev(root, rdmatest.NetdevSpec{Name: "eth2", MAC: "00:02:c9:00:00:02", PCIDir: pci, DevPort: 0}),
+			rdmatest.AddNetdev(root, rdmatest.NetdevSpec{Name: "eth3", MAC: "00:02:c9:00:00:03", PCIDir: pci, DevPort: 1}),
+			rdmatest.BuildHCA(root, rdmatest.HCASpec{Name: "mlx4_0", PCIDir: pci, Driver: "mlx4_core",
+				Ports: []rdmatest.PortSpec{{Port: 1, TableSize: 128}, {Port: 2, TableSize: 128}}}),
+			rdmatest.WriteCommon(root, rdmatest.Common{RdmaCM: "10:57"}),
+		} {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func readSpec(t *testing.T, dir, name string) (rdma.CDISpec, []byte) {
+	t.Helper()
+	spec, ok, err := rdma.ReadCDISpec(dir, name)
+	if err != nil || !ok {
+		t.Fatalf("spec %s: ok %v, %v", name, ok, err)
+	}
+	data, err := os.ReadFile(rdma.CDISpecPath(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec, data
+}
+
+// Two networks on the two ports of one HCA get one CDI device each, with
+// their own port's environment, the same across restarts whatever the map
+// order; deleting one network removes only its port's spec.
+func TestCDIPerPortOfDualPortHCA(t *testing.T) {
+	links := drivertest.NewLinks("eth2", "eth3")
+	dir := t.TempDir()
+	root := dualPortRoot(t)
+	d := newTestDriverAt(t, links, dir, root)
+	// Several networks per port: a restart meets them in map order.
+	for i := range 8 {
+		parent := []string{"eth2", "eth3"}[i%2]
+		if err := d.CreateNetwork(netReq(fmt.Sprintf("n%d", i), "parent", parent)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names, err := rdma.CDISpecNames(d.cdiDir)
+	if err != nil || !slices.Equal(names, []string{"mlx4_0-p1", "mlx4_0-p2"}) {
+		t.Fatalf("specs %v (%v), want one per port: mlx4_0-p1, mlx4_0-p2", names, err)
+	}
+	first := map[string][]byte{}
+	for port, netdev := range map[int]string{1: "eth2", 2: "eth3"} {
+		name := fmt.Sprintf("mlx4_0-p%d", port)
+		spec, data := readSpec(t, d.cdiDir, name)
+		first[name] = data
+		env := spec.Devices[0].ContainerEdits.Env
+		for _, want := range []string{fmt.Sprintf("NCCL_IB_HCA==mlx4_0:%d", port), fmt.Sprintf("UCX_NET_DEVICES=mlx4_0:%d", port), "RDMA_MACVLAN_NETDEV=" + netdev} {
+			if !slices.Contains(env, want) {
+				t.Errorf("%s: env %v lacks %s", name, env, want)
+			}
+		}
+		if spec.Devices[0].Name != name || spec.Owner() != d.owner {
+			t.Errorf("%s: device %q, owner %q; want %q, %q", name, spec.Devices[0].Name, spec.Owner(), name, d.owner)
+		}
+	}
+	for _, n := range d.Status().Networks {
+		want := "rdma-macvlan/hca=mlx4_0-p" + fmt.Sprint(n.Port)
+		if n.CDIDevice != want {
+			t.Errorf("network %s on port %d: cdi_device %q, want %q", n.ID, n.Port, n.CDIDevice, want)
+		}
+	}
+	for range 5 {
+		d.Close()
+		for name := range first {
+			if err := os.Remove(rdma.CDISpecPath(d.cdiDir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d = newTestDriverAt(t, links, dir, root)
+		for name, want := range first {
+			if _, got := readSpec(t, d.cdiDir, name); string(got) != string(want) {
+				t.Fatalf("spec %s after a restart:\n%s\nwant\n%s", name, got, want)
+			}
+		}
+	}
+	for i := 0; i < 8; i += 2 {
+		if err := d.DeleteNetwork(fmt.Sprintf("n%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if names, _ := rdma.CDISpecNames(d.cdiDir); !slices.Equal(names, []string{"mlx4_0-p2"}) {
+		t.Fatalf("specs after the port 1 networks went: %v, want mlx4_0-p2 only", names)
+	}
+}
+
+// A record and a spec of the version that named CDI devices per HCA: the
+// record gets the per-port name at start, the old spec (no owner mark) is
+// adopted and, unused, removed.
+func TestCDIUpgradeFromPerHCANames(t *testing.T) {
+	links := drivertest.NewLinks("eth2", "eth3")
+	dir := t.TempDir()
+	root := dualPortRoot(t)
+	d := newTestDriverAt(t, links, dir, root)
+	if err := d.CreateNetwork(netReq("n1", "parent", "eth3")); err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	n := d.networks["n1"]
+	n.RDMA.CDIName = "" // as an older version wrote it
+	err := d.store.saveNetwork(n)
+	d.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if err := os.Remove(rdma.CDISpecPath(d.cdiDir, "mlx4_0-p2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rdma.WriteCDISpec(d.cdiDir, rdma.CDIDevice{HCA: "mlx4_0", Port: 2, Nodes: []rdma.DeviceNode{{Path: "/dev/infiniband/uverbs0", Major: 231, Minor: 192}}}); err != nil {
+		t.Fatal(err)
+	}
+	d = newTestDriverAt(t, links, dir, root)
+	if names, _ := rdma.CDISpecNames(d.cdiDir); !slices.Equal(names, []string{"mlx4_0-p2"}) {
+		t.Fatalf("specs after the upgrade: %v, want mlx4_0-p2 only", names)
+	}
+	if st := d.Status().Networks[0]; st.CDIDevice != "rdma-macvlan/hca=mlx4_0-p2" {
+		t.Fatalf("cdi_device %q", st.CDIDevice)
+	}
+}
+
+// The ownership rule for CDI specs: a spec with another instance's mark is
+// never replaced nor removed; a network that needs its name is refused with
+// an error that names the file and the fix.
+func TestCDISpecOfAnotherInstance(t *testing.T) {
+	links := drivertest.NewLinks("p0")
+	dir := t.TempDir()
+	root := mlx5Root(t, rdmatest.MLX5Options{})
+	d := newTestDriverAt(t, links, dir, root)
+	other := "rdma-macvlan 00000000000000ff"
+	plant := func(name string) []byte {
+		t.Helper()
+		if _, err := rdma.WriteCDISpec(d.cdiDir, rdma.CDIDevice{HCA: name, Port: 1, Owner: other,
+			Nodes: []rdma.DeviceNode{{Path: "/dev/infiniband/uverbs7", Major: 231, Minor: 199}}}); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(rdma.CDISpecPath(d.cdiDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	theirs := plant("mlx5_0")
+	err := d.CreateNetwork(netReq("n1", "parent", "p0"))
+	var conflict *ConflictError
+	if !errors.As(err, &conflict) || !strings.Contains(err.Error(), rdma.CDISpecPath(d.cdiDir, "mlx5_0")) || !strings.Contains(err.Error(), other) {
+		t.Fatalf("CreateNetwork over another instance's spec: %v; want a conflict naming the file and its owner", err)
+	}
+	if data, _ := os.ReadFile(rdma.CDISpecPath(d.cdiDir, "mlx5_0")); string(data) != string(theirs) {
+		t.Fatal("another instance's spec was replaced")
+	}
+	if len(d.Status().Networks) != 0 {
+		t.Fatal("network recorded despite the conflict")
+	}
+
+	// Unused specs of another instance survive a start; ours go.
+	unused := plant("mlx5_9")
+	if _, err := rdma.WriteCDISpec(d.cdiDir, rdma.CDIDevice{HCA: "mlx5_8", Port: 1, Owner: d.owner,
+		Nodes: []rdma.DeviceNode{{Path: "/dev/infiniband/uverbs8", Major: 231, Minor: 200}}}); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	d = newTestDriverAt(t, links, dir, root)
+	if data, err := os.ReadFile(rdma.CDISpecPath(d.cdiDir, "mlx5_9")); err != nil || string(data) != string(unused) {
+		t.Fatalf("another instance's unused spec removed or changed at start (%v)", err)
+	}
+	if _, err := os.Stat(rdma.CDISpecPath(d.cdiDir, "mlx5_8")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("this instance's unused spec not removed at start")
+	}
+}
+
+// The ownership rule for container links: CreateEndpoint deletes a link of
+// the name it needs only if this instance made it (a crash left it);
+// any other link of that name is a conflict and stays. DeleteEndpoint
+// leaves a link of the endpoint's name that is not ours.
+func TestCreateEndpointLinkOwnership(t *testing.T) {
+	links := drivertest.NewLinks("p0")
+	d := newTestDriver(t, links, t.TempDir())
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		link     func(ifname string) netns.Link
+		conflict bool
+	}{
+		{"ours, left by a crash", func(n string) netns.Link { return drivertest.MacvlanOf(links, n, "p0", d.owner) }, false},
+		{"macvlan of another instance", func(n string) netns.Link {
+			return drivertest.MacvlanOf(links, n, "p0", "rdma-macvlan 00000000000000ff")
+		}, true},
+		{"macvlan without a mark", func(n string) netns.Link { return drivertest.MacvlanOf(links, n, "p0", "") }, true},
+		{"a dummy with our mark", func(n string) netns.Link {
+			return netns.Link{Name: n, Kind: "dummy", EncapType: "ether", MTU: 1500, Alias: d.owner}
+		}, true},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			eid := fmt.Sprintf("e%d%s", i, strings.Repeat("0", 62))
+			ifname := LinkName(eid)
+			planted := links.Add(c.link(ifname))
+			_, err := d.CreateEndpoint(ep("n1", eid, "10.5.0.2/24"))
+			got, lerr := links.LinkByName(ifname)
+			if !c.conflict {
+				if err != nil || lerr != nil || got.Index == planted.Index {
+					t.Fatalf("stale link of ours not replaced: err %v, link %+v (%v)", err, got, lerr)
+				}
+				return
+			}
+			var conflict *ConflictError
+			if !errors.As(err, &conflict) || !strings.Contains(err.Error(), ifname) || !strings.Contains(err.Error(), "ip link del "+ifname) {
+				t.Fatalf("CreateEndpoint over %s: %v; want a conflict naming the link and the fix", c.name, err)
+			}
+			if lerr != nil || got.Index != planted.Index {
+				t.Fatalf("the link that is not ours was deleted or replaced: %+v (%v)", got, lerr)
+			}
+			if err := links.DeleteLink(ifname); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+
+	// DeleteEndpoint: the endpoint's link replaced by someone else's.
+	eid := "f" + strings.Repeat("0", 63)
+	if _, err := d.CreateEndpoint(ep("n1", eid, "10.5.0.3/24")); err != nil {
+		t.Fatal(err)
+	}
+	ifname := LinkName(eid)
+	if err := links.DeleteLink(ifname); err != nil {
+		t.Fatal(err)
+	}
+	links.Add(drivertest.MacvlanOf(links, ifname, "p0", "someone else"))
+	if err := d.DeleteEndpoint("n1", eid); err != nil {
+		t.Fatal(err)
+	}
+	if !links.Has(ifname) {
+		t.Fatal("DeleteEndpoint deleted a link another owner put under the endpoint's name")
+	}
+}
