@@ -94,6 +94,8 @@ type Driver struct {
 	pollers   map[portKey]*portPoller // one per port with watches; guarded by mu
 	pollWG    sync.WaitGroup          // the running pollers
 	closing   chan struct{}           // closed by Close: pollers stop
+	stopping  chan struct{}           // closed by Stopping: strict waits end
+	stopOnce  sync.Once
 
 	// lastCollect is when collectGone last read other namespaces (guarded
 	// by mu); a full table looks again only collectEvery later.
@@ -159,6 +161,7 @@ func New(cfg Config) (*Driver, error) {
 		watches:     make(map[string]*gidWatch),
 		pollers:     make(map[portKey]*portPoller),
 		closing:     make(chan struct{}),
+		stopping:    make(chan struct{}),
 
 		collectEvery: defaultCollectEvery,
 	}
@@ -185,6 +188,16 @@ func (d *Driver) Close() {
 	d.mu.Unlock()
 	d.stopWatches()
 	d.store.close()
+}
+
+// Stopping ends every gid_check=strict wait in progress with an error that
+// says the daemon is stopping, so that the calls in progress finish at once.
+// The engine kills a managed plugin 10 s after SIGTERM, no longer than one
+// strict wait may take (DefaultGIDTimeout), so the server calls this before
+// it waits for the calls in progress. The GID watches themselves go on until
+// Close, and resume at the next start.
+func (d *Driver) Stopping() {
+	d.stopOnce.Do(func() { close(d.stopping) })
 }
 
 func (d *Driver) logFor(op string, fields logrus.Fields) *logrus.Entry {

@@ -477,7 +477,12 @@ func (d *Driver) ProgramExternalConnectivity(nid, eid string) error {
 	n.strictNote = "" // this engine asks once the addresses are set (one upgraded to 28+, say)
 	d.mu.Unlock()
 	if w != nil {
-		<-w.done // bounded by the watch's deadline
+		select {
+		case <-w.done: // bounded by the watch's deadline
+		case <-d.stopping:
+			return fmt.Errorf("rdma-macvlan is stopping (plugin disabled, upgraded or restarted) before the container's GID entries appeared, and network %s has gid_check=strict: start the container again once the plugin is enabled",
+				ShortID(nid))
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

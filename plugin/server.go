@@ -34,6 +34,11 @@ const (
 	maxBodyBytes = 1 << 20
 	// readyWait bounds how long a request waits for start-up to finish.
 	readyWait = 60 * time.Second
+	// shutdownWait bounds how long a stopping server waits for the calls in
+	// progress; the engine kills a managed plugin 10 s after SIGTERM.
+	// gid_check=strict waits, which may take longer, are ended first (see
+	// driver.Stopping).
+	shutdownWait = 5 * time.Second
 )
 
 // Server serves the remote driver protocol. It can accept connections before
@@ -128,7 +133,14 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Strict GID waits may last longer than the engine lets a stopping
+	// plugin live: end them with an answer that says why.
+	select {
+	case <-s.ready:
+		s.drv.Stopping()
+	default:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("stop serving: %w", err)
