@@ -21,8 +21,9 @@ type Links interface {
 	LinkByIndex(idx int) (netns.Link, error)
 	Links() ([]netns.Link, error)
 	CreateMacvlan(spec netns.MacvlanSpec) (netns.Link, error)
-	CreateVLAN(name, lower string, id int) (netns.Link, error)
+	CreateVLAN(name, lower string, id int, alias string) (netns.Link, error)
 	DeleteLink(name string) error
+	SetAlias(name, alias string) error
 	// PeerLinks lists the links with ifalias alias in the other network
 	// namespaces that have an ID in this one: where containers' links are.
 	PeerLinks(alias string) ([]netns.Link, error)
@@ -165,12 +166,16 @@ func New(cfg Config) (*Driver, error) {
 
 		collectEvery: defaultCollectEvery,
 	}
-	id, err := st.instanceID()
+	id, recovered, err := st.instanceID(func() string { return recoverInstanceID(st, cfg.Links, log.WithField("op", "restore")) })
 	if err != nil {
 		st.close()
 		return nil, err
 	}
-	d.owner = "rdma-macvlan " + id
+	d.owner = ownerMark(id)
+	if recovered {
+		log.WithFields(logrus.Fields{"state_dir": cfg.StateDir, "instance": id}).
+			Warn("instance ID file was missing or unusable: took the ID back from the links this state directory's records name, and wrote it again")
+	}
 	if err := d.restore(); err != nil {
 		st.close()
 		return nil, err

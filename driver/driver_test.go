@@ -97,7 +97,7 @@ func TestVLANOwnership(t *testing.T) {
 	}
 
 	// Pre-existing VLANs are never deleted.
-	if _, err := links.CreateVLAN("p0.20", "p0", 20); err != nil {
+	if _, err := links.CreateVLAN("p0.20", "p0", 20, ""); err != nil {
 		t.Fatal(err)
 	}
 	must(d.CreateNetwork(netReq("n3", "parent", "p0.20")))
@@ -109,7 +109,7 @@ func TestVLANOwnership(t *testing.T) {
 	// A VLAN replaced by something else under the same name is left alone.
 	must(d.CreateNetwork(netReq("n4", "parent", "p0.30")))
 	must(links.DeleteLink("p0.30"))
-	if _, err := links.CreateVLAN("p0.30", "p0", 31); err != nil {
+	if _, err := links.CreateVLAN("p0.30", "p0", 31, ""); err != nil {
 		t.Fatal(err)
 	}
 	must(d.DeleteNetwork("n4"))
@@ -125,7 +125,7 @@ func TestVLANRestoredAtStart(t *testing.T) {
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0.10")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := links.CreateVLAN("p0.11", "p0", 11); err != nil {
+	if _, err := links.CreateVLAN("p0.11", "p0", 11, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.CreateNetwork(netReq("n2", "parent", "p0.11")); err != nil {

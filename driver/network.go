@@ -190,7 +190,9 @@ func (d *Driver) planParent(name string) (parentPlan, error) {
 		}
 		plan := parentPlan{mtu: link.MTU, mtuOf: name}
 		if link.Kind == "vlan" {
-			plan.vlan = &VLAN{ID: link.VLANID, Created: d.ownsVLAN(name)}
+			// Ours when it carries our mark (a crash after creating it
+			// lost the network's record) or another network shares it.
+			plan.vlan = &VLAN{ID: link.VLANID, Created: link.Alias == d.owner || d.ownsVLAN(name)}
 			if lower, err := d.links.LinkByIndex(link.ParentIndex); err == nil {
 				plan.vlan.Lower = lower.Name
 			}
@@ -229,7 +231,7 @@ func (d *Driver) planParent(name string) (parentPlan, error) {
 
 // createVLAN creates the VLAN sub-interface name for v.
 func (d *Driver) createVLAN(name string, v *VLAN) error {
-	_, err := d.links.CreateVLAN(name, v.Lower, v.ID)
+	_, err := d.links.CreateVLAN(name, v.Lower, v.ID, d.owner)
 	if errors.Is(err, unix.EOPNOTSUPP) {
 		return fmt.Errorf("create VLAN sub-interface %s: this kernel has no 802.1Q VLAN support (CONFIG_VLAN_8021Q): load it (modprobe 8021q), or create the VLAN yourself and pass it as parent: %w", name, err)
 	}
@@ -316,7 +318,7 @@ func (d *Driver) parentUsedByOthers(n *Network) bool {
 }
 
 // deleteOwnedVLAN deletes n's VLAN sub-interface if it is still the one the
-// driver made (same kind and VLAN id).
+// driver made: a VLAN with the same id and this instance's mark.
 func (d *Driver) deleteOwnedVLAN(n *Network) error {
 	l, err := d.links.LinkByName(n.Parent)
 	if errors.Is(err, netns.ErrLinkNotFound) {
@@ -325,9 +327,9 @@ func (d *Driver) deleteOwnedVLAN(n *Network) error {
 	if err != nil {
 		return fmt.Errorf("look up vlan sub-interface %s: %w", n.Parent, err)
 	}
-	if l.Kind != "vlan" || l.VLANID != n.VLAN.ID {
-		d.log.WithFields(logrus.Fields{"op": "DeleteNetwork", "parent": n.Parent, "kind": l.Kind}).
-			Warn("parent is no longer the vlan sub-interface rdma-macvlan created; leaving it")
+	if l.Kind != "vlan" || l.VLANID != n.VLAN.ID || l.Alias != d.owner {
+		d.log.WithFields(logrus.Fields{"op": "DeleteNetwork", "parent": n.Parent, "kind": l.Kind, "ifalias": l.Alias}).
+			Warn("parent is no longer the vlan sub-interface this rdma-macvlan instance created; leaving it")
 		return nil
 	}
 	if err := d.links.DeleteLink(n.Parent); err != nil {

@@ -264,3 +264,150 @@ func TestCreateEndpointLinkOwnership(t *testing.T) {
 		t.Fatal("DeleteEndpoint deleted a link another owner put under the endpoint's name")
 	}
 }
+
+// The ownership rule for VLAN sub-interfaces: the driver marks the ones it
+// creates, deletes only marked ones (with their last network, or at start
+// when no record names them: a crash lost the record), adopts the ones its
+// records say it made before the mark, and never deletes another owner's.
+func TestVLANOwnerMark(t *testing.T) {
+	links := drivertest.NewLinks("p0")
+	dir := t.TempDir()
+	d := newTestDriver(t, links, dir)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	alias := func(name string) string {
+		l, err := links.LinkByName(name)
+		must(err)
+		return l.Alias
+	}
+	must(d.CreateNetwork(netReq("n1", "parent", "p0.10")))
+	if got := alias("p0.10"); got != d.owner {
+		t.Fatalf("created vlan has ifalias %q, want %q", got, d.owner)
+	}
+
+	// Ours without a record (a crash after creating it): taken as ours by
+	// the network that asks for it, and deleted with it.
+	_, err := links.CreateVLAN("p0.11", "p0", 11, d.owner)
+	must(err)
+	must(d.CreateNetwork(netReq("n2", "parent", "p0.11")))
+	must(d.DeleteNetwork("n2"))
+	if links.Has("p0.11") {
+		t.Fatal("a vlan with this instance's mark was left after its network")
+	}
+
+	// Another instance's: used, never deleted.
+	other := "rdma-macvlan 00000000000000ff"
+	_, err = links.CreateVLAN("p0.12", "p0", 12, other)
+	must(err)
+	must(d.CreateNetwork(netReq("n3", "parent", "p0.12")))
+	must(d.DeleteNetwork("n3"))
+	if !links.Has("p0.12") {
+		t.Fatal("deleted another instance's vlan")
+	}
+
+	// Ours replaced by an unmarked one with the same id: left alone.
+	must(d.CreateNetwork(netReq("n4", "parent", "p0.13")))
+	must(links.DeleteLink("p0.13"))
+	_, err = links.CreateVLAN("p0.13", "p0", 13, "")
+	must(err)
+	must(d.DeleteNetwork("n4"))
+	if !links.Has("p0.13") {
+		t.Fatal("deleted an unmarked vlan that replaced ours")
+	}
+
+	// At start: an orphan of ours is swept, another owner's and an
+	// unmarked one stay; one the records say we made before the mark is
+	// marked, then deleted with its network.
+	_, err = links.CreateVLAN("p0.14", "p0", 14, d.owner)
+	must(err)
+	must(d.CreateNetwork(netReq("n5", "parent", "p0.15")))
+	// A VLAN whose network record is lost but whose endpoint's is not:
+	// the endpoint's link hangs off it.
+	must(d.CreateNetwork(netReq("n6", "parent", "p0.16")))
+	_, err = d.CreateEndpoint(ep("n6", "e6", "10.5.0.6/24"))
+	must(err)
+	d.Close()
+	must(os.Remove(d.store.networkPath("n6")))
+	must(links.SetAlias("p0.15", ""))
+	d = newTestDriverAt(t, links, dir, d.root)
+	if links.Has("p0.14") {
+		t.Fatal("orphan vlan of this instance not swept at start")
+	}
+	for _, name := range []string{"p0.10", "p0.12", "p0.13", "p0.16"} {
+		if !links.Has(name) {
+			t.Fatalf("vlan %s swept at start", name)
+		}
+	}
+	if got := alias("p0.15"); got != d.owner {
+		t.Fatalf("recorded vlan made before the mark has ifalias %q after start, want %q", got, d.owner)
+	}
+	must(d.DeleteNetwork("n5"))
+	if links.Has("p0.15") {
+		t.Fatal("adopted vlan left after its network")
+	}
+}
+
+// A lost or damaged instance file does not make the instance a stranger to
+// its own links: the ID comes back from the links its records name.
+func TestInstanceIDRecoveredFromLinks(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		harm func(path string) error
+	}{
+		{"missing", os.Remove},
+		{"garbage", func(p string) error { return os.WriteFile(p, []byte("not an id!\n"), 0o600) }},
+		{"empty", func(p string) error { return os.WriteFile(p, nil, 0o600) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			links := drivertest.NewLinks("p0")
+			dir := t.TempDir()
+			d := newTestDriver(t, links, dir)
+			if err := d.CreateNetwork(netReq("n1", "parent", "p0.10")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.CreateEndpoint(ep("n1", "e1", "10.5.0.2/24")); err != nil {
+				t.Fatal(err)
+			}
+			owner := d.owner
+			// An orphan of this instance that the next start must sweep.
+			links.Add(drivertest.MacvlanOf(links, LinkName("e9"), "p0.10", owner))
+			d.Close()
+			if err := c.harm(dir + "/instance"); err != nil {
+				t.Fatal(err)
+			}
+			d = newTestDriverAt(t, links, dir, d.root)
+			if d.owner != owner {
+				t.Fatalf("owner after the instance file went %s: %q, want %q", c.name, d.owner, owner)
+			}
+			if data, err := os.ReadFile(dir + "/instance"); err != nil || "rdma-macvlan "+strings.TrimSpace(string(data)) != owner {
+				t.Fatalf("instance file not written back: %q %v", data, err)
+			}
+			if links.Has(LinkName("e9")) {
+				t.Fatal("orphan of the recovered instance not swept")
+			}
+			if err := d.DeleteNetwork("n1"); err != nil {
+				t.Fatal(err)
+			}
+			if links.Has(LinkName("e1")) || links.Has("p0.10") {
+				t.Fatalf("links of the recovered instance left: %v", links.Names())
+			}
+		})
+	}
+
+	// Nothing to recover from: a new ID.
+	links := drivertest.NewLinks("p0")
+	dir := t.TempDir()
+	d := newTestDriver(t, links, dir)
+	owner := d.owner
+	d.Close()
+	if err := os.Remove(dir + "/instance"); err != nil {
+		t.Fatal(err)
+	}
+	if d = newTestDriverAt(t, links, dir, d.root); d.owner == owner || !strings.HasPrefix(d.owner, "rdma-macvlan ") {
+		t.Fatalf("owner %q with nothing to recover from (was %q)", d.owner, owner)
+	}
+}

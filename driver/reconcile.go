@@ -19,6 +19,51 @@ import (
 // deleted. Objects of the one release before the mark (VLAN sub-interfaces
 // its records say it created, CDI specs) carry no mark and are adopted.
 
+// ownerMark is the mark of the instance with ID id.
+func ownerMark(id string) string { return "rdma-macvlan " + id }
+
+// recoverInstanceID finds the ID of a state directory whose instance file
+// is lost, from the marks of the links its records name in the host
+// namespace: container links not in a container and the VLAN
+// sub-interfaces its networks made. It returns "" when the records name
+// no such link, or links with different marks. Without it, a lost file
+// would give a new ID, and the instance would no longer own its links.
+func recoverInstanceID(st *store, links Links, log *logrus.Entry) string {
+	nets, eps, problems, err := st.load()
+	// Set aside here, so restore would not see them again.
+	for _, p := range problems {
+		log.WithError(p.Err).WithField("file", p.Path).Error("state file unusable; set aside, the objects in it are forgotten")
+	}
+	if err != nil || len(nets)+len(eps) == 0 {
+		return ""
+	}
+	named := map[string]bool{}
+	for _, e := range eps {
+		named[e.Ifname] = true
+	}
+	for _, n := range nets {
+		if n.VLAN != nil && n.VLAN.Created {
+			named[n.Parent] = true
+		}
+	}
+	all, err := links.Links()
+	if err != nil {
+		return ""
+	}
+	found := ""
+	for _, l := range all {
+		id, ok := strings.CutPrefix(l.Alias, ownerMark(""))
+		if !named[l.Name] || !ok || !idRE.MatchString(id) {
+			continue
+		}
+		if found != "" && found != id {
+			return ""
+		}
+		found = id
+	}
+	return found
+}
+
 // clearStaleLink makes way for a new container link called name: a link of
 // that name this instance made (a crash left it) is deleted; any other is a
 // conflict.
@@ -123,13 +168,19 @@ func (d *Driver) deleteUnjoined(ids []string) {
 }
 
 // restoreVLAN re-creates a VLAN sub-interface the driver owns that is
-// missing (after a reboot, say).
+// missing (after a reboot, say), and marks one made before the mark.
 func (d *Driver) restoreVLAN(n *Network, log *logrus.Entry) {
-	_, err := d.links.LinkByName(n.Parent)
+	l, err := d.links.LinkByName(n.Parent)
+	log = log.WithFields(logrus.Fields{"nid": ShortID(n.ID), "parent": n.Parent})
 	if err == nil {
+		if l.Kind == "vlan" && l.VLANID == n.VLAN.ID && l.Alias == "" {
+			// Made by the release before the mark: the record says ours.
+			if err := d.links.SetAlias(n.Parent, d.owner); err != nil {
+				log.WithError(err).Warn("could not mark the vlan sub-interface as this instance's; it stays when its networks go")
+			}
+		}
 		return
 	}
-	log = log.WithFields(logrus.Fields{"nid": ShortID(n.ID), "parent": n.Parent})
 	if !errors.Is(err, netns.ErrLinkNotFound) {
 		log.WithError(err).Warn("could not look up vlan sub-interface")
 		return
@@ -139,11 +190,12 @@ func (d *Driver) restoreVLAN(n *Network, log *logrus.Entry) {
 	}
 }
 
-// sweepOrphans deletes macvlan links in the host namespace that this
-// instance made (its name prefix and its ifalias) but that belong to no known
-// endpoint: left by a crash between creating a link and recording it. Links
-// of another instance on the same host (another state directory) are not
-// touched.
+// sweepOrphans deletes links in the host namespace that this instance made
+// (its ifalias) but that no record names: macvlans with its name prefix that
+// belong to no known endpoint, and VLAN sub-interfaces that are no
+// network's parent, left by a crash between creating a link and recording
+// it. Links of another instance on the same host (another state directory)
+// are not touched.
 func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
 	links, err := d.links.Links()
 	if err != nil {
@@ -152,10 +204,16 @@ func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
 	owned := make(map[string]bool, len(d.endpoints))
 	for _, e := range d.endpoints {
 		owned[e.Ifname] = true
+		owned[e.Parent] = true
+	}
+	for _, n := range d.networks {
+		owned[n.Parent] = true
 	}
 	n := 0
 	for _, l := range links {
-		if l.Kind != "macvlan" || !strings.HasPrefix(l.Name, LinkPrefix) || l.Alias != d.owner || owned[l.Name] {
+		ours := l.Alias == d.owner && !owned[l.Name] &&
+			(l.Kind == "macvlan" && strings.HasPrefix(l.Name, LinkPrefix) || l.Kind == "vlan")
+		if !ours {
 			continue
 		}
 		if err := d.links.DeleteLink(l.Name); err != nil {

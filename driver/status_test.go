@@ -20,7 +20,7 @@ func TestStatusConvertsRecords(t *testing.T) {
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0.10", "gid_check", "strict")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := links.CreateVLAN("p0.20", "p0", 20); err != nil {
+	if _, err := links.CreateVLAN("p0.20", "p0", 20, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.CreateNetwork(netReq("n2", "parent", "p0.20")); err != nil {

@@ -187,36 +187,45 @@ func fileKind(m fs.FileMode) string {
 // use. Links carry it (as their ifalias) so that a daemon only ever sweeps
 // links it made, never those of another instance on the same host. The
 // file is read only if it is a regular file (a link to another instance's
-// file would make this daemon sweep that instance's links).
-func (s *store) instanceID() (string, error) {
+// file would make this daemon sweep that instance's links). It is written
+// atomically (never torn). When it is missing or unusable, recover is asked
+// for the ID this directory's records say their links carry (the file was
+// lost, not never written); a new ID is made only when it finds none.
+func (s *store) instanceID(recover func() string) (id string, recovered bool, err error) {
 	path := filepath.Join(s.dir, "instance")
 	data, err := readStateFile(path, maxInstanceBytes)
 	var bad *stateFileError
 	switch {
 	case err == nil:
 		if id := strings.TrimSpace(string(data)); idRE.MatchString(id) {
-			return id, nil
+			return id, false, nil
 		}
 	case errors.As(err, &bad) && bad.tooLarge:
 		// A regular file too long to be ours: replaced like one with
 		// garbage in it.
 	case errors.Is(err, fs.ErrNotExist):
 	default:
-		return "", err
+		return "", false, err
 	}
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("make instance ID: %w", err)
+	if recover != nil {
+		id = recover()
 	}
-	id := hex.EncodeToString(b[:])
+	recovered = id != ""
+	if !recovered {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", false, fmt.Errorf("make instance ID: %w", err)
+		}
+		id = hex.EncodeToString(b[:])
+	}
 	if err := atomicfile.Write(path, []byte(id+"\n"), 0o600, nil); err != nil {
 		var nd *atomicfile.NotDurableError
 		if !errors.As(err, &nd) {
-			return "", err
+			return "", false, err
 		}
 		s.notDurable(err)
 	}
-	return id, nil
+	return id, recovered, nil
 }
 
 func (s *store) close() {

@@ -176,9 +176,10 @@ func (h *Handle) CreateMacvlan(spec MacvlanSpec) (Link, error) {
 	return toLink(l), nil
 }
 
-// CreateVLAN adds the 802.1Q sub-interface name with id on lower and brings it up.
-// Equivalent to: ip link add link $lower name $name type vlan id $id && ip link set $name up
-func (h *Handle) CreateVLAN(name, lower string, id int) (Link, error) {
+// CreateVLAN adds the 802.1Q sub-interface name with id on lower, sets its
+// ifalias to alias (unless "") and brings it up.
+// Equivalent to: ip link add link $lower name $name type vlan id $id && ip link set $name alias $alias up
+func (h *Handle) CreateVLAN(name, lower string, id int, alias string) (Link, error) {
 	low, err := h.nl.LinkByName(lower)
 	if err != nil {
 		if isNotFound(err) {
@@ -194,6 +195,11 @@ func (h *Handle) CreateVLAN(name, lower string, id int) (Link, error) {
 		return Link{}, fmt.Errorf("create vlan %s (id %d) on %s: %w", name, id, lower, err)
 	}
 	l, err := h.nl.LinkByName(name)
+	if err == nil && alias != "" {
+		if err = h.nl.LinkSetAlias(l, alias); err == nil {
+			l.Attrs().Alias = alias
+		}
+	}
 	if err == nil {
 		err = h.nl.LinkSetUp(l)
 	}
@@ -202,6 +208,22 @@ func (h *Handle) CreateVLAN(name, lower string, id int) (Link, error) {
 		return Link{}, fmt.Errorf("bring up vlan %s: %w", name, err)
 	}
 	return toLink(l), nil
+}
+
+// SetAlias sets the ifalias of the link called name.
+// Equivalent to: ip link set dev $name alias $alias
+func (h *Handle) SetAlias(name, alias string) error {
+	l, err := h.nl.LinkByName(name)
+	if err != nil {
+		if isNotFound(err) {
+			return fmt.Errorf("set alias of %s: %w", name, ErrLinkNotFound)
+		}
+		return fmt.Errorf("look up link %q: %w", name, err)
+	}
+	if err := h.nl.LinkSetAlias(l, alias); err != nil {
+		return fmt.Errorf("set alias of %s: %w", name, err)
+	}
+	return nil
 }
 
 // DeleteLink removes the link called name. A missing link is not an error:

@@ -285,7 +285,7 @@ func TestPrivilegedSetUpAndDeleteLink(t *testing.T) {
 func TestPrivilegedCreateVLAN(t *testing.T) {
 	h := sandbox(t)
 	p0 := mustLink(t, h, "p0")
-	v, err := h.CreateVLAN("p0.42", "p0", 42)
+	v, err := h.CreateVLAN("p0.42", "p0", 42, "rdma-macvlan test")
 	if errors.Is(err, unix.EOPNOTSUPP) {
 		t.Skip("SKIP: this kernel has no 802.1Q VLAN support (CONFIG_VLAN_8021Q); the kernel test's VM covers VLANs")
 	}
@@ -293,11 +293,11 @@ func TestPrivilegedCreateVLAN(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, l := range []netns.Link{v, mustLink(t, h, "p0.42")} {
-		if l.Kind != "vlan" || l.VLANID != 42 || l.ParentIndex != p0.Index || !l.Up {
-			t.Errorf("%+v, want VLAN 42 on p0 (index %d), up", l, p0.Index)
+		if l.Kind != "vlan" || l.VLANID != 42 || l.ParentIndex != p0.Index || !l.Up || l.Alias != "rdma-macvlan test" {
+			t.Errorf("%+v, want VLAN 42 on p0 (index %d), up, ifalias \"rdma-macvlan test\"", l, p0.Index)
 		}
 	}
-	if _, err := h.CreateVLAN("nope.1", "nope", 1); !errors.Is(err, netns.ErrLinkNotFound) {
+	if _, err := h.CreateVLAN("nope.1", "nope", 1, ""); !errors.Is(err, netns.ErrLinkNotFound) {
 		t.Errorf("missing lower link: %v, want ErrLinkNotFound", err)
 	}
 }

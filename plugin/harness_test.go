@@ -237,7 +237,7 @@ func id(prefix string) string {
 // logic is also covered by the driver package's tests on a fake link table).
 func (e *env) requireVLAN() {
 	e.t.Helper()
-	_, err := e.host.CreateVLAN("vlanprobe", "p0", 4000)
+	_, err := e.host.CreateVLAN("vlanprobe", "p0", 4000, "")
 	if errors.Is(err, unix.EOPNOTSUPP) {
 		e.t.Skip("kernel has no 802.1Q VLAN support (CONFIG_VLAN_8021Q)")
 	}

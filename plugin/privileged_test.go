@@ -177,7 +177,7 @@ func TestPrivilegedVLANLifecycle(t *testing.T) {
 	}
 
 	// A VLAN that existed before is never deleted.
-	if _, err := e.host.CreateVLAN("p0.43", "p0", 43); err != nil {
+	if _, err := e.host.CreateVLAN("p0.43", "p0", 43, ""); err != nil {
 		t.Fatal(err)
 	}
 	e.must(e.createNetwork(n3, map[string]string{"parent": "p0.43"}))

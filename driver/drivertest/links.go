@@ -162,7 +162,7 @@ func (f *Links) CreateMacvlan(s netns.MacvlanSpec) (netns.Link, error) {
 }
 
 // CreateVLAN implements driver.Links.
-func (f *Links) CreateVLAN(name, lower string, id int) (netns.Link, error) {
+func (f *Links) CreateVLAN(name, lower string, id int, alias string) (netns.Link, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.NoVLAN {
@@ -175,7 +175,20 @@ func (f *Links) CreateVLAN(name, lower string, id int) (netns.Link, error) {
 	if _, ok := f.links[name]; ok {
 		return netns.Link{}, fmt.Errorf("create vlan %s: %w", name, unix.EEXIST)
 	}
-	return f.addLocked(netns.Link{Name: name, Kind: "vlan", EncapType: "ether", MTU: p.MTU, ParentIndex: p.Index, VLANID: id, Up: true}), nil
+	return f.addLocked(netns.Link{Name: name, Kind: "vlan", EncapType: "ether", MTU: p.MTU, ParentIndex: p.Index, VLANID: id, Up: true, Alias: alias}), nil
+}
+
+// SetAlias implements driver.Links.
+func (f *Links) SetAlias(name, alias string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	if !ok {
+		return fmt.Errorf("set alias of %s: %w", name, netns.ErrLinkNotFound)
+	}
+	l.Alias = alias
+	f.links[name] = l
+	return nil
 }
 
 // DeleteLink implements driver.Links; a missing link is not an error.
