@@ -1,12 +1,15 @@
 package commands
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )
 
@@ -284,4 +287,91 @@ func TestRunFindsDockerOnPath(t *testing.T) {
 	if w.docker.lastCall("run") == nil {
 		t.Error("the docker on PATH was not run")
 	}
+}
+
+// TestRunDualPortHCA: a network on port 2 of a dual-port HCA gets that
+// port's CDI device, mlx4_0-p2, whether the daemon names it or docker rdma
+// works it out from sysfs or finds its spec.
+func TestRunDualPortHCA(t *testing.T) {
+	const want = "--device rdma-macvlan/hca=mlx4_0-p2 "
+	dualPort := func(t *testing.T) string {
+		t.Helper()
+		root := t.TempDir()
+		pci := rdmatest.MLX5PCIBus + "/0000:04:00.0"
+		for _, err := range []error{
+			rdmatest.AddNetdev(root, rdmatest.NetdevSpec{Name: "eth2", MAC: "00:02:c9:00:00:02", PCIDir: pci, DevPort: 0}),
+			rdmatest.AddNetdev(root, rdmatest.NetdevSpec{Name: "eth3", MAC: "00:02:c9:00:00:03", PCIDir: pci, DevPort: 1}),
+			rdmatest.BuildHCA(root, rdmatest.HCASpec{Name: "mlx4_0", PCIDir: pci, Driver: "mlx4_core",
+				Ports: []rdmatest.PortSpec{{Port: 1, TableSize: 128}, {Port: 2, TableSize: 128}}}),
+			rdmatest.WriteCommon(root, rdmatest.Common{RdmaCM: "10:57"}),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return root
+	}
+	// The engine's CDI dir holds both ports' specs, as the daemon writes them.
+	cdiDir := func(t *testing.T) string {
+		t.Helper()
+		dir := t.TempDir()
+		for port := 1; port <= 2; port++ {
+			if _, err := rdma.WriteCDISpec(dir, rdma.CDIDevice{Name: rdma.CDIName("mlx4_0", port, 2), HCA: "mlx4_0", Port: port,
+				Nodes: []rdma.DeviceNode{{Path: "/dev/infiniband/uverbs0", Major: 231, Minor: 192}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	run := func(t *testing.T, w *world) {
+		t.Helper()
+		if rc := w.run("run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 {
+			t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+		}
+		if !strings.Contains(w.stdout.String(), want) {
+			t.Errorf("printed %q, want %q in it", w.stdout.String(), want)
+		}
+	}
+	t.Run("daemon", func(t *testing.T) {
+		status, err := json.Marshal(api.Status{Networks: []api.Network{{ID: netRoce, Parent: "eth3", Mode: "bridge",
+			HCA: "mlx4_0", Port: 2, CDIDevice: "rdma-macvlan/hca=mlx4_0-p2",
+			Devices: []api.Device{{Path: "/dev/infiniband/uverbs0", Major: 231, Minor: 192}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := newWorld(t)
+		w.info("28.2.2", cdiDir(t))
+		w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": "/sys", "cdi": "/var/run/cdi"})
+		w.daemon(pluginID, status)
+		w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "eth3"}, nil)
+		run(t, w)
+	})
+	t.Run("sysfs", func(t *testing.T) {
+		w := newWorld(t)
+		dir := cdiDir(t)
+		w.info("28.2.2", dir)
+		w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": filepath.Join(dualPort(t), "sys"), "cdi": dir})
+		w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "eth3"}, nil)
+		run(t, w)
+	})
+	t.Run("the only spec", func(t *testing.T) {
+		dir := t.TempDir()
+		if _, err := rdma.WriteCDISpec(dir, rdma.CDIDevice{Name: "mlx4_0-p2", HCA: "mlx4_0", Port: 2,
+			Nodes: []rdma.DeviceNode{{Path: "/dev/infiniband/uverbs0", Major: 231, Minor: 192}}}); err != nil {
+			t.Fatal(err)
+		}
+		w := newWorld(t)
+		w.info("28.2.2", dir)
+		w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": "/nonexistent/sys", "cdi": dir})
+		w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "eth3"}, nil)
+		run(t, w)
+		// The HCA and port come from the spec's environment, not its name.
+		w.stdout.Reset()
+		if rc := w.run("inspect", "roce"); rc != 0 {
+			t.Fatalf("inspect: status %d, stderr:\n%s", rc, w.stderr.String())
+		}
+		if out := w.stdout.String(); !strings.Contains(out, "mlx4_0 port 2") || !strings.Contains(out, "rdma-macvlan/hca=mlx4_0-p2") {
+			t.Errorf("inspect does not show mlx4_0 port 2 and its CDI device:\n%s", out)
+		}
+	})
 }
