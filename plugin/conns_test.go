@@ -150,6 +150,13 @@ func TestConnectionFlood(t *testing.T) {
 	t.Logf("%d connections open in %s (daemon holds %d, cap %d)", n, time.Since(start).Round(time.Millisecond), srv.OpenConns(), capConns)
 
 	c := plugin.NewClient(sock)
+	// The flood can leave the listen backlog full for a moment after its
+	// last dial, while the daemon closes what is over its cap: a dial then
+	// gets EAGAIN. Docker's plugin client retries a failed dial; so does
+	// this one, for up to 5 s (the time taken is logged below).
+	c.HTTP.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return dialRetry(sock, time.Now().Add(5*time.Second))
+	}}
 	t0 := time.Now()
 	if _, err := c.Status(); err != nil {
 		t.Fatalf("status under %d idle and slow-body connections: %v", n, err)
