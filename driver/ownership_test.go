@@ -18,21 +18,7 @@ import (
 // eth2, port 2 on eth3, both on one PCI function.
 func dualPortRoot(t *testing.T) string {
 	t.Helper()
-	return buildRoot(t, func(root string) error {
-		pci := rdmatest.MLX5PCIBus + "/0000:04:00.0"
-		for _, err := range []error{
-			rdmatest.AddNetdev(root, rdmatest.NetdevSpec{Name: "eth2", MAC: "00:02:c9:00:00:02", PCIDir: pci, DevPort: 0}),
-			rdmatest.AddNetdev(root, rdmatest.NetdevSpec{Name: "eth3", MAC: "00:02:c9:00:00:03", PCIDir: pci, DevPort: 1}),
-			rdmatest.BuildHCA(root, rdmatest.HCASpec{Name: "mlx4_0", PCIDir: pci, Driver: "mlx4_core",
-				Ports: []rdmatest.PortSpec{{Port: 1, TableSize: 128}, {Port: 2, TableSize: 128}}}),
-			rdmatest.WriteCommon(root, rdmatest.Common{RdmaCM: "10:57"}),
-		} {
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return buildRoot(t, rdmatest.BuildMLX4DualPort)
 }
 
 func readSpec(t *testing.T, dir, name string) (rdma.CDISpec, []byte) {

@@ -18,14 +18,7 @@ import (
 // saying why, without root.
 func sandbox(t *testing.T) *netns.Handle {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP (needs root): creates network namespaces and links; run: sudo make test-root")
-	}
-	h, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
+	h := netnstest.New(t)
 	if err := netnstest.CreateVeth(h, "p0", "p0peer", 1500); err != nil {
 		t.Fatal(err)
 	}

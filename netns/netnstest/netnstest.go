@@ -10,6 +10,7 @@ package netnstest
 import (
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
@@ -195,4 +196,28 @@ func in(h *netns.Handle, fn func() error) error {
 		errc <- ferr
 	}()
 	return <-errc
+}
+
+// T is the part of testing.TB that New uses (this package is also linked
+// into programs that are not tests).
+type T interface {
+	Helper()
+	Skip(args ...any)
+	Fatal(args ...any)
+	Cleanup(func())
+}
+
+// New makes a network namespace that goes with the test, skipping the test,
+// saying why, when not root.
+func New(t T) *netns.Handle {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP (needs root): creates network namespaces and links; run: sudo make test-root")
+	}
+	h, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h
 }

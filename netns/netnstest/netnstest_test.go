@@ -3,7 +3,6 @@ package netnstest_test
 import (
 	"errors"
 	"net"
-	"os"
 	"testing"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
@@ -11,19 +10,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
-
-func newNS(t *testing.T) *netns.Handle {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP (needs root): creates network namespaces and links; run: sudo make test-root")
-	}
-	h, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	return h
-}
 
 // addrs lists the global addresses of name in h.
 func addrs(t *testing.T, h *netns.Handle, name string) []string {
@@ -52,7 +38,7 @@ func addrs(t *testing.T, h *netns.Handle, name string) []string {
 // Leave: into the container renamed, with its MAC and addresses, up; back
 // under its own name.
 func TestPrivilegedMoveIntoAndBack(t *testing.T) {
-	host, ctr := newNS(t), newNS(t)
+	host, ctr := netnstest.New(t), netnstest.New(t)
 	if err := netnstest.CreateVeth(host, "p0", "p0peer", 1500); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +79,7 @@ func TestPrivilegedMoveIntoAndBack(t *testing.T) {
 // SetMTU changes a link's MTU; CreateTun makes a layer-3 device (not
 // Ethernet) where it is asked.
 func TestPrivilegedSetMTUAndTun(t *testing.T) {
-	h := newNS(t)
+	h := netnstest.New(t)
 	if err := netnstest.CreateVeth(h, "p0", "p0peer", 1500); err != nil {
 		t.Fatal(err)
 	}

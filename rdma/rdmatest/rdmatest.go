@@ -264,6 +264,26 @@ func BuildRXE(root string, o RXEOptions) error {
 	return hostWide(root, o.RdmaCM, "10:124", o.NoRdmaCM, o.NetnsMode)
 }
 
+// BuildMLX4DualPort builds a ConnectX-3 class host under root: mlx4_0 on
+// one PCI function with two Ethernet ports of 128 GID slots each, port 1
+// on netdev eth2 and port 2 on eth3 (dev_port 0 and 1), and rdma_cm. It is
+// the shape of every HCA with more than one port on one device.
+func BuildMLX4DualPort(root string) error {
+	pci := MLX5PCIBus + "/0000:04:00.0"
+	for _, err := range []error{
+		AddNetdev(root, NetdevSpec{Name: "eth2", MAC: "00:02:c9:00:00:02", PCIDir: pci, DevPort: 0}),
+		AddNetdev(root, NetdevSpec{Name: "eth3", MAC: "00:02:c9:00:00:03", PCIDir: pci, DevPort: 1}),
+		BuildHCA(root, HCASpec{Name: "mlx4_0", PCIDir: pci, Driver: "mlx4_core",
+			Ports: []PortSpec{{Port: 1, TableSize: 128}, {Port: 2, TableSize: 128}}}),
+		WriteCommon(root, Common{RdmaCM: "10:57"}),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // hostWide writes the files one host has once (rdma_cm, netns_mode): a
 // value set in the options is always written; a default only when the file
 // is not there yet, so that adding a second device to a tree keeps them.
