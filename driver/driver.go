@@ -69,7 +69,8 @@ const (
 )
 
 // Driver implements the network driver. Calls arrive concurrently; one mutex
-// serializes every change so that state, links and files always agree.
+// guards the in-memory state, and each endpoint is changed by one call at a
+// time (see claim.go), so that state, links and files always agree.
 type Driver struct {
 	links       Links
 	store       *store
@@ -89,13 +90,17 @@ type Driver struct {
 	gcTimer  *time.Timer           // deletes endpoints never joined after a restart
 
 	mu        sync.Mutex
-	networks  map[string]*Network     // guarded by mu
-	endpoints map[string]*Endpoint    // guarded by mu
-	watches   map[string]*gidWatch    // by endpoint ID; guarded by mu
-	pollers   map[portKey]*portPoller // one per port with watches; guarded by mu
-	pollWG    sync.WaitGroup          // the running pollers
-	closing   chan struct{}           // closed by Close: pollers stop
-	stopping  chan struct{}           // closed by Stopping: strict waits end
+	networks  map[string]*Network      // guarded by mu
+	endpoints map[string]*Endpoint     // guarded by mu
+	watches   map[string]*gidWatch     // by endpoint ID; guarded by mu
+	pollers   map[portKey]*portPoller  // one per port with watches; guarded by mu
+	busy      map[string]chan struct{} // endpoint IDs a call works on; guarded by mu
+	reserved  map[string]*Endpoint     // CreateEndpoint under way, by ID; guarded by mu
+	ifnames   map[string]string        // link name -> endpoint ID, reserved ones too; guarded by mu
+	ports     map[portKey]*portAcct    // GID accounting per port; guarded by mu
+	pollWG    sync.WaitGroup           // the running pollers
+	closing   chan struct{}            // closed by Close: pollers stop
+	stopping  chan struct{}            // closed by Stopping: strict waits end
 	stopOnce  sync.Once
 
 	// lastCollect is when collectGone last read other namespaces (guarded
@@ -161,6 +166,10 @@ func New(cfg Config) (*Driver, error) {
 		endpoints:   make(map[string]*Endpoint),
 		watches:     make(map[string]*gidWatch),
 		pollers:     make(map[portKey]*portPoller),
+		busy:        make(map[string]chan struct{}),
+		reserved:    make(map[string]*Endpoint),
+		ifnames:     make(map[string]string),
+		ports:       make(map[portKey]*portAcct),
 		closing:     make(chan struct{}),
 		stopping:    make(chan struct{}),
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/sirupsen/logrus"
 )
 
@@ -32,7 +33,7 @@ type CreateEndpointResponse struct {
 
 // CreateEndpoint creates the endpoint's macvlan link (down, in the host
 // namespace) and records the endpoint.
-func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResponse, retErr error) {
+func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (CreateEndpointResponse, error) {
 	var resp CreateEndpointResponse
 	if err := checkID("network", req.NetworkID); err != nil {
 		return resp, err
@@ -70,49 +71,137 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 		}
 	}
 
+	log := d.logFor("CreateEndpoint", logrus.Fields{"nid": ShortID(req.NetworkID), "eid": ShortID(req.EndpointID)})
+	eid := req.EndpointID
+	ifname := LinkName(eid)
+
+	// Under the lock: decide, and reserve the link name.
+	d.mu.Lock()
+	d.claim(eid)
+	n, err := d.createDecide(req, ifname)
+	if err != nil || n == nil {
+		if e := d.endpoints[eid]; err == nil && e != nil && req.MAC == "" {
+			resp.MAC = e.MAC // created before: the same answer again
+		}
+		d.release(eid)
+		d.mu.Unlock()
+		return resp, err
+	}
+	d.ifnames[ifname] = eid
+	d.mu.Unlock()
+
+	// Without it: what admission and the link need from the kernel.
+	mtu, err := d.endpointMTU(n, opts.MTU)
+	var table rdma.GIDTable
+	var at time.Time
+	types := 0
+	if err == nil && n.RDMA != nil {
+		if table, at, _, err = d.table(*n.RDMA, d.tableMaxAge); err != nil {
+			err = fmt.Errorf("read GID table: %w", err)
+		}
+		types = d.roceTypes(n.RDMA) // recorded with the network: no read
+	}
+	// Under the lock: admission, which reserves the endpoint's GID entries.
+	res := &Endpoint{ID: eid, NetworkID: n.ID, Ifname: ifname, IPv4: req.IPv4, IPv6: req.IPv6}
+	if mac != nil {
+		res.MAC = mac.String()
+	}
+	d.mu.Lock()
+	if err == nil && d.networks[n.ID] != n {
+		err = fmt.Errorf("%w: network %s was removed while endpoint %s was being created", ErrNetworkNotFound, ShortID(n.ID), ShortID(eid))
+	}
+	if err == nil && n.RDMA != nil {
+		err = d.admit(n, res, table, at, types)
+	}
+	if err != nil {
+		d.undoCreate(res)
+		d.mu.Unlock()
+		return resp, err
+	}
+	d.reserved[eid] = res
+	d.track(res)
+	d.mu.Unlock()
+
+	e, err := d.createIO(n, req, res, mtu, mac, log)
+
+	// Under the lock: record, or give the reservation back.
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	log := d.logFor("CreateEndpoint", logrus.Fields{"nid": ShortID(req.NetworkID), "eid": ShortID(req.EndpointID)})
+	if err != nil {
+		d.undoCreate(res)
+		return resp, err
+	}
+	delete(d.reserved, eid)
+	d.untrack(res)
+	d.addEndpoint(e)
+	d.release(eid)
+	if req.MAC == "" {
+		resp.MAC = e.MAC
+	}
+	log.WithFields(logrus.Fields{"ifname": ifname, "parent": n.Parent, "mac": e.MAC, "ipv4": e.IPv4, "ipv6": e.IPv6}).Info("endpoint created")
+	return resp, nil
+}
+
+// createDecide checks that endpoint req can be created. It returns its
+// network, or nil and no error when the endpoint exists already (a retry).
+// Caller holds d.mu and the claim on the endpoint.
+func (d *Driver) createDecide(req CreateEndpointRequest, ifname string) (*Network, error) {
 	n, ok := d.networks[req.NetworkID]
 	if !ok {
-		return resp, fmt.Errorf("%w: network %s is not known to rdma-macvlan (its state may have been lost): remove it with docker network rm and create it again",
+		return nil, fmt.Errorf("%w: network %s is not known to rdma-macvlan (its state may have been lost): remove it with docker network rm and create it again",
 			ErrNetworkNotFound, ShortID(req.NetworkID))
 	}
 	if e, ok := d.endpoints[req.EndpointID]; ok {
 		if e.NetworkID != req.NetworkID {
-			return resp, conflictf("endpoint %s already exists on network %s: remove the container using it, or retry to get a new endpoint ID", ShortID(e.ID), ShortID(e.NetworkID))
+			return nil, conflictf("endpoint %s already exists on network %s: remove the container using it, or retry to get a new endpoint ID", ShortID(e.ID), ShortID(e.NetworkID))
 		}
-		if req.MAC == "" {
-			resp.MAC = e.MAC
-		}
-		return resp, nil
+		return nil, nil
 	}
-	ifname := LinkName(req.EndpointID)
-	for _, e := range d.endpoints {
-		if e.NetworkID == n.ID && n.Mode == ModePassthru {
-			return resp, conflictf("network %s is in passthru mode and its parent %q already serves container endpoint %s: passthru allows one container; use macvlan_mode=bridge for more",
-				ShortID(n.ID), n.Parent, ShortID(e.ID))
-		}
-		if e.Ifname == ifname {
-			return resp, conflictf("endpoint %s would reuse link name %s of endpoint %s (their IDs share the first 12 characters): retry to get a new endpoint ID",
-				truncate(req.EndpointID, 64), ifname, e.ID)
+	if n.Mode == ModePassthru {
+		for _, m := range []map[string]*Endpoint{d.endpoints, d.reserved} {
+			for _, e := range m {
+				if e.NetworkID == n.ID {
+					return nil, conflictf("network %s is in passthru mode and its parent %q already serves container endpoint %s: passthru allows one container; use macvlan_mode=bridge for more",
+						ShortID(n.ID), n.Parent, ShortID(e.ID))
+				}
+			}
 		}
 	}
-	mtu, err := d.endpointMTU(n, opts.MTU)
-	if err != nil {
-		return resp, err
+	if other, ok := d.ifnames[ifname]; ok {
+		return nil, conflictf("endpoint %s would reuse link name %s of endpoint %s (their IDs share the first 12 characters): retry to get a new endpoint ID",
+			truncate(req.EndpointID, 64), ifname, other)
 	}
+	return n, nil
+}
+
+// undoCreate gives back what CreateEndpoint reserved for res. Caller holds
+// d.mu.
+func (d *Driver) undoCreate(res *Endpoint) {
+	if d.reserved[res.ID] == res {
+		delete(d.reserved, res.ID)
+	}
+	d.untrack(res)
+	if d.ifnames[res.Ifname] == res.ID {
+		delete(d.ifnames, res.Ifname)
+	}
+	d.release(res.ID)
+}
+
+// createIO creates the link of endpoint res and writes its record, without
+// d.mu; on failure it leaves no link behind.
+func (d *Driver) createIO(n *Network, req CreateEndpointRequest, res *Endpoint, mtu int, mac net.HardwareAddr, log *logrus.Entry) (_ *Endpoint, retErr error) {
+	ifname := res.Ifname
 	// A link of that name that no endpoint owns is left from a crash.
 	if err := d.clearStaleLink(ifname); err != nil {
-		return resp, err
+		return nil, err
 	}
 	link, err := d.links.CreateMacvlan(netns.MacvlanSpec{Name: ifname, Parent: n.Parent, Mode: n.Mode, MTU: mtu, MAC: mac, Alias: d.owner})
 	if errors.Is(err, netns.ErrLinkNotFound) {
-		return resp, fmt.Errorf("parent %q of network %s is gone (check: ip link show %s): bring it back, or remove the network and create it on an existing parent",
+		return nil, fmt.Errorf("parent %q of network %s is gone (check: ip link show %s): bring it back, or remove the network and create it on an existing parent",
 			n.Parent, ShortID(n.ID), n.Parent)
 	}
 	if err != nil {
-		return resp, fmt.Errorf("container link for endpoint %s on parent %q: %w", ShortID(req.EndpointID), n.Parent, err)
+		return nil, fmt.Errorf("container link for endpoint %s on parent %q: %w", ShortID(req.EndpointID), n.Parent, err)
 	}
 	crashPoint("create-endpoint:link-created")
 	defer func() {
@@ -134,22 +223,14 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (_ CreateEndpointResp
 		IPv6:      req.IPv6,
 		DstName:   req.ContainerIfname,
 		Created:   time.Now().UTC(),
-	}
-	if n.RDMA != nil {
-		if err := d.admit(n, e); err != nil {
-			return resp, err
-		}
+		GIDNeed:   res.GIDNeed,
+		GIDTypes:  res.GIDTypes,
 	}
 	if err := d.store.saveEndpoint(e); err != nil {
-		return resp, fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
+		return nil, fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
 	}
 	crashPoint("create-endpoint:state-written")
-	d.endpoints[e.ID] = e
-	if req.MAC == "" {
-		resp.MAC = e.MAC
-	}
-	log.WithFields(logrus.Fields{"ifname": ifname, "parent": n.Parent, "mac": e.MAC, "ipv4": e.IPv4, "ipv6": e.IPv6}).Info("endpoint created")
-	return resp, nil
+	return e, nil
 }
 
 // endpointMTU is the MTU of a new link of network n: the driver-opt mtu if
@@ -193,22 +274,52 @@ func (d *Driver) DeleteEndpoint(nid, eid string) error {
 	if err := checkID("endpoint", eid); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	log := d.logFor("DeleteEndpoint", logrus.Fields{"nid": ShortID(nid), "eid": ShortID(eid)})
+	d.mu.Lock()
+	d.claim(eid)
 	e, ok := d.endpoints[eid]
 	if !ok {
+		d.release(eid)
+		d.mu.Unlock()
 		log.Debug("endpoint not known; nothing to delete")
 		return nil
 	}
 	if err := checkEndpointNetwork(e, nid); err != nil {
+		d.release(eid)
+		d.mu.Unlock()
 		return err
 	}
-	return d.deleteEndpointLocked(e, log)
+	d.stopWatch(e.ID)
+	d.mu.Unlock()
+
+	err := d.deleteEndpointIO(e, log)
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err == nil {
+		d.forget(e)
+		log.WithField("ifname", e.Ifname).Info("endpoint deleted")
+	}
+	d.release(eid)
+	return err
 }
 
+// deleteEndpointLocked deletes e while the caller holds d.mu and the claim
+// on e (the paths that are not a container's life cycle: network removal,
+// the collection of endpoints never joined).
 func (d *Driver) deleteEndpointLocked(e *Endpoint, log *logrus.Entry) error {
 	d.stopWatch(e.ID)
+	if err := d.deleteEndpointIO(e, log); err != nil {
+		return err
+	}
+	d.forget(e)
+	log.WithField("ifname", e.Ifname).Info("endpoint deleted")
+	return nil
+}
+
+// deleteEndpointIO deletes e's link and record. It reads only fields of e
+// that never change, and needs the claim on e, not d.mu.
+func (d *Driver) deleteEndpointIO(e *Endpoint, log *logrus.Entry) error {
 	l, err := d.links.LinkByName(e.Ifname)
 	switch {
 	case errors.Is(err, netns.ErrLinkNotFound):
@@ -228,8 +339,6 @@ func (d *Driver) deleteEndpointLocked(e *Endpoint, log *logrus.Entry) error {
 		return fmt.Errorf("delete state of endpoint %s: %w", ShortID(e.ID), err)
 	}
 	crashPoint("delete-endpoint:state-deleted")
-	delete(d.endpoints, e.ID)
-	log.WithField("ifname", e.Ifname).Info("endpoint deleted")
 	return nil
 }
 

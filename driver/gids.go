@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
@@ -127,43 +128,54 @@ func (d *Driver) foundIn(r NetworkRDMA, table rdma.GIDTable, g endpointGIDs, typ
 	return found
 }
 
-// admit sets what e will take from its port's GID table (e.GIDNeed) and
-// refuses it if the table cannot hold that. It counts the free slots and
-// subtracts what endpoints created but not yet populated will take, so that
-// concurrent starts cannot overcommit. Caller holds d.mu.
-func (d *Driver) admit(n *Network, e *Endpoint) error {
-	return d.admitOnce(n, e, false)
+// admit sets what e will take from its port's GID table (e.GIDNeed: its
+// addresses times types, the port's RoCE types per address) and refuses it if the table cannot hold that. It counts the free slots of
+// table (read at at) and subtracts what endpoints not yet seen in it will
+// take, so that concurrent starts cannot overcommit. It looks only at the
+// port's unsettled endpoints (portAcct), not at every endpoint. It changes
+// nothing but e's need and the accounting's bookkeeping. Caller holds d.mu.
+func (d *Driver) admit(n *Network, e *Endpoint, table rdma.GIDTable, at time.Time, types int) error {
+	r := n.RDMA
+	e.GIDTypes = types
+	addrs := len(gidsOf(e, n.ipv6()).expected())
+	if e.MAC == "" && n.ipv6() {
+		addrs++ // the link-local address of the MAC the kernel will choose
+	}
+	e.GIDNeed = addrs * e.GIDTypes
+	held, starting := d.heldOn(portKey{r.HCA, r.Port}, table, at)
+	free := table.Size - table.Used
+	if e.GIDNeed <= free-held {
+		return nil
+	}
+	if time.Since(d.lastCollect) >= d.collectEvery &&
+		d.collectGone(d.logFor("CreateEndpoint", logrus.Fields{"nid": ShortID(n.ID)})) > 0 {
+		// They held reservations: look once more.
+		if held, starting = d.heldOn(portKey{r.HCA, r.Port}, table, at); e.GIDNeed <= free-held {
+			return nil
+		}
+	}
+	return &TableFullError{HCA: r.HCA, Port: r.Port, Need: e.GIDNeed, Free: max(free, 0), Size: table.Size, Held: held, Starting: starting,
+		Msg: fmt.Sprintf("GID table of RDMA device %s port %d is too full for this container: it needs %d entries (%d addresses x RoCE types), %d of %d are free and %d are held for %d containers still starting. Each container holds its entries until it stops: stop or disconnect containers on this port (parent %q), or use a parent on another port",
+			r.HCA, r.Port, e.GIDNeed, addrs, max(free, 0), table.Size, held, starting, n.Parent)}
 }
 
-// admitOnce is admit; a refusal first collects endpoints of removed
-// containers and, when it found any, looks once more.
-func (d *Driver) admitOnce(n *Network, e *Endpoint, retried bool) error {
-	r := n.RDMA
-	pi, err := d.rdma.Port(r.HCA, r.Port)
-	if err != nil {
-		return fmt.Errorf("read RDMA device %s port %d: %w", r.HCA, r.Port, err)
+// heldOn counts the entries that endpoints on port key will take and table
+// (read at at) does not show yet. Entries already there are counted in the
+// table, not twice. An endpoint whose entries were found in a read no newer
+// than at is settled: table shows them, and every later table will, so it
+// leaves the accounting for good. Caller holds d.mu.
+func (d *Driver) heldOn(key portKey, table rdma.GIDTable, at time.Time) (held, starting int) {
+	a := d.ports[key]
+	if a == nil {
+		return 0, 0
 	}
-	table, at, fresh, err := d.table(*r, d.tableMaxAge)
-	if err != nil {
-		return fmt.Errorf("read GID table: %w", err)
-	}
-	free := pi.GIDTableSize - table.Used
-	e.GIDTypes = d.roceTypes(r)
-	e.GIDNeed = len(d.gidsOfEndpoint(n, e).expected()) * e.GIDTypes
-	// Every endpoint on the port will take what it needs and the table
-	// does not show yet: entries already there are counted there, not
-	// twice. With a snapshot (tableMaxAge) this errs on the safe side:
-	// entries added since are counted here, entries removed since still
-	// count as used until the next read. An endpoint whose entries were
-	// found before the table was read is skipped at once: at 1000 live
-	// endpoints that is nearly all of them.
-	held, starting := 0, 0
-	for _, o := range d.endpoints {
-		if o.RDMAReady && (fresh || (!o.readyAt.IsZero() && o.readyAt.Before(at))) {
-			continue // its entries are in the table read
+	for id, o := range a.unsettled {
+		if o.RDMAReady && !o.readyAt.After(at) {
+			delete(a.unsettled, id)
+			continue
 		}
 		on, ok := d.networks[o.NetworkID]
-		if !ok || on.RDMA == nil || on.RDMA.HCA != r.HCA || on.RDMA.Port != r.Port {
+		if !ok {
 			continue
 		}
 		have := 0
@@ -175,17 +187,7 @@ func (d *Driver) admitOnce(n *Network, e *Endpoint, retried bool) error {
 			starting++
 		}
 	}
-	if e.GIDNeed <= free-held {
-		return nil
-	}
-	if !retried && time.Since(d.lastCollect) >= d.collectEvery &&
-		d.collectGone(d.logFor("CreateEndpoint", logrus.Fields{"nid": ShortID(n.ID)})) > 0 {
-		return d.admitOnce(n, e, true) // they held reservations
-	}
-	addrs := e.GIDNeed / max(e.GIDTypes, 1)
-	return &TableFullError{HCA: r.HCA, Port: r.Port, Need: e.GIDNeed, Free: max(free, 0), Size: pi.GIDTableSize, Held: held, Starting: starting,
-		Msg: fmt.Sprintf("GID table of RDMA device %s port %d is too full for this container: it needs %d entries (%d addresses x RoCE types), %d of %d are free and %d are held for %d containers still starting. Each container holds its entries until it stops: stop or disconnect containers on this port (parent %q), or use a parent on another port",
-			r.HCA, r.Port, e.GIDNeed, addrs, max(free, 0), pi.GIDTableSize, held, starting, n.Parent)}
+	return held, starting
 }
 
 // portKey names one HCA port.
@@ -245,10 +247,12 @@ type gidWatch struct {
 	start    time.Time // its first look comes one poll interval later
 	deadline time.Time
 	done     chan struct{} // closed when the watch ends, whatever the reason
+	once     sync.Once     // closes done
 
 	grace   int // polls left for optional GIDs once the required are there; -1: not yet
 	missing []string
 	last    rdma.GIDTable // the last table read
+	lastAt  time.Time     // when its read began
 }
 
 // portPoller reads one port's GID table for every endpoint waiting on it,
@@ -289,12 +293,20 @@ func (d *Driver) stopWatch(eid string) {
 
 // endWatch takes w off its port and ends it. Caller holds d.mu.
 func (d *Driver) endWatch(w *gidWatch) {
+	d.unwatch(w)
+	w.end()
+}
+
+// unwatch takes w off its port. Caller holds d.mu.
+func (d *Driver) unwatch(w *gidWatch) {
 	delete(d.watches, w.eid)
 	if p, ok := d.pollers[w.port]; ok {
 		delete(p.watches, w.eid)
 	}
-	close(w.done)
 }
+
+// end tells whoever waits on w that it is over.
+func (w *gidWatch) end() { w.once.Do(func() { close(w.done) }) }
 
 // optionalGrace is how many more polls the watch looks for an endpoint's
 // optional GIDs once its required ones are there. The kernel adds the
@@ -339,11 +351,11 @@ func (d *Driver) poll(key portKey, p *portPoller) {
 		if len(ws) == 0 {
 			continue
 		}
-		table, _, _, err := d.table(p.r, 0)
+		table, at, _, err := d.table(p.r, 0)
 		for _, w := range ws {
 			wlog := log.WithField("eid", ShortID(w.eid))
 			if len(w.want.Required) == 0 {
-				d.finishWatch(w, nil, "the endpoint has no IP address; RoCE needs one", wlog)
+				d.finishWatch(w, nil, "the endpoint has no IP address; RoCE needs one", at, wlog)
 				continue
 			}
 			if err == nil {
@@ -352,14 +364,14 @@ func (d *Driver) poll(key portKey, p *portPoller) {
 				}
 				// Counting needs no sysfs read; the entries' types are read
 				// once, when the watch ends.
-				w.last = table
+				w.last, w.lastAt = table, at
 				w.missing = missingIn(table, w.want.Required, w.types)
 				optional := missingIn(table, w.want.Optional, w.types)
 				switch {
 				case len(w.missing) > 0:
 					w.grace = -1 // an entry went again: start over
 				case len(optional) == 0 || w.grace == 0:
-					d.finishWatch(w, d.foundIn(p.r, table, w.want, w.types), "", wlog)
+					d.finishWatch(w, d.foundIn(p.r, table, w.want, w.types), "", at, wlog)
 					continue
 				case w.grace < 0:
 					w.grace = optionalGrace
@@ -371,9 +383,9 @@ func (d *Driver) poll(key portKey, p *portPoller) {
 			}
 			if now.After(w.deadline) {
 				if w.grace >= 0 {
-					d.finishWatch(w, d.foundIn(p.r, w.last, w.want, w.types), "", wlog)
+					d.finishWatch(w, d.foundIn(p.r, w.last, w.want, w.types), "", w.lastAt, wlog)
 				} else {
-					d.finishWatch(w, nil, d.notReadyReason(p.r, w.missing), wlog)
+					d.finishWatch(w, nil, d.notReadyReason(p.r, w.missing), at, wlog)
 				}
 			}
 		}
@@ -399,32 +411,46 @@ func (d *Driver) notReadyReason(r NetworkRDMA, missing []string) string {
 }
 
 // finishWatch records the outcome of w, unless the endpoint was deleted,
-// left or re-joined meanwhile, and ends w.
-func (d *Driver) finishWatch(w *gidWatch, found []EndpointGID, reason string, log *logrus.Entry) {
+// left or re-joined meanwhile, and ends w. at is when the table read that
+// found the entries began. The record is written without d.mu, under the
+// claim on the endpoint; w.done is closed once the outcome is in memory.
+func (d *Driver) finishWatch(w *gidWatch, found []EndpointGID, reason string, at time.Time, log *logrus.Entry) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.watches[w.eid] != w {
 		return
 	}
-	d.endWatch(w)
+	d.claim(w.eid)
+	defer d.release(w.eid)
+	if d.watches[w.eid] != w { // stopped while we waited for the claim
+		return
+	}
+	defer w.end()
+	d.unwatch(w)
 	e, ok := d.endpoints[w.eid]
 	if !ok {
 		return
 	}
-	prev := *e
-	e.GIDs, e.RDMAReady, e.RDMAReason = found, reason == "", reason
+	rec := *e
+	rec.GIDs, rec.RDMAReady, rec.RDMAReason = found, reason == "", reason
 	if reason == "" {
 		// From now on the endpoint holds what it really got: an address
 		// the container does not have (IPv6 disabled in it) reserves no
 		// entries.
-		e.GIDNeed = len(found)
-		e.readyAt = time.Now()
+		rec.GIDNeed = len(found)
 	}
-	if err := d.store.saveEndpoint(e); err != nil {
-		*e = prev
+	d.mu.Unlock()
+	err := d.store.saveEndpoint(&rec)
+	d.mu.Lock()
+	if err != nil {
 		log.WithError(err).Error("could not record the endpoint's GIDs")
 		return
 	}
+	e.GIDs, e.RDMAReady, e.RDMAReason, e.GIDNeed = rec.GIDs, rec.RDMAReady, rec.RDMAReason, rec.GIDNeed
+	if reason == "" {
+		e.readyAt = at
+	}
+	d.track(e)
 	if reason != "" {
 		log.WithField("reason", reason).Warn("endpoint not RDMA-ready")
 		return

@@ -33,34 +33,54 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 	if err := checkSandboxKey(sandboxKey); err != nil {
 		return resp, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	log := d.logFor("Join", logrus.Fields{"nid": ShortID(nid), "eid": ShortID(eid)})
+	d.mu.Lock()
+	d.claim(eid)
 	e, ok := d.endpoints[eid]
 	if !ok {
+		d.release(eid)
+		d.mu.Unlock()
 		return resp, fmt.Errorf("%w: endpoint %s is not known to rdma-macvlan (its state may have been lost): remove the container and start it again",
 			ErrEndpointNotFound, ShortID(eid))
 	}
 	if err := checkEndpointNetwork(e, nid); err != nil {
+		d.release(eid)
+		d.mu.Unlock()
 		return resp, err
 	}
-	if err := d.ensureLink(e, log); err != nil {
-		return resp, err
-	}
-	if e.Sandbox != sandboxKey || e.RDMAReady {
-		prev := *e
-		e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason = sandboxKey, nil, false, ""
-		if err := d.store.saveEndpoint(e); err != nil {
-			*e = prev
-			return resp, fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
+	// The watch of an earlier Join must not record its outcome meanwhile;
+	// this Join starts a new one.
+	d.stopWatch(eid)
+	save := e.Sandbox != sandboxKey || e.RDMAReady
+	rec := *e
+	rec.Sandbox, rec.GIDs, rec.RDMAReady, rec.RDMAReason = sandboxKey, nil, false, ""
+	d.mu.Unlock()
+
+	err := d.ensureLink(e, log)
+	if err == nil && save {
+		if err = d.store.saveEndpoint(&rec); err != nil {
+			err = fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
+		} else {
+			crashPoint("join:state-written")
 		}
-		crashPoint("join:state-written")
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	defer d.release(eid)
+	if err == nil && save {
+		e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason = sandboxKey, nil, false, ""
+		d.track(e)
 	}
 	n, nok := d.networks[e.NetworkID]
-	if nok && n.RDMA != nil {
+	if nok && n.RDMA != nil && e.Sandbox != "" && !e.RDMAReady {
 		// libnetwork sets the addresses after Join returns: watch for the
-		// GID entries they bring without blocking Join.
+		// GID entries they bring without blocking Join. (After a failed
+		// Join, the watch of the one before goes on.)
 		d.startWatch(n, e)
+	}
+	if err != nil {
+		return resp, err
 	}
 	resp = JoinResponse{
 		SrcName:   e.Ifname,
@@ -79,7 +99,8 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 }
 
 // ensureLink re-creates the endpoint's link if a crash lost it between
-// CreateEndpoint's record and Join.
+// CreateEndpoint's record and Join. It reads only fields of e that never
+// change, and needs the claim on e, not d.mu.
 func (d *Driver) ensureLink(e *Endpoint, log *logrus.Entry) error {
 	_, err := d.links.LinkByName(e.Ifname)
 	if err == nil {
@@ -104,29 +125,45 @@ func (d *Driver) Leave(nid, eid string) error {
 	if err := checkID("endpoint", eid); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	log := d.logFor("Leave", logrus.Fields{"nid": ShortID(nid), "eid": ShortID(eid)})
+	d.mu.Lock()
+	d.claim(eid)
 	e, ok := d.endpoints[eid]
 	if !ok {
+		d.release(eid)
+		d.mu.Unlock()
 		log.Debug("endpoint not known; nothing to leave")
 		return nil
 	}
 	if err := checkEndpointNetwork(e, nid); err != nil {
+		d.release(eid)
+		d.mu.Unlock()
 		return err
 	}
 	d.stopWatch(eid)
 	if e.Sandbox == "" {
+		d.release(eid)
+		d.mu.Unlock()
 		return nil
 	}
 	// The link leaves the sandbox without its addresses: its GIDs go.
-	prev := *e
-	e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason = "", nil, false, ""
-	if err := d.store.saveEndpoint(e); err != nil {
-		*e = prev
+	rec := *e
+	rec.Sandbox, rec.GIDs, rec.RDMAReady, rec.RDMAReason = "", nil, false, ""
+	d.mu.Unlock()
+
+	err := d.store.saveEndpoint(&rec)
+	if err == nil {
+		crashPoint("leave:state-written")
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	defer d.release(eid)
+	if err != nil {
 		return fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
 	}
-	crashPoint("leave:state-written")
+	e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason = "", nil, false, ""
+	d.track(e)
 	log.WithField("ifname", e.Ifname).Info("endpoint left")
 	return nil
 }

@@ -282,11 +282,32 @@ func (d *Driver) DeleteNetwork(nid string) error {
 		log.Debug("network not known; nothing to delete")
 		return nil
 	}
-	for _, e := range d.endpoints {
-		if e.NetworkID == nid {
-			if err := d.deleteEndpointLocked(e, log); err != nil {
+	// Endpoints being created or changed are waited for, then deleted.
+	for {
+		var ids []string
+		for _, m := range []map[string]*Endpoint{d.endpoints, d.reserved} {
+			for id, e := range m {
+				if e.NetworkID == nid {
+					ids = append(ids, id)
+				}
+			}
+		}
+		if len(ids) == 0 {
+			break
+		}
+		for _, id := range ids {
+			d.claim(id)
+			var err error
+			if e, ok := d.endpoints[id]; ok && e.NetworkID == nid {
+				err = d.deleteEndpointLocked(e, log)
+			}
+			d.release(id)
+			if err != nil {
 				return err
 			}
+		}
+		if d.networks[nid] != n {
+			return nil // deleted by a concurrent call while we waited
 		}
 	}
 	if n.VLAN != nil && n.VLAN.Created && !d.parentUsedByOthers(n) {

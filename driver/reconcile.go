@@ -92,6 +92,9 @@ func (d *Driver) restore() error {
 	// driver's maps, before the restore is done.
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// Entries of endpoints found ready before the restart count as held
+	// until a table read after this moment shows them.
+	started := time.Now()
 	nets, eps, problems, err := d.store.load()
 	if err != nil {
 		return err
@@ -113,7 +116,10 @@ func (d *Driver) restore() error {
 			log.WithFields(logrus.Fields{"eid": ShortID(e.ID), "nid": ShortID(e.NetworkID)}).
 				Warn("endpoint of an unknown network; kept so that its link can still be deleted")
 		}
-		d.endpoints[e.ID] = e
+		if e.RDMAReady {
+			e.readyAt = started
+		}
+		d.addEndpoint(e)
 	}
 	for _, n := range d.networks {
 		if n.VLAN != nil && n.VLAN.Created {
@@ -154,12 +160,16 @@ func (d *Driver) deleteUnjoined(ids []string) {
 	defer d.mu.Unlock()
 	log := d.logFor("gc", nil)
 	for _, id := range ids {
+		d.claim(id)
 		e, ok := d.endpoints[id]
 		if !ok || e.Sandbox != "" {
+			d.release(id)
 			continue
 		}
 		l := log.WithFields(logrus.Fields{"eid": ShortID(id), "nid": ShortID(e.NetworkID)})
-		if err := d.deleteEndpointLocked(e, l); err != nil {
+		err := d.deleteEndpointLocked(e, l)
+		d.release(id)
+		if err != nil {
 			l.WithError(err).Warn("could not delete an endpoint never joined since the restart")
 			continue
 		}
@@ -243,6 +253,9 @@ func (d *Driver) collectGone(log *logrus.Entry) int {
 		if e.Sandbox == "" {
 			continue // not in a container: the unjoined grace handles it
 		}
+		if d.busy[e.ID] != nil {
+			continue // a call is changing it: not gone
+		}
 		if _, err := d.links.LinkByName(e.Ifname); errors.Is(err, netns.ErrLinkNotFound) {
 			cand = append(cand, e)
 		}
@@ -279,13 +292,16 @@ func (d *Driver) collectGone(log *logrus.Entry) int {
 		if _, err := d.links.LinkByName(e.Ifname); !errors.Is(err, netns.ErrLinkNotFound) {
 			continue
 		}
+		if d.busy[e.ID] != nil {
+			continue
+		}
 		d.stopWatch(e.ID)
 		elog := log.WithFields(logrus.Fields{"eid": ShortID(e.ID), "nid": ShortID(e.NetworkID), "sandbox": e.Sandbox})
 		if err := d.store.deleteEndpoint(e.ID); err != nil {
 			elog.WithError(err).Warn("could not delete the record of an endpoint whose container is gone")
 			continue
 		}
-		delete(d.endpoints, e.ID)
+		d.forget(e)
 		collected++
 		elog.Warn("endpoint collected: its container is gone (removed while rdma-macvlan was not running); its GID entries are free again")
 	}
