@@ -90,6 +90,7 @@ func (d *Driver) addEndpoint(e *Endpoint) {
 // forget drops e from the driver's memory (its record and link are gone).
 // Caller holds d.mu.
 func (d *Driver) forget(e *Endpoint) {
+	d.entriesGoing(e)
 	d.untrack(e)
 	if d.ifnames[e.Ifname] == e.ID {
 		delete(d.ifnames, e.Ifname)

@@ -50,8 +50,11 @@ type Config struct {
 	// CreateEndpoint answer a crash lost.
 	UnjoinedGrace time.Duration
 	// GIDTableMaxAge lets GID admission use a read of the port's table up
-	// to this old (0: read it for every CreateEndpoint). Reading a full
-	// table costs one file per slot; the daemon uses DefaultGIDTableMaxAge.
+	// to this old, and lets admission and the GID watch read only the
+	// slots that can have changed since the last read, with a full read
+	// at least every 2 s and before any refusal or timeout (0: read every
+	// slot for every CreateEndpoint and every look). Reading a full table
+	// costs one file per slot; the daemon uses DefaultGIDTableMaxAge.
 	GIDTableMaxAge time.Duration
 	Log            *logrus.Logger // nil: logrus.StandardLogger()
 	// Version is the daemon's release version, reported in /v1/status.
@@ -85,9 +88,12 @@ type Driver struct {
 	version     string
 	tableMaxAge time.Duration
 
-	tablesMu sync.Mutex
-	tables   map[portKey]tableSnap // guarded by tablesMu
-	gcTimer  *time.Timer           // deletes endpoints never joined after a restart
+	tableReadMu sync.Mutex // one table read at a time
+	tablesMu    sync.Mutex
+	tables      map[portKey]tableSnap    // guarded by tablesMu
+	going       map[portKey]map[int]bool // slots of entries going; guarded by tablesMu
+	fullEvery   time.Duration
+	gcTimer     *time.Timer // deletes endpoints never joined after a restart
 
 	mu        sync.Mutex
 	networks  map[string]*Network      // guarded by mu
@@ -162,6 +168,8 @@ func New(cfg Config) (*Driver, error) {
 		tableMaxAge: cfg.GIDTableMaxAge,
 		version:     cfg.Version,
 		tables:      make(map[portKey]tableSnap),
+		going:       make(map[portKey]map[int]bool),
+		fullEvery:   defaultFullEvery,
 		networks:    make(map[string]*Network),
 		endpoints:   make(map[string]*Endpoint),
 		watches:     make(map[string]*gidWatch),

@@ -92,31 +92,43 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (CreateEndpointRespon
 
 	// Without it: what admission and the link need from the kernel.
 	mtu, err := d.endpointMTU(n, opts.MTU)
-	var table rdma.GIDTable
-	var at time.Time
-	types := 0
-	if err == nil && n.RDMA != nil {
-		if table, at, _, err = d.table(*n.RDMA, d.tableMaxAge); err != nil {
-			err = fmt.Errorf("read GID table: %w", err)
-		}
-		types = d.roceTypes(n.RDMA) // recorded with the network: no read
-	}
-	// Under the lock: admission, which reserves the endpoint's GID entries.
 	res := &Endpoint{ID: eid, NetworkID: n.ID, Ifname: ifname, IPv4: req.IPv4, IPv6: req.IPv6}
 	if mac != nil {
 		res.MAC = mac.String()
 	}
-	d.mu.Lock()
-	if err == nil && d.networks[n.ID] != n {
-		err = fmt.Errorf("%w: network %s was removed while endpoint %s was being created", ErrNetworkNotFound, ShortID(n.ID), ShortID(eid))
-	}
-	if err == nil && n.RDMA != nil {
-		err = d.admit(n, res, table, at, types)
-	}
-	if err != nil {
-		d.undoCreate(res)
-		d.mu.Unlock()
-		return resp, err
+	how := readCached
+	for {
+		var table rdma.GIDTable
+		var at time.Time
+		full, types := false, 0
+		if err == nil && n.RDMA != nil {
+			if table, at, full, err = d.table(*n.RDMA, how, 0); err != nil {
+				err = fmt.Errorf("read GID table: %w", err)
+			}
+			types = d.roceTypes(n.RDMA) // recorded with the network: no read
+		}
+		// Under the lock: admission, which reserves the endpoint's GID
+		// entries.
+		d.mu.Lock()
+		if err == nil && d.networks[n.ID] != n {
+			err = fmt.Errorf("%w: network %s was removed while endpoint %s was being created", ErrNetworkNotFound, ShortID(n.ID), ShortID(eid))
+		}
+		tooFull := false
+		if err == nil && n.RDMA != nil {
+			tooFull, err = d.admit(n, res, table, at, types, full)
+		}
+		if tooFull && !full && how != readFull {
+			// A refusal is decided on every slot of the table.
+			d.mu.Unlock()
+			err, how = nil, readFull
+			continue
+		}
+		if err != nil {
+			d.undoCreate(res)
+			d.mu.Unlock()
+			return resp, err
+		}
+		break
 	}
 	d.reserved[eid] = res
 	d.track(res)

@@ -133,8 +133,10 @@ func (d *Driver) foundIn(r NetworkRDMA, table rdma.GIDTable, g endpointGIDs, typ
 // table (read at at) and subtracts what endpoints not yet seen in it will
 // take, so that concurrent starts cannot overcommit. It looks only at the
 // port's unsettled endpoints (portAcct), not at every endpoint. It changes
-// nothing but e's need and the accounting's bookkeeping. Caller holds d.mu.
-func (d *Driver) admit(n *Network, e *Endpoint, table rdma.GIDTable, at time.Time, types int) error {
+// nothing but e's need and the accounting's bookkeeping, except that a
+// refusal on a full read (mayCollect) first collects the endpoints of
+// removed containers (collectGone, at most every 10 s). Caller holds d.mu.
+func (d *Driver) admit(n *Network, e *Endpoint, table rdma.GIDTable, at time.Time, types int, mayCollect bool) (tooFull bool, err error) {
 	r := n.RDMA
 	e.GIDTypes = types
 	addrs := len(gidsOf(e, n.ipv6()).expected())
@@ -145,16 +147,16 @@ func (d *Driver) admit(n *Network, e *Endpoint, table rdma.GIDTable, at time.Tim
 	held, starting := d.heldOn(portKey{r.HCA, r.Port}, table, at)
 	free := table.Size - table.Used
 	if e.GIDNeed <= free-held {
-		return nil
+		return false, nil
 	}
-	if time.Since(d.lastCollect) >= d.collectEvery &&
+	if mayCollect && time.Since(d.lastCollect) >= d.collectEvery &&
 		d.collectGone(d.logFor("CreateEndpoint", logrus.Fields{"nid": ShortID(n.ID)})) > 0 {
 		// They held reservations: look once more.
 		if held, starting = d.heldOn(portKey{r.HCA, r.Port}, table, at); e.GIDNeed <= free-held {
-			return nil
+			return false, nil
 		}
 	}
-	return &TableFullError{HCA: r.HCA, Port: r.Port, Need: e.GIDNeed, Free: max(free, 0), Size: table.Size, Held: held, Starting: starting,
+	return true, &TableFullError{HCA: r.HCA, Port: r.Port, Need: e.GIDNeed, Free: max(free, 0), Size: table.Size, Held: held, Starting: starting,
 		Msg: fmt.Sprintf("GID table of RDMA device %s port %d is too full for this container: it needs %d entries (%d addresses x RoCE types), %d of %d are free and %d are held for %d containers still starting. Each container holds its entries until it stops: stop or disconnect containers on this port (parent %q), or use a parent on another port",
 			r.HCA, r.Port, e.GIDNeed, addrs, max(free, 0), table.Size, held, starting, n.Parent)}
 }
@@ -198,33 +200,114 @@ type portKey struct {
 
 // tableSnap is the last read of a port's GID table.
 type tableSnap struct {
-	at    time.Time
+	at    time.Time // when the read began
+	full  time.Time // when the last read of every slot began
 	table rdma.GIDTable
 }
 
-// table returns the GID table of r's port, read now or, when maxAge > 0,
-// no older than maxAge. fresh reports whether it was read now.
-// table returns the GID table of r's port, read now or, when maxAge > 0,
-// no older than maxAge, and when its read began. fresh reports whether it
-// was read now.
-func (d *Driver) table(r NetworkRDMA, maxAge time.Duration) (t rdma.GIDTable, at time.Time, fresh bool, err error) {
+// How fresh a GID table must be (see table).
+type tableRead int
+
+const (
+	// readCached accepts a snapshot up to GIDTableMaxAge old; older, it
+	// reads what may have changed (readChanges).
+	readCached tableRead = iota
+	// readChanges reads the lowest free slots and the slots of entries
+	// known to be going, or every slot when the last full read is
+	// fullEvery old.
+	readChanges
+	// readFull reads every slot.
+	readFull
+)
+
+// fullEvery bounds how long a table read only in part (readChanges) may
+// miss a change elsewhere: an entry the kernel removed without the driver
+// knowing (an address removed by hand), or an entry added where such an
+// entry was. Every refusal and every timeout is decided on a full read.
+const defaultFullEvery = 2 * time.Second
+
+// table returns the GID table of r's port and when its read began; full
+// reports whether every slot was read then. Reads of the tables are
+// serialized (not under d.mu) and each one starts from the last. With
+// GIDTableMaxAge 0 every read is a full one: the table is exact at every
+// call. more is how many new entries the caller expects (how many free
+// slots to look at beyond the few always read).
+func (d *Driver) table(r NetworkRDMA, how tableRead, more int) (t rdma.GIDTable, at time.Time, full bool, err error) {
 	key := portKey{r.HCA, r.Port}
+	if d.tableMaxAge <= 0 {
+		how = readFull
+	}
+	d.tableReadMu.Lock()
+	defer d.tableReadMu.Unlock()
 	d.tablesMu.Lock()
 	snap, ok := d.tables[key]
+	going := d.going[key]
 	d.tablesMu.Unlock()
-	if ok && maxAge > 0 && time.Since(snap.at) < maxAge {
+	now := time.Now()
+	if ok && how == readCached && now.Sub(snap.at) < d.tableMaxAge {
 		return snap.table, snap.at, false, nil
 	}
-	at = time.Now()
-	if t, err = d.rdma.Table(r.HCA, r.Port); err != nil {
-		return t, at, false, err
+	if !ok || how == readFull || snap.table.Slots == nil || now.Sub(snap.full) >= d.fullEvery {
+		if t, err = d.rdma.Table(r.HCA, r.Port); err != nil {
+			return t, now, false, err
+		}
+		d.tablesMu.Lock()
+		d.tables[key] = tableSnap{at: now, full: now, table: t}
+		delete(d.going, key)
+		d.tablesMu.Unlock()
+		return t, now, true, nil
+	}
+	idx := snap.table.FreeSlots(minFreeLook + more)
+	for i := range going {
+		idx = append(idx, i)
+	}
+	if t, err = d.rdma.Refresh(r.HCA, r.Port, snap.table, idx); err != nil {
+		return t, now, false, err
 	}
 	d.tablesMu.Lock()
-	if cur, ok := d.tables[key]; !ok || cur.at.Before(at) {
-		d.tables[key] = tableSnap{at: at, table: t}
+	d.tables[key] = tableSnap{at: now, full: snap.full, table: t}
+	for i := range going {
+		if i >= len(t.Slots) || t.Slots[i] == "" {
+			delete(d.going[key], i)
+		}
 	}
 	d.tablesMu.Unlock()
-	return t, at, true, nil
+	return t, now, false, nil
+}
+
+// minFreeLook is how many of the lowest free slots a partial read always
+// looks at: the kernel puts new entries there.
+const minFreeLook = 8
+
+// entriesGoing has partial table reads look at the slots where e's
+// entries were last seen until they are empty: e left its container or is
+// deleted, and its entries go with its addresses. Caller holds d.mu.
+func (d *Driver) entriesGoing(e *Endpoint) {
+	key, ok := d.portOf(e)
+	if !ok {
+		return
+	}
+	n := d.networks[e.NetworkID]
+	d.tablesMu.Lock()
+	defer d.tablesMu.Unlock()
+	snap, ok := d.tables[key]
+	if !ok {
+		return
+	}
+	for _, g := range d.gidsOfEndpoint(n, e).observed() {
+		for _, i := range snap.table.ByGID[g] {
+			if d.going[key] == nil {
+				d.going[key] = map[int]bool{}
+			}
+			d.going[key][i] = true
+		}
+	}
+	for _, g := range e.GIDs {
+		if d.going[key] == nil {
+			d.going[key] = map[int]bool{}
+		}
+		d.going[key][g.Index] = true
+	}
 }
 
 // roceTypes returns the number of RoCE types (entries per address) of r's
@@ -351,7 +434,14 @@ func (d *Driver) poll(key portKey, p *portPoller) {
 		if len(ws) == 0 {
 			continue
 		}
-		table, at, _, err := d.table(p.r, 0)
+		how, more := readChanges, 0
+		for _, w := range ws {
+			more += len(w.want.observed()) * max(w.types, 1)
+			if now.After(w.deadline) {
+				how = readFull // a timeout is decided on every slot
+			}
+		}
+		table, at, _, err := d.table(p.r, how, more)
 		for _, w := range ws {
 			wlog := log.WithField("eid", ShortID(w.eid))
 			if len(w.want.Required) == 0 {

@@ -162,6 +162,7 @@ func (d *Driver) Leave(nid, eid string) error {
 	if err != nil {
 		return fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
 	}
+	d.entriesGoing(e)
 	e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason = "", nil, false, ""
 	d.track(e)
 	log.WithField("ifname", e.Ifname).Info("endpoint left")
