@@ -1,0 +1,246 @@
+package driver
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+)
+
+// gatedLinks holds the netlink calls on one link name until the test lets
+// them go, and counts the macvlans created per name.
+type gatedLinks struct {
+	*drivertest.Links
+	fake    *drivertest.Links
+	name    string
+	entered chan string   // a held call has begun (its kind)
+	gate    chan struct{} // closed: held calls go on
+	created sync.Map      // name -> *atomic.Int32
+	delay   time.Duration // every CreateMacvlan waits this long
+}
+
+func newGatedLinks(name string) *gatedLinks {
+	f := drivertest.NewLinks("p0")
+	return &gatedLinks{Links: f, fake: f, name: name, entered: make(chan string, 16), gate: make(chan struct{})}
+}
+
+func (g *gatedLinks) hold(name, kind string) {
+	if name == g.name {
+		g.entered <- kind
+		<-g.gate
+	}
+}
+
+func (g *gatedLinks) CreateMacvlan(s netns.MacvlanSpec) (netns.Link, error) {
+	g.hold(s.Name, "create")
+	time.Sleep(g.delay)
+	c, _ := g.created.LoadOrStore(s.Name, new(atomic.Int32))
+	c.(*atomic.Int32).Add(1)
+	return g.Links.CreateMacvlan(s)
+}
+
+func (g *gatedLinks) DeleteLink(name string) error {
+	if g.Has(name) { // the stale-link check before a create deletes nothing
+		g.hold(name, "delete")
+	}
+	return g.Links.DeleteLink(name)
+}
+
+// linksOf hides the embedded field's name, which clashes with the
+// interface's Links method.
+type linksOf struct{ *gatedLinks }
+
+func (l linksOf) Links() ([]netns.Link, error) { return l.fake.Links() }
+
+func (g *gatedLinks) count(name string) int32 {
+	c, ok := g.created.Load(name)
+	if !ok {
+		return 0
+	}
+	return c.(*atomic.Int32).Load()
+}
+
+// within fails the test if fn does not return within d.
+func within(t *testing.T, d time.Duration, what string, fn func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(d):
+		t.Fatalf("%s did not return within %v while another endpoint's netlink call was under way: the driver holds its lock across netlink", what, d)
+	}
+}
+
+// A netlink call for one endpoint does not hold up the calls of another:
+// CreateEndpoint and DeleteEndpoint do their kernel work without d.mu.
+func TestLinkCallsDoNotHoldOtherEndpoints(t *testing.T) {
+	for _, held := range []string{"create", "delete"} {
+		t.Run(held, func(t *testing.T) {
+			g := newGatedLinks(LinkName("slow"))
+			root := mlx5Root(t, rdmatest.MLX5Options{TableSize: 64})
+			d := newTestDriverAt(t, g.fake, t.TempDir(), root)
+			d.links = linksOf{g}
+			if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+				t.Fatal(err)
+			}
+			slowErr := make(chan error, 1)
+			if held == "create" {
+				go func() { _, err := d.CreateEndpoint(ep("n1", "slow", "10.5.0.2/24")); slowErr <- err }()
+			} else {
+				close(g.gate)
+				if _, err := d.CreateEndpoint(ep("n1", "slow", "10.5.0.2/24")); err != nil {
+					t.Fatal(err)
+				}
+				<-g.entered // the create's, let through
+				g.gate = make(chan struct{})
+				go func() { slowErr <- d.DeleteEndpoint("n1", "slow") }()
+			}
+			if k := <-g.entered; k != held {
+				t.Fatalf("held a %s, want a %s", k, held)
+			}
+			within(t, 5*time.Second, "another endpoint's life cycle", func() error {
+				if _, err := d.CreateEndpoint(ep("n1", "fast", "10.5.0.3/24")); err != nil {
+					return err
+				}
+				if _, err := d.Join("n1", "fast", "/sb/fast"); err != nil {
+					return err
+				}
+				if err := d.Leave("n1", "fast"); err != nil {
+					return err
+				}
+				if err := d.DeleteEndpoint("n1", "fast"); err != nil {
+					return err
+				}
+				_ = d.Status()
+				return nil
+			})
+			close(g.gate)
+			if err := <-slowErr; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Calls for the same endpoint while one is under way wait for it and then
+// see its outcome: a repeated CreateEndpoint creates no second link and
+// answers the same MAC; a DeleteEndpoint deletes what the create made.
+func TestSameEndpointCallsWait(t *testing.T) {
+	g := newGatedLinks(LinkName("e1"))
+	d := newTestDriverAt(t, g.fake, t.TempDir(), mlx5Root(t, rdmatest.MLX5Options{TableSize: 64}))
+	d.links = linksOf{g}
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		mac string
+		err error
+	}
+	first, second := make(chan res, 1), make(chan res, 1)
+	go func() { r, err := d.CreateEndpoint(ep("n1", "e1", "10.5.0.2/24")); first <- res{r.MAC, err} }()
+	<-g.entered
+	go func() { r, err := d.CreateEndpoint(ep("n1", "e1", "10.5.0.2/24")); second <- res{r.MAC, err} }()
+	select {
+	case r := <-second:
+		t.Fatalf("second CreateEndpoint returned (%+v) while the first was still creating the link", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(g.gate)
+	r1, r2 := <-first, <-second
+	if r1.err != nil || r2.err != nil {
+		t.Fatalf("creates: %v, %v", r1.err, r2.err)
+	}
+	if r1.mac == "" || r1.mac != r2.mac {
+		t.Fatalf("MACs %q and %q: want the same one", r1.mac, r2.mac)
+	}
+	if n := g.count(LinkName("e1")); n != 1 {
+		t.Fatalf("%d links created for one endpoint, want 1", n)
+	}
+	if err := d.DeleteEndpoint("n1", "e1"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A delete during the create waits for it, then deletes what it made.
+	for len(g.entered) > 0 {
+		<-g.entered
+	}
+	g.gate = make(chan struct{})
+	go func() { r, err := d.CreateEndpoint(ep("n1", "e1", "10.5.0.2/24")); first <- res{r.MAC, err} }()
+	<-g.entered
+	deleted := make(chan error, 1)
+	go func() { deleted <- d.DeleteEndpoint("n1", "e1") }()
+	select {
+	case err := <-deleted:
+		t.Fatalf("DeleteEndpoint returned (%v) while CreateEndpoint was still creating the link", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(g.gate)
+	if r := <-first; r.err != nil {
+		t.Fatal(r.err)
+	}
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if g.Has(LinkName("e1")) || len(d.Status().Networks[0].Endpoints) != 0 {
+		t.Fatal("endpoint left after its delete")
+	}
+}
+
+// Admission decided under the lock with the link work outside it still
+// never overcommits: with every CreateEndpoint's netlink call slow, all
+// of them are between admission and record at once.
+func TestRDMAConcurrentAdmissionSlowLinks(t *testing.T) {
+	g := newGatedLinks("")
+	close(g.gate)
+	g.delay = 20 * time.Millisecond
+	// 22 slots: 20 free, room for exactly 10 IPv4 endpoints.
+	d := newTestDriverAt(t, g.fake, t.TempDir(), mlx5Root(t, rdmatest.MLX5Options{TableSize: 22}))
+	d.links = linksOf{g}
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg       sync.WaitGroup
+		admitted atomic.Int32
+	)
+	for i := range 25 {
+		wg.Go(func() {
+			_, err := d.CreateEndpoint(ep("n1", fmt.Sprintf("c%02d", i), fmt.Sprintf("10.5.1.%d/24", i+2)))
+			if err == nil {
+				admitted.Add(1)
+			} else if !strings.Contains(err.Error(), "too full") {
+				t.Errorf("unexpected error: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := admitted.Load(); n != 10 {
+		t.Fatalf("%d endpoints admitted concurrently, want exactly 10", n)
+	}
+	// The refused ones gave their reservations back: deleting one admitted
+	// endpoint makes room for exactly one more.
+	var one string
+	for _, e := range d.Status().Networks[0].Endpoints {
+		one = e.ID
+		break
+	}
+	if err := d.DeleteEndpoint("n1", one); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateEndpoint(ep("n1", "x1", "10.5.2.1/24")); err != nil {
+		t.Fatalf("no room after a delete: %v", err)
+	}
+	if _, err := d.CreateEndpoint(ep("n1", "x2", "10.5.2.2/24")); err == nil {
+		t.Fatal("admitted past the table's capacity after a delete")
+	}
+}
