@@ -52,7 +52,8 @@ type Config struct {
 	// GIDTableMaxAge lets GID admission use a read of the port's table up
 	// to this old, and lets admission and the GID watch read only the
 	// slots that can have changed since the last read, with a full read
-	// at least every 2 s and before any refusal or timeout (0: read every
+	// at least every 30 s, for a watch that waits long, and before any
+	// refusal or timeout (0: read every
 	// slot for every CreateEndpoint and every look). Reading a full table
 	// costs one file per slot; the daemon uses DefaultGIDTableMaxAge.
 	GIDTableMaxAge time.Duration

@@ -102,7 +102,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (CreateEndpointRespon
 		var at time.Time
 		full, types := false, 0
 		if err == nil && n.RDMA != nil {
-			if table, at, full, err = d.table(*n.RDMA, how, 0); err != nil {
+			if table, at, full, err = d.table(*n.RDMA, how, 0, 0); err != nil {
 				err = fmt.Errorf("read GID table: %w", err)
 			}
 			types = d.roceTypes(n.RDMA) // recorded with the network: no read

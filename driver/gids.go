@@ -220,20 +220,30 @@ const (
 	readFull
 )
 
-// fullEvery bounds how long a table read only in part (readChanges) may
-// miss a change elsewhere: an entry the kernel removed without the driver
-// knowing (an address removed by hand), or an entry added where such an
-// entry was. Every refusal and every timeout is decided on a full read.
-const defaultFullEvery = 2 * time.Second
+// defaultFullEvery bounds how long a table read only in part (readChanges)
+// may miss a change elsewhere: an entry the kernel removed without the
+// driver knowing (an address removed by hand, a container gone without
+// Leave), or an entry added where such an entry was. A GID watch that has
+// waited slowWatch polls reads every slot at most once per slowWatch polls
+// too, and every refusal and every timeout is decided on a full read: a
+// container's start never waits on a stale view for long.
+const (
+	defaultFullEvery = 30 * time.Second
+	slowWatch        = 10
+)
 
 // table returns the GID table of r's port and when its read began; full
 // reports whether every slot was read then. Reads of the tables are
 // serialized (not under d.mu) and each one starts from the last. With
 // GIDTableMaxAge 0 every read is a full one: the table is exact at every
 // call. more is how many new entries the caller expects (how many free
-// slots to look at beyond the few always read).
-func (d *Driver) table(r NetworkRDMA, how tableRead, more int) (t rdma.GIDTable, at time.Time, full bool, err error) {
+// slots to look at beyond the few always read); a partial read becomes a
+// full one when the last full read is fullAge old (0: d.fullEvery).
+func (d *Driver) table(r NetworkRDMA, how tableRead, more int, fullAge time.Duration) (t rdma.GIDTable, at time.Time, full bool, err error) {
 	key := portKey{r.HCA, r.Port}
+	if fullAge <= 0 {
+		fullAge = d.fullEvery
+	}
 	if d.tableMaxAge <= 0 {
 		how = readFull
 	}
@@ -247,7 +257,7 @@ func (d *Driver) table(r NetworkRDMA, how tableRead, more int) (t rdma.GIDTable,
 	if ok && how == readCached && now.Sub(snap.at) < d.tableMaxAge {
 		return snap.table, snap.at, false, nil
 	}
-	if !ok || how == readFull || snap.table.Slots == nil || now.Sub(snap.full) >= d.fullEvery {
+	if !ok || how == readFull || snap.table.Slots == nil || now.Sub(snap.full) >= fullAge {
 		if t, err = d.rdma.Table(r.HCA, r.Port); err != nil {
 			return t, now, false, err
 		}
@@ -434,14 +444,17 @@ func (d *Driver) poll(key portKey, p *portPoller) {
 		if len(ws) == 0 {
 			continue
 		}
-		how, more := readChanges, 0
+		how, more, fullAge := readChanges, 0, time.Duration(0)
 		for _, w := range ws {
 			more += len(w.want.observed()) * max(w.types, 1)
 			if now.After(w.deadline) {
 				how = readFull // a timeout is decided on every slot
 			}
+			if slow := slowWatch * d.gidPoll; now.Sub(w.start) >= slow {
+				fullAge = slow // slower than a start: look everywhere
+			}
 		}
-		table, at, _, err := d.table(p.r, how, more)
+		table, at, _, err := d.table(p.r, how, more, fullAge)
 		for _, w := range ws {
 			wlog := log.WithField("eid", ShortID(w.eid))
 			if len(w.want.Required) == 0 {

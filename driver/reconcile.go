@@ -248,6 +248,19 @@ func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
 // there carries this driver's mark with a MAC no endpoint has (so matching
 // by MAC cannot be trusted), nothing is collected. Caller holds d.mu.
 func (d *Driver) collectGone(log *logrus.Entry) int {
+	// One dump of the host's links instead of a look-up per endpoint (a
+	// thousand of them at start-up).
+	inHost := func(name string) bool {
+		_, err := d.links.LinkByName(name)
+		return !errors.Is(err, netns.ErrLinkNotFound)
+	}
+	if links, err := d.links.Links(); err == nil {
+		names := make(map[string]bool, len(links))
+		for _, l := range links {
+			names[l.Name] = true
+		}
+		inHost = func(name string) bool { return names[name] }
+	}
 	var cand []*Endpoint
 	for _, e := range d.endpoints {
 		if e.Sandbox == "" {
@@ -256,7 +269,7 @@ func (d *Driver) collectGone(log *logrus.Entry) int {
 		if d.busy[e.ID] != nil {
 			continue // a call is changing it: not gone
 		}
-		if _, err := d.links.LinkByName(e.Ifname); errors.Is(err, netns.ErrLinkNotFound) {
+		if !inHost(e.Ifname) {
 			cand = append(cand, e)
 		}
 	}

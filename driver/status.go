@@ -112,7 +112,7 @@ func (d *Driver) rdmaStatus(ns *api.Network, r *NetworkRDMA, tables map[portKey]
 	key := portKey{r.HCA, r.Port}
 	table, ok := tables[key]
 	if !ok {
-		if table, _, _, err = d.table(*r, readFull, 0); err != nil {
+		if table, _, _, err = d.table(*r, readFull, 0, 0); err != nil {
 			ns.Problems = append(ns.Problems, err.Error())
 			return
 		}

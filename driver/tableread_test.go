@@ -61,11 +61,10 @@ func TestRefusalReadsTheWholeTable(t *testing.T) {
 
 // Between full reads the watch reads only the lowest free slots it knows
 // of. An entry the kernel puts in a slot that was freed behind the
-// driver's back is found by the next full read (fullEvery), not only when
-// the watch times out.
+// driver's back is found by the full read of a watch that waits longer
+// than a start takes (slowWatch polls), not only when it times out.
 func TestWatchFindsEntryInSlotFreedUnseen(t *testing.T) {
-	d, links, root := newPartialReadDriver(t, 16, 10*time.Second)
-	d.fullEvery = 300 * time.Millisecond
+	d, links, root := newPartialReadDriver(t, 16, 10*time.Second) // polls every 5 ms
 	if _, err := d.CreateEndpoint(ep("n1", "e0", "10.5.0.2/24")); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +99,7 @@ func TestWatchFindsEntryInSlotFreedUnseen(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("entry in a slot freed unseen not found within 3 s (full reads every 300 ms; the watch times out after 10 s)")
+			t.Fatal("entry in a slot freed unseen not found within 3 s (a full read after 50 ms of waiting; the watch times out after 10 s)")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
