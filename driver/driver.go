@@ -208,6 +208,15 @@ func (d *Driver) Close() {
 	if d.gcTimer != nil {
 		d.gcTimer.Stop()
 	}
+	// Calls under way finish their kernel and disk work first.
+	for len(d.busy) > 0 {
+		for _, ch := range d.busy {
+			d.mu.Unlock()
+			<-ch
+			d.mu.Lock()
+			break
+		}
+	}
 	d.mu.Unlock()
 	d.stopWatches()
 	d.store.close()
