@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/docker/go-plugins-helpers/network"
+	"github.com/rdma-macvlan/rdma-macvlan/bench"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
@@ -135,6 +136,50 @@ type world struct {
 	nid     string
 	live    []*liveEP
 	samples *os.File
+	over    overheads
+}
+
+// overheads are the plugin's own time per call, by live level: above the
+// kernel's macvlan add (CreateEndpoint) and delete (DeleteEndpoint) timed
+// in the same cycle; Join and Leave have no kernel floor.
+type overheads map[int]*[4][]float64
+
+var overheadOps = [4]string{"CreateEndpoint", "Join", "Leave", "DeleteEndpoint"}
+
+func (o *overheads) add(live int, v ...float64) {
+	if *o == nil {
+		*o = overheads{}
+	}
+	if (*o)[live] == nil {
+		(*o)[live] = new([4][]float64)
+	}
+	for i := range overheadOps {
+		(*o)[live][i] = append((*o)[live][i], v[i])
+	}
+}
+
+// overhead is one row of results.Overhead.
+type overhead struct {
+	Live int     `json:"live"`
+	Op   string  `json:"op"`
+	P50  float64 `json:"p50_ms"`
+	P99  float64 `json:"p99_ms"`
+}
+
+// summary returns p50 and p99 per level and call, and prints them.
+func (o overheads) summary(levels []int) []overhead {
+	var out []overhead
+	for _, live := range levels {
+		if o[live] == nil {
+			continue
+		}
+		for i, op := range overheadOps {
+			s := bench.Summarize(o[live][i])
+			out = append(out, overhead{Live: live, Op: op, P50: s.Median, P99: s.P99})
+			say("overhead above the kernel floor, %d live: %s p50 %.2f ms, p99 %.2f ms", live, op, s.Median, s.P99)
+		}
+	}
+	return out
 }
 
 type liveEP struct {
@@ -264,6 +309,7 @@ func run(ctx context.Context, o options) (retErr error) {
 	if err := w.samples.Close(); err != nil {
 		return err
 	}
+	res.Overhead = w.over.summary(o.levels)
 	data, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return err
@@ -297,6 +343,8 @@ type results struct {
 	Memory    []memory  `json:"memory"`
 	CPU       []passCPU `json:"daemon_cpu"`
 	StatusMS  []float64 `json:"status_ms"`
+	// Overhead is the plugin's time per call above the kernel floor.
+	Overhead []overhead `json:"overhead"`
 }
 
 func (w *world) teardown(clean bool) error {
@@ -512,6 +560,7 @@ func (w *world) cycles(ctx context.Context, pass, live int) error {
 		vals := []float64{ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3]), ms(d[4]), ms(d[5]),
 			ms(d[0] + d[1] + d[3] + d[5]), ms(d[0] + d[1] + d[2] + d[3] + d[4] + d[5]),
 			ms(k1.Sub(k0)), ms(k2.Sub(k1))}
+		w.over.add(live, vals[0]-vals[8], vals[1], vals[3], vals[5]-vals[9])
 		for i, op := range ops {
 			fmt.Fprintf(w.samples, "%d,%d,%s,%.4f\n", pass, live, op, vals[i])
 		}
