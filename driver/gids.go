@@ -543,7 +543,7 @@ func (d *Driver) finishWatch(w *gidWatch, found []EndpointGID, reason string, at
 		rec.GIDNeed = len(found)
 	}
 	d.mu.Unlock()
-	err := d.store.saveEndpoint(&rec)
+	err := d.store.saveEndpointUnsynced(&rec)
 	d.mu.Lock()
 	if err != nil {
 		log.WithError(err).Error("could not record the endpoint's GIDs")

@@ -58,7 +58,7 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 
 	err := d.ensureLink(e, log)
 	if err == nil && save {
-		if err = d.store.saveEndpoint(&rec); err != nil {
+		if err = d.store.saveEndpointUnsynced(&rec); err != nil {
 			err = fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
 		} else {
 			crashPoint("join:state-written")
@@ -151,7 +151,7 @@ func (d *Driver) Leave(nid, eid string) error {
 	rec.Sandbox, rec.GIDs, rec.RDMAReady, rec.RDMAReason = "", nil, false, ""
 	d.mu.Unlock()
 
-	err := d.store.saveEndpoint(&rec)
+	err := d.store.saveEndpointUnsynced(&rec)
 	if err == nil {
 		crashPoint("leave:state-written")
 	}

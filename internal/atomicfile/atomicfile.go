@@ -25,11 +25,19 @@ func IsTemp(name string) bool {
 var dirSyncFault atomic.Pointer[error]
 
 func syncDir(d *os.File) error {
+	syncs.Add(1)
 	if err := dirSyncFault.Load(); err != nil {
 		return *err
 	}
 	return d.Sync()
 }
+
+// syncs counts the fsyncs of files and directories this package made.
+var syncs atomic.Int64
+
+// Syncs returns how many fsyncs (of files and of directories) this process
+// has made through this package: tests count what an operation costs.
+func Syncs() int64 { return syncs.Load() }
 
 // FailDirSync makes every directory fsync fail with err until the returned
 // function is called. Only for tests, which must not run in parallel with
@@ -43,7 +51,21 @@ func FailDirSync(err error) (restore func()) {
 // Write replaces path with data: write a temporary file in the same
 // directory, fsync it, call beforeRename (if not nil; tests kill the process
 // there), rename it over path and fsync the directory.
-func Write(path string, data []byte, perm fs.FileMode, beforeRename func()) (retErr error) {
+func Write(path string, data []byte, perm fs.FileMode, beforeRename func()) error {
+	return write(path, data, perm, beforeRename, true)
+}
+
+// WriteUnsynced is Write without the two fsyncs: a reader, or the writer
+// restarted after being killed, finds the old content or the new one, as
+// with Write; only a crash of the whole system (power loss, kernel panic)
+// before the kernel writes the page cache back may bring back the old
+// file, or, on file systems that do not order data before a rename, an
+// empty one. For records of facts that such a crash destroys anyway.
+func WriteUnsynced(path string, data []byte, perm fs.FileMode, beforeRename func()) error {
+	return write(path, data, perm, beforeRename, false)
+}
+
+func write(path string, data []byte, perm fs.FileMode, beforeRename func(), durable bool) (retErr error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
 	if err != nil {
@@ -62,8 +84,11 @@ func Write(path string, data []byte, perm fs.FileMode, beforeRename func()) (ret
 	if err := f.Chmod(perm); err != nil {
 		return fmt.Errorf("chmod %s: %w", tmp, err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", tmp, err)
+	if durable {
+		syncs.Add(1)
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("sync %s: %w", tmp, err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp, err)
@@ -73,6 +98,9 @@ func Write(path string, data []byte, perm fs.FileMode, beforeRename func()) (ret
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
+	}
+	if !durable {
+		return nil
 	}
 	if err := SyncDir(dir); err != nil {
 		return &NotDurableError{Path: path, Err: err}

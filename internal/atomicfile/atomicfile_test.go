@@ -260,3 +260,36 @@ func TestIsTemp(t *testing.T) {
 		}
 	}
 }
+
+// WriteUnsynced replaces the file as Write does, leaves no temporary file,
+// and makes no fsync: a failing directory fsync does not concern it.
+func TestWriteUnsynced(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ep.json")
+	if err := Write(path, []byte("v1"), 0o600, nil); err != nil {
+		t.Fatal(err)
+	}
+	restore := FailDirSync(syscall.EIO)
+	defer restore()
+	before := Syncs()
+	if err := WriteUnsynced(path, []byte("v2"), 0o600, nil); err != nil {
+		t.Fatalf("WriteUnsynced: %v", err)
+	}
+	if n := Syncs() - before; n != 0 {
+		t.Errorf("WriteUnsynced made %d fsyncs, want none", n)
+	}
+	if got := read(t, path); got != "v2" {
+		t.Fatalf("content %q, want v2", got)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("directory holds %d entries, want only the file", len(ents))
+	}
+	restore()
+	before = Syncs()
+	if err := Write(path, []byte("v3"), 0o600, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := Syncs() - before; n != 2 {
+		t.Errorf("Write made %d fsyncs, want 2 (the file, its directory)", n)
+	}
+}
