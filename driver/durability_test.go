@@ -1,12 +1,12 @@
 package driver
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/atomicfile"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
@@ -55,12 +55,18 @@ func TestLifeCycleFsyncs(t *testing.T) {
 		if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "10.5.0.2", "eth0"); err != nil {
 			return err
 		}
-		waitStatus(t, d, "e1", 2*time.Second, func(e api.Endpoint) bool { return e.RDMAReady })
-		return nil
+		// The status reads the table itself; the watch records a moment
+		// later.
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if rec := record(); rec.RDMAReady && len(rec.GIDs) > 0 {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				rec := record()
+				return fmt.Errorf("record 2 s after the GIDs came: ready %v, GIDs %v", rec.RDMAReady, rec.GIDs)
+			}
+		}
 	})
-	if rec := record(); !rec.RDMAReady || len(rec.GIDs) == 0 {
-		t.Errorf("record after the GIDs came: ready %v, GIDs %v", rec.RDMAReady, rec.GIDs)
-	}
 	step("Leave", 0, func() error { return d.Leave("n1", "e1") })
 	if rec := record(); rec.Sandbox != "" || rec.RDMAReady {
 		t.Errorf("record after Leave: sandbox %q, ready %v", rec.Sandbox, rec.RDMAReady)
