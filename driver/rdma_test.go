@@ -693,8 +693,11 @@ func TestRDMAStrictOnEnginesBefore28(t *testing.T) {
 func TestRDMAAdmissionWithTableSnapshot(t *testing.T) {
 	links := drivertest.NewLinks("p0")
 	root := mlx5Root(t, rdmatest.MLX5Options{TableSize: 8})
+	// The snapshot never ages by itself during the test: ageTables makes
+	// it old when the test says so, whatever the machine's speed.
+	const maxAge = time.Hour
 	d, err := New(Config{StateDir: t.TempDir(), Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
-		GIDTimeout: time.Second, GIDPoll: 5 * time.Millisecond, GIDTableMaxAge: 300 * time.Millisecond})
+		GIDTimeout: time.Second, GIDPoll: 5 * time.Millisecond, GIDTableMaxAge: maxAge})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -716,8 +719,10 @@ func TestRDMAAdmissionWithTableSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.5/24")); err == nil {
-		t.Fatal("admitted into a full table")
+	// A fresh read sees the three containers' entries: the table is full.
+	ageTables(d, maxAge)
+	if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.5/24")); err == nil || !strings.Contains(err.Error(), "too full") {
+		t.Fatalf("admitted into a full table: %v", err)
 	}
 	// e0 goes; until the snapshot ages its entries still count.
 	if err := d.Leave("n1", "e0"); err != nil {
@@ -729,15 +734,26 @@ func TestRDMAAdmissionWithTableSnapshot(t *testing.T) {
 	if _, err := rdmatest.RemoveAddress(root, "mlx5_0", 1, "10.5.0.2"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.5/24")); err == nil {
-			break
+	for range 3 {
+		if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.5/24")); err == nil || !strings.Contains(err.Error(), "too full") {
+			t.Fatalf("entries removed after the snapshot was taken counted as free before it aged: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("freed entries never counted as free")
-		}
-		time.Sleep(20 * time.Millisecond)
+	}
+	// Once it has aged, the next admission reads the table again and
+	// counts them free.
+	ageTables(d, maxAge)
+	if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.5/24")); err != nil {
+		t.Fatalf("freed entries not counted as free once the snapshot aged: %v", err)
+	}
+}
+
+// ageTables makes every GID table snapshot of d older by age.
+func ageTables(d *Driver, age time.Duration) {
+	d.tablesMu.Lock()
+	defer d.tablesMu.Unlock()
+	for k, snap := range d.tables {
+		snap.at = snap.at.Add(-age)
+		d.tables[k] = snap
 	}
 }
 
