@@ -719,6 +719,21 @@ func TestRDMAAdmissionWithTableSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The GID watches read the table too, and their reads replace the
+	// snapshot: let them end (all found, or the GID timeout) first.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d.mu.Lock()
+		watching := len(d.watches)
+		d.mu.Unlock()
+		if watching == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d GID watches still running after 5 s", watching)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	// A fresh read sees the three containers' entries: the table is full.
 	ageTables(d, maxAge)
 	if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.5/24")); err == nil || !strings.Contains(err.Error(), "too full") {
