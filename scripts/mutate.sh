@@ -151,10 +151,11 @@ start=$SECONDS
 declare -A basepkgs=()
 for i in "${selected[@]}"; do
   if [[ ${runs[$i]} == *TestPrivileged* && -z $root ]]; then continue; fi
-  basepkgs[${runs[$i]}]+=" ${pkgs[$i]}"
+  basepkgs[${runs[$i]:--}]+=" ${pkgs[$i]}" # bash keys cannot be empty: - is none
 done
-for run in "${!basepkgs[@]}"; do
-  p=$(tr ' ' '\n' <<<"${basepkgs[$run]}" | sort -u | paste -sd' ' -)
+for key in "${!basepkgs[@]}"; do
+  run=${key#-}
+  p=$(tr ' ' '\n' <<<"${basepkgs[$key]}" | sed '/^$/d' | sort -u | paste -sd' ' -)
   echo "mutate: baseline: go test $p${run:+ -run $run}"
   t0=$SECONDS
   if ! runtests "$work/baseline.log" "$p" "$run"; then
