@@ -297,7 +297,7 @@ func vlanSupported(t *testing.T) bool {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	if err := h.CreateVeth("v0", "v0peer", 1500); err != nil {
+	if err := netnstest.CreateVeth(h, "v0", "v0peer", 1500); err != nil {
 		t.Fatal(err)
 	}
 	_, err = h.CreateVLAN("v0.7", "v0", 7)
