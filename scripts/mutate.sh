@@ -53,8 +53,8 @@ mutant orphan-sweep-ignores-records driver/reconcile.go "$unit" '' \
   'owned[e.Ifname] = true' \
   'owned[e.Ifname] = false'
 mutant orphan-sweep-ignores-owner driver/reconcile.go "$unit" '' \
-  'l.Alias != d.owner' \
-  'false'
+  'ours := l.Alias == d.owner' \
+  'ours := true'
 # The CDI spec holds uverbs and rdma_cm only: never umad (fabric management).
 mutant cdi-lists-umad rdma/devnodes.go './rdma/ ./driver/' '' \
   'nodes = append(nodes, DeviceNode{Path: filepath.Join(DevDir, "rdma_cm")' \

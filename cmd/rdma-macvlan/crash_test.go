@@ -300,7 +300,7 @@ func vlanSupported(t *testing.T) bool {
 	if err := netnstest.CreateVeth(h, "v0", "v0peer", 1500); err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.CreateVLAN("v0.7", "v0", 7)
+	_, err = h.CreateVLAN("v0.7", "v0", 7, "")
 	if errors.Is(err, unix.EOPNOTSUPP) {
 		return false
 	}
