@@ -666,7 +666,9 @@ func TestRDMAStrictOnEnginesBefore28(t *testing.T) {
 	waitStatus(t, d, "e1", time.Second, func(e api.Endpoint) bool { return e.RDMAReady })
 
 	// The engine is upgraded to one that asks once the link has moved:
-	// strict holds starts again and the note goes.
+	// the note goes, also when the container's entries are there before
+	// it asks (waited for below, so that the test does not depend on how
+	// fast the watch is).
 	if _, err := d.CreateEndpoint(ep("n1", "e2", "10.5.0.9/24")); err != nil {
 		t.Fatal(err)
 	}
@@ -678,6 +680,17 @@ func TestRDMAStrictOnEnginesBefore28(t *testing.T) {
 	}
 	if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "10.5.0.9", "eth0"); err != nil {
 		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		d.mu.Lock()
+		ready := d.endpoints["e2"].RDMAReady
+		d.mu.Unlock()
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("e2's watch did not find its entries in 5 s")
+		}
 	}
 	if err := d.ProgramExternalConnectivity("n1", "e2"); err != nil {
 		t.Fatalf("strict start on an engine that asks late: %v", err)
