@@ -40,10 +40,14 @@ mutant admission-refuses-exact-fit driver/gids.go "$unit" '' \
 mutant admission-overcommits-by-one driver/gids.go "$unit" '' \
   'if e.GIDNeed <= free-held {' \
   'if e.GIDNeed <= free-held+1 {'
-# A snapshot of the table is used until it ages, then read again.
+# A snapshot of the table younger than GIDTableMaxAge is used, but a
+# refusal is decided on a read of every slot.
 mutant table-snapshot-ignored driver/gids.go "$unit" '' \
-  'time.Since(snap.at) < maxAge' \
-  'time.Since(snap.at) < 0'
+  'now.Sub(snap.at) < d.tableMaxAge' \
+  'now.Sub(snap.at) < 0'
+mutant refusal-on-snapshot driver/endpoint.go "$unit" '' \
+  'if tooFull && !full' \
+  'if false && tooFull && !full'
 # The orphan sweep at start: deletes this instance's unrecorded links, keeps
 # recorded ones.
 mutant orphan-sweep-disabled driver/reconcile.go "$unit" '' \
