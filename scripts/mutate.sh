@@ -87,8 +87,8 @@ mutant failed-write-leaves-temp internal/atomicfile/atomicfile.go './driver/ ./i
   '_ = tmp'
 # Join re-creates a link lost since CreateEndpoint.
 mutant join-does-not-recreate-link driver/joinleave.go "$unit" '' \
-  'if err := d.ensureLink(e, log); err != nil {' \
-  'if err := error(nil); err != nil {'
+  'err := d.ensureLink(e, log)' \
+  'err := error(nil)'
 # Every crash point is reached by the crash test (a point dropped from the
 # code is noticed).
 mutant crash-point-unreached driver/joinleave.go './cmd/rdma-macvlan/' 'TestPrivilegedCrashPoints' \
