@@ -19,7 +19,7 @@ export PLUGIN_NAME
 
 FUZZTIME ?= 20
 
-.PHONY: release e2e-release help build test test-root test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-reliability fuzz bench clean deps
+.PHONY: release e2e-release help build test test-root mutate test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-reliability fuzz bench clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ test: ## unit tests (any user; privileged tests skip without root)
 
 test-root: ## privileged tests: real namespaces, links and socket (root); fails if none ran
 	bash scripts/test-root.sh
+
+mutate: ## mutation check: breaks guarded rules one at a time in a copy of the tree and fails unless a test catches each (root for the privileged ones)
+	bash scripts/mutate.sh
 
 test-kernel: ## the daemon, then Docker 20.10 and the current engine with the managed plugin, on a real kernel RDMA stack: Soft-RoCE in a qemu VM (root; the first run builds the VM image)
 	bash scripts/engines.sh install current
@@ -93,7 +96,7 @@ fuzz: ## fuzz every target for FUZZTIME seconds each (a crashing input is left i
 deps: ## install the Debian packages the tests need (idempotent)
 	bash scripts/deps.sh
 
-check: deps lint test test-root fuzz test-kernel e2e e2e-cli e2e-reliability ## everything CI runs (as root): the README's test command
+check: deps lint test test-root mutate fuzz test-kernel e2e e2e-cli e2e-reliability ## everything CI runs (as root): the README's test command
 
 clean: ## remove build output
 	rm -rf build

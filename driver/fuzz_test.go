@@ -187,6 +187,8 @@ var (
 	fuzzGoodNet = "6000" + strings.Repeat("0", 60)
 	fuzzGoodEP  = "e000" + strings.Repeat("0", 60)
 	fuzzID      = "c0ffee" + strings.Repeat("0", 58)
+	// fuzzOrphanEP has a link of the instance but no record.
+	fuzzOrphanEP = "0bad" + strings.Repeat("0", 60)
 )
 
 func fuzzGoodRecords() (*Network, *Endpoint) {
@@ -227,8 +229,10 @@ func dirNames(t *testing.T, dir string) []string {
 // driver on that directory. New never fails as a whole and never panics or
 // hangs; the file is either loaded under its own ID or renamed *.corrupt
 // with its bytes intact; the good records load unchanged, the good
-// endpoint's link survives the orphan sweep, and nothing but state files
-// and the HCA's CDI spec is written.
+// endpoint's link (which carries the instance's owner alias, as the links
+// the daemon makes do) survives the orphan sweep while an orphan link of
+// the same instance goes, and nothing but state files and the HCA's CDI
+// spec is written.
 func FuzzStateLoad(f *testing.F) {
 	sysfs := f.TempDir()
 	for i, nd := range []string{"p0", "p1"} {
@@ -241,6 +245,21 @@ func FuzzStateLoad(f *testing.F) {
 	goodNet, goodEP := fuzzGoodRecords()
 	netData := mustJSON(f, networkRecord{Version: stateVersion, Network: goodNet})
 	epData := mustJSON(f, endpointRecord{Version: stateVersion, Endpoint: goodEP})
+	// The instance every run starts as: the links it made carry its owner
+	// alias, so that the orphan sweep considers (and must keep) the good
+	// endpoint's link and delete an orphan of the same instance.
+	instanceDir := f.TempDir()
+	d0, err := New(Config{StateDir: instanceDir, Links: drivertest.NewLinks(), Log: quietLog(), Sysfs: rdma.NewSysfs(sysfs), CDIDir: f.TempDir()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	owner := d0.owner
+	d0.Close()
+	instance, err := os.ReadFile(filepath.Join(instanceDir, "instance"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	orphan := LinkName(fuzzOrphanEP)
 
 	f.Fuzz(func(t *testing.T, endpoint bool, data []byte) {
 		base := t.TempDir()
@@ -255,6 +274,9 @@ func FuzzStateLoad(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
+		if err := os.WriteFile(filepath.Join(stateDir, "instance"), instance, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		write(networksDir, fuzzGoodNet, netData)
 		write(endpointsDir, fuzzGoodEP, epData)
 		sub := networksDir
@@ -264,7 +286,9 @@ func FuzzStateLoad(f *testing.F) {
 		write(sub, fuzzID, data)
 		links := drivertest.NewLinks("p0", "p1")
 		p0, _ := links.LinkByName("p0")
-		links.Add(netns.Link{Name: goodEP.Ifname, Kind: "macvlan", EncapType: "ether", MTU: 1500, ParentIndex: p0.Index, MacvlanMode: ModeBridge})
+		for _, name := range []string{goodEP.Ifname, orphan} {
+			links.Add(netns.Link{Name: name, Kind: "macvlan", EncapType: "ether", MTU: 1500, ParentIndex: p0.Index, MacvlanMode: ModeBridge, Alias: owner})
+		}
 
 		type result struct {
 			d   *Driver
@@ -297,6 +321,11 @@ func FuzzStateLoad(f *testing.F) {
 			_, loaded = d.networks[fuzzID]
 		}
 		nets, eps := len(d.networks), len(d.endpoints)
+		// The fuzzed record may claim the orphan's link for itself.
+		claimed := false
+		for _, e := range d.endpoints {
+			claimed = claimed || e.Ifname == orphan
+		}
 		d.mu.Unlock()
 		if !okNet || !okEP {
 			t.Fatalf("good records not loaded as written beside a bad %s file: network %+v, endpoint %+v", sub, gotNet, gotEP)
@@ -309,6 +338,9 @@ func FuzzStateLoad(f *testing.F) {
 		}
 		if !links.Has(goodEP.Ifname) {
 			t.Fatalf("link %s of the good endpoint deleted at start; links: %v", goodEP.Ifname, links.Names())
+		}
+		if !claimed && links.Has(orphan) {
+			t.Fatalf("orphan link %s of this instance, which no endpoint claims, survived the start; links: %v", orphan, links.Names())
 		}
 		d.Close() // waits for GID watches, which may rewrite the endpoint file
 

@@ -587,14 +587,19 @@ func (d *Driver) ProgramExternalConnectivity(nid, eid string) error {
 		}
 	}
 	n, nok := d.networks[nid]
-	if !eok || !nok || n.RDMA == nil || n.GIDCheck != GIDCheckStrict || e.RDMAReady {
+	if !eok || !nok || n.RDMA == nil || n.GIDCheck != GIDCheckStrict {
 		d.mu.Unlock()
 		return nil
 	}
 	w := d.watches[eid]
-	ifname := e.Ifname
+	ifname, ready := e.Ifname, e.RDMAReady
 	d.mu.Unlock()
+	// Even for an endpoint whose entries are already there, an engine that
+	// asks once the link has moved clears the note below.
 	if _, err := d.links.LinkByName(ifname); !errors.Is(err, netns.ErrLinkNotFound) {
+		if ready {
+			return nil
+		}
 		why := strictEarlyCall
 		if err != nil {
 			why = fmt.Sprintf("cannot tell whether the container has its addresses yet (look up %s: %v)", ifname, err)

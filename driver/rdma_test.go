@@ -666,7 +666,9 @@ func TestRDMAStrictOnEnginesBefore28(t *testing.T) {
 	waitStatus(t, d, "e1", time.Second, func(e api.Endpoint) bool { return e.RDMAReady })
 
 	// The engine is upgraded to one that asks once the link has moved:
-	// strict holds starts again and the note goes.
+	// the note goes, also when the container's entries are there before
+	// it asks (waited for below, so that the test does not depend on how
+	// fast the watch is).
 	if _, err := d.CreateEndpoint(ep("n1", "e2", "10.5.0.9/24")); err != nil {
 		t.Fatal(err)
 	}
@@ -679,6 +681,17 @@ func TestRDMAStrictOnEnginesBefore28(t *testing.T) {
 	if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "10.5.0.9", "eth0"); err != nil {
 		t.Fatal(err)
 	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		d.mu.Lock()
+		ready := d.endpoints["e2"].RDMAReady
+		d.mu.Unlock()
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("e2's watch did not find its entries in 5 s")
+		}
+	}
 	if err := d.ProgramExternalConnectivity("n1", "e2"); err != nil {
 		t.Fatalf("strict start on an engine that asks late: %v", err)
 	}
@@ -687,14 +700,17 @@ func TestRDMAStrictOnEnginesBefore28(t *testing.T) {
 	}
 }
 
-// With a table snapshot (the daemon's GIDTableMaxAge), admission errs on the
-// safe side: entries added since the snapshot by admitted endpoints are
-// counted, entries removed since count as used until the next read.
+// With a table snapshot (the daemon's GIDTableMaxAge), admission may admit
+// on the snapshot, but a refusal is decided on a read of every slot:
+// entries removed since the snapshot never cause a refusal, however young
+// the snapshot is.
 func TestRDMAAdmissionWithTableSnapshot(t *testing.T) {
 	links := drivertest.NewLinks("p0")
 	root := mlx5Root(t, rdmatest.MLX5Options{TableSize: 8})
+	// The snapshot never ages during the test, whatever the machine's speed.
+	const maxAge = time.Hour
 	d, err := New(Config{StateDir: t.TempDir(), Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
-		GIDTimeout: time.Second, GIDPoll: 5 * time.Millisecond, GIDTableMaxAge: 300 * time.Millisecond})
+		GIDTimeout: time.Second, GIDPoll: 5 * time.Millisecond, GIDTableMaxAge: maxAge})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -716,10 +732,27 @@ func TestRDMAAdmissionWithTableSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.5/24")); err == nil {
-		t.Fatal("admitted into a full table")
+	// The GID watches read the table too, and their reads replace the
+	// snapshot: let them end (all found, or the GID timeout) first.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d.mu.Lock()
+		watching := len(d.watches)
+		d.mu.Unlock()
+		if watching == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d GID watches still running after 5 s", watching)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	// e0 goes; until the snapshot ages its entries still count.
+	if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.5/24")); err == nil || !strings.Contains(err.Error(), "too full") {
+		t.Fatalf("admitted into a full table: %v", err)
+	}
+	// The snapshot the refusal left shows e0's entries. e0 goes; the
+	// snapshot still counts them, yet the next start is admitted at once:
+	// the snapshot says too full, the read of every slot does not.
 	if err := d.Leave("n1", "e0"); err != nil {
 		t.Fatal(err)
 	}
@@ -729,15 +762,14 @@ func TestRDMAAdmissionWithTableSnapshot(t *testing.T) {
 	if _, err := rdmatest.RemoveAddress(root, "mlx5_0", 1, "10.5.0.2"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.5/24")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("freed entries never counted as free")
-		}
-		time.Sleep(20 * time.Millisecond)
+	d.tablesMu.Lock()
+	snap := d.tables[portKey{"mlx5_0", 1}]
+	d.tablesMu.Unlock()
+	if len(snap.table.ByGID[rdmatest.IPv4GID("10.5.0.2")]) == 0 || time.Since(snap.at) >= maxAge {
+		t.Fatalf("the snapshot does not show e0's entries, or has aged: the test proves nothing (%+v)", snap)
+	}
+	if _, err := d.CreateEndpoint(ep("n1", "e3", "10.5.0.5/24")); err != nil {
+		t.Fatalf("refused on a snapshot holding entries since removed: %v", err)
 	}
 }
 

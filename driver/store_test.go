@@ -1,15 +1,18 @@
 package driver
 
 import (
+	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/internal/atomicfile"
-	"time"
+	"golang.org/x/sys/unix"
 )
 
 func testNetwork(id string) *Network {
@@ -75,30 +78,11 @@ func TestStoreRoundTrip(t *testing.T) {
 func TestStoreAtomicReplace(t *testing.T) {
 	dir := t.TempDir()
 	s := openTestStore(t, dir)
-	n := testNetwork("aaaa")
-	if err := s.saveNetwork(n); err != nil {
+	if err := s.saveNetwork(testNetwork("aaaa")); err != nil {
 		t.Fatal(err)
 	}
-	// A write into a directory that cannot take a new file fails without
-	// touching the old version.
 	n2 := testNetwork("aaaa")
 	n2.MTU = 9000
-	netDir := filepath.Join(dir, networksDir)
-	if os.Geteuid() != 0 {
-		if err := os.Chmod(netDir, 0o500); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.saveNetwork(n2); err == nil {
-			t.Fatal("save into a read-only directory succeeded")
-		}
-		if err := os.Chmod(netDir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		nets, _, _, _ := s.load()
-		if len(nets) != 1 || nets[0].MTU != 1500 {
-			t.Fatalf("old version damaged: %+v", nets)
-		}
-	}
 	if err := s.saveNetwork(n2); err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +91,90 @@ func TestStoreAtomicReplace(t *testing.T) {
 		t.Fatalf("replace did not take: %+v", nets)
 	}
 	assertNoTemp(t, dir)
+}
+
+// A write that fails leaves the old version as it was and no temporary
+// file. As root (CI) the state directory is a tmpfs of 256 KiB filled up, so
+// the write fails with ENOSPC as on a full disk; as another user the
+// directory is made read-only (root ignores the mode bits).
+func TestStoreFailedWriteKeepsOld(t *testing.T) {
+	dir := t.TempDir()
+	var fill string
+	if os.Geteuid() == 0 {
+		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=256k,mode=0700"); err != nil {
+			t.Fatalf("mount a small tmpfs on %s: %v", dir, err)
+		}
+		t.Cleanup(func() {
+			if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+				t.Errorf("unmount %s: %v", dir, err)
+			}
+		})
+		fill = filepath.Join(dir, "fill")
+	}
+	s := openTestStore(t, dir)
+	n := testNetwork("aaaa")
+	if err := s.saveNetwork(n); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(s.networkPath("aaaa"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	netDir := filepath.Join(dir, networksDir)
+	if fill != "" {
+		fillUp(t, fill)
+	} else {
+		if err := os.Chmod(netDir, 0o500); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n2 := testNetwork("aaaa")
+	n2.MTU = 9000
+	n2.IPv4 = append(n2.IPv4, Subnet{Pool: "10.10.0.0/24", Gateway: "10.10.0.1/24"})
+	err = s.saveNetwork(n2)
+	if fill != "" && !errors.Is(err, unix.ENOSPC) {
+		t.Fatalf("save on a full file system: %v, want ENOSPC", err)
+	}
+	if err == nil {
+		t.Fatal("save into a read-only directory succeeded")
+	}
+	if after, err := os.ReadFile(s.networkPath("aaaa")); err != nil || !bytes.Equal(after, before) {
+		t.Fatalf("old version changed by a failed write: %v\n%s", err, after)
+	}
+	assertNoTemp(t, dir)
+	if fill != "" {
+		if err := os.Remove(fill); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := os.Chmod(netDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	nets, _, _, _ := s.load()
+	if len(nets) != 1 || nets[0].MTU != 1500 {
+		t.Fatalf("old version damaged: %+v", nets)
+	}
+	if err := s.saveNetwork(n2); err != nil {
+		t.Fatalf("save once there is room again: %v", err)
+	}
+}
+
+// fillUp writes path until its file system is full.
+func fillUp(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, unix.ENOSPC) {
+				t.Fatalf("fill %s: %v", path, err)
+			}
+			return
+		}
+	}
 }
 
 func TestStoreTornFileDoesNotStopOthers(t *testing.T) {

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# Mutation check: breaks, one at a time, rules the tests are meant to guard,
+# and fails unless some test catches each break.
+#
+#   scripts/mutate.sh             every mutant
+#   scripts/mutate.sh NAME...     only these
+#   scripts/mutate.sh --list      names, files and the tests each one runs
+#
+# Each mutant is an exact replacement of a short piece of source text. It is
+# applied to a temporary copy of the tree (the files git knows of, as they
+# are in the working tree: the working tree itself is never written), the
+# packages named with it are tested there (without the race detector, for
+# speed), and the tests that fail are reported. The script fails when a
+# mutant's text is not found exactly once (the source moved on: update the
+# mutant), when a mutant does not compile, when the unmutated copy does not
+# pass, and when no test catches a mutant (add a test that does).
+#
+# Mutants marked root run privileged tests (TestPrivileged*); without root
+# they cannot be caught, and the script says so and fails. Needs: go; as
+# root, what scripts/test-root.sh needs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# mutant NAME FILE PACKAGES RUN OLD NEW
+#   PACKAGES: go packages to test (space separated); RUN: -run regex, or ""
+#   for every test of those packages; a RUN naming TestPrivileged marks a
+#   mutant that needs root.
+names=() files=() pkgs=() runs=() olds=() news=()
+mutant() {
+  names+=("$1") files+=("$2") pkgs+=("$3") runs+=("$4") olds+=("$5") news+=("$6")
+}
+
+unit=./driver/
+
+# GID admission: a container that fits exactly is admitted, one entry more
+# is refused.
+mutant admission-refuses-exact-fit driver/gids.go "$unit" '' \
+  'if e.GIDNeed <= free-held {' \
+  'if e.GIDNeed < free-held {'
+mutant admission-overcommits-by-one driver/gids.go "$unit" '' \
+  'if e.GIDNeed <= free-held {' \
+  'if e.GIDNeed <= free-held+1 {'
+# A refusal is decided on a read of every slot, never on a snapshot. (Using
+# the snapshot at all only saves reads: a cost, which the benchmarks
+# measure; ignoring it breaks no rule a test can see.)
+mutant refusal-on-snapshot driver/endpoint.go "$unit" '' \
+  'if tooFull && !full' \
+  'if false && tooFull && !full'
+# The orphan sweep at start: deletes this instance's unrecorded links, keeps
+# recorded ones.
+mutant orphan-sweep-disabled driver/reconcile.go "$unit" '' \
+  'd.sweepOrphans(log)' \
+  '0, error(nil)'
+mutant orphan-sweep-ignores-records driver/reconcile.go "$unit" '' \
+  'owned[e.Ifname] = true' \
+  'owned[e.Ifname] = false'
+mutant orphan-sweep-ignores-owner driver/reconcile.go "$unit" '' \
+  'ours := l.Alias == d.owner' \
+  'ours := true'
+# The CDI spec holds uverbs and rdma_cm only: never umad (fabric management).
+mutant cdi-lists-umad rdma/devnodes.go './rdma/ ./driver/' '' \
+  'nodes = append(nodes, DeviceNode{Path: filepath.Join(DevDir, "rdma_cm")' \
+  'nodes = append(nodes, DeviceNode{Path: filepath.Join(DevDir, "umad0"), Major: 231, Minor: 0, Type: "c"}); nodes = append(nodes, DeviceNode{Path: filepath.Join(DevDir, "rdma_cm")'
+# The GID index reported is the table slot the entry is in.
+mutant wrong-gid-index driver/gids.go "$unit" '' \
+  'EndpointGID{Index: i,' \
+  'EndpointGID{Index: i + 1,'
+# -o rdma_device picks the named device among a parent's candidates.
+mutant override-picks-another-device driver/rdma.go "$unit" '' \
+  'if c.HCA == override {' \
+  'if c.HCA != override {'
+# The exclusive RDMA netns mode is refused.
+mutant exclusive-netns-accepted driver/rdma.go "$unit" '' \
+  'if mode != rdma.NetnsShared {' \
+  'if false && mode != rdma.NetnsShared {'
+# State files are private.
+mutant state-file-world-readable driver/store.go "$unit" '' \
+  'atomicfile.Write(path, data, 0o600,' \
+  'atomicfile.Write(path, data, 0o644,'
+# Atomic replacement: a temporary file renamed over the old one, removed
+# when the write fails.
+mutant write-in-place internal/atomicfile/atomicfile.go './driver/ ./internal/atomicfile/' '' \
+  'os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")' \
+  'os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)'
+mutant failed-write-leaves-temp internal/atomicfile/atomicfile.go './driver/ ./internal/atomicfile/' '' \
+  '_ = os.Remove(tmp)' \
+  '_ = tmp'
+# Join re-creates a link lost since CreateEndpoint.
+mutant join-does-not-recreate-link driver/joinleave.go "$unit" '' \
+  'err := d.ensureLink(e, log)' \
+  'err := error(nil)'
+# Every crash point is reached by the crash test (a point dropped from the
+# code is noticed).
+mutant crash-point-unreached driver/joinleave.go './cmd/rdma-macvlan/' 'TestPrivilegedCrashPoints' \
+  'crashPoint("join:link-recreated")' \
+  ''
+
+if [ "${1:-}" = --list ]; then
+  for i in "${!names[@]}"; do
+    printf '%-32s %-38s %s %s\n' "${names[$i]}" "${files[$i]}" "${pkgs[$i]}" "${runs[$i]:+-run ${runs[$i]}}"
+  done
+  exit 0
+fi
+
+selected=()
+if [ $# -eq 0 ]; then
+  selected=("${!names[@]}")
+else
+  for want in "$@"; do
+    found=
+    for i in "${!names[@]}"; do
+      if [ "${names[$i]}" = "$want" ]; then selected+=("$i"); found=1; fi
+    done
+    if [ -z "$found" ]; then
+      echo "mutate: no mutant named $want (see: $0 --list)" >&2
+      exit 2
+    fi
+  done
+fi
+
+root=1
+[ "$(id -u)" = 0 ] || root=
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/rdma-macvlan-mutate.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+tree=$work/tree
+mkdir -p "$tree"
+# The files git knows of (tracked, and new ones not ignored), as they are in
+# the working tree now.
+git ls-files -z --cached --others --exclude-standard |
+  while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+  tar --null -T - -cf - | tar -xf - -C "$tree"
+
+# runtests LOG PACKAGES RUN: go test in the copy; 0 when every test passed.
+runtests() {
+  local log=$1 p=$2 run=$3 args=()
+  [ -n "$run" ] && args=(-run "$run")
+  # shellcheck disable=SC2086 # PACKAGES is a list
+  (cd "$tree" && go test -count=1 -v -timeout 10m "${args[@]}" $p) >"$log" 2>&1
+}
+
+# Failing tests of a log, top level only, or what kept the package from
+# building.
+failures() {
+  grep -oE '^--- FAIL: [^ ]+' "$1" | sed 's/^--- FAIL: //' | sort -u | paste -sd' ' - || true
+}
+
+status=0
+start=$SECONDS
+
+# The unmutated copy must pass the tests the mutants use: per -run regex,
+# the packages tested with it.
+declare -A basepkgs=()
+for i in "${selected[@]}"; do
+  if [[ ${runs[$i]} == *TestPrivileged* && -z $root ]]; then continue; fi
+  basepkgs[${runs[$i]:--}]+=" ${pkgs[$i]}" # bash keys cannot be empty: - is none
+done
+for key in "${!basepkgs[@]}"; do
+  run=${key#-}
+  p=$(tr ' ' '\n' <<<"${basepkgs[$key]}" | sed '/^$/d' | sort -u | paste -sd' ' -)
+  echo "mutate: baseline: go test $p${run:+ -run $run}"
+  t0=$SECONDS
+  if ! runtests "$work/baseline.log" "$p" "$run"; then
+    echo "mutate: the unmutated tree fails its tests; fix that first:" >&2
+    grep -E '^(--- FAIL|FAIL|ok|panic)' "$work/baseline.log" | head -40 >&2
+    exit 1
+  fi
+  echo "mutate: baseline passed in $((SECONDS - t0)) s"
+done
+
+printf '%-32s %-8s %5s  %s\n' MUTANT RESULT SECS 'FAILING TESTS'
+for i in "${selected[@]}"; do
+  name=${names[$i]} file=${files[$i]} old=${olds[$i]} new=${news[$i]} run=${runs[$i]}
+  t0=$SECONDS
+  if [[ $run == *TestPrivileged* && -z $root ]]; then
+    printf '%-32s %-8s %5s  %s\n' "$name" NOT-RUN - "needs root (privileged tests): run as root"
+    status=1
+    continue
+  fi
+  cp "$tree/$file" "$work/orig"
+  orig=$(<"$tree/$file")
+  case $orig in
+    *"$old"*) ;;
+    *)
+      printf '%-32s %-8s %5s  %s\n' "$name" STALE - "text not found in $file: update the mutant: $old"
+      status=1
+      continue
+      ;;
+  esac
+  rest=${orig#*"$old"}
+  if [[ $rest == *"$old"* ]]; then
+    printf '%-32s %-8s %5s  %s\n' "$name" STALE - "text found more than once in $file: make it unique: $old"
+    status=1
+    continue
+  fi
+  printf '%s\n' "${orig/"$old"/"$new"}" >"$tree/$file"
+  log=$work/$name.log
+  if runtests "$log" "${pkgs[$i]}" "$run"; then
+    printf '%-32s %-8s %5s  %s\n' "$name" SURVIVED "$((SECONDS - t0))" "no test failed: add one that does"
+    status=1
+  elif grep -qE '\[(build|setup) failed\]|^# ' "$log"; then
+    printf '%-32s %-8s %5s  %s\n' "$name" BROKEN "$((SECONDS - t0))" "does not compile:"
+    grep -vE '^(=== |--- |PASS|ok)' "$log" | head -10 | sed 's/^/    /'
+    status=1
+  else
+    caught=$(failures "$log")
+    printf '%-32s %-8s %5s  %s\n' "$name" caught "$((SECONDS - t0))" "${caught:-(a package failed without a failing test: see below)}"
+    if [ -z "$caught" ]; then
+      grep -E '^(FAIL|panic)' "$log" | head -5 | sed 's/^/    /'
+    fi
+  fi
+  cp "$work/orig" "$tree/$file"
+done
+echo "mutate: ${#selected[@]} mutants in $((SECONDS - start)) s"
+if [ "$status" != 0 ]; then
+  echo "mutate: FAILED: a mutant survived, is stale, broken or was not run (above)" >&2
+fi
+exit "$status"
