@@ -620,6 +620,15 @@ func (d *Driver) ProgramExternalConnectivity(nid, eid string) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// A watch that has just ended may still be recording its outcome under
+	// the claim on the endpoint (its w.done closes after that, but a watch
+	// that ended before this call began is no longer in d.watches): wait
+	// for the claim, then read the outcome.
+	d.claim(eid)
+	d.release(eid)
+	if e, eok = d.endpoints[eid]; !eok {
+		return fmt.Errorf("endpoint %s of network %s was deleted while its start waited for its GID entries (gid_check=strict)", ShortID(eid), ShortID(nid))
+	}
 	if e.RDMAReady {
 		return nil
 	}
