@@ -9,6 +9,11 @@
 # 4. Data plane: TCP throughput (iperf3) and request/response latency (bench/cmd/tcprr) between
 #    two containers on rdma-macvlan, built-in macvlan and a user-defined bridge, run inside the
 #    containers' namespaces with nsenter; traffic only between those two containers.
+# 5. Concurrent starts: BENCH_CONC `docker run -d` at once on one network, rdma-macvlan and the
+#    built-in macvlan on the same parent and engine, in rounds whose driver order alternates; the
+#    wall time until every CLI has returned, errors, then `docker rm -f` of all of them at once and
+#    a look for leaks (containers, macvlan children of the parent and the plugin's links in the
+#    host netns, endpoints in the plugin's /v1/status and state directory). No traffic.
 # Then bench/cmd/report prints the table, writes BENCHMARKS.md, docs/bench-*.png and the raw
 # samples under docs/bench/.
 #
@@ -26,7 +31,10 @@
 #   BENCH_IPERF_SECONDS  seconds per iperf3 run after one omitted second of slow start (default 4)
 #   BENCH_OUT       where raw results go (default: a temporary directory, removed at the end)
 #   BENCH_NO_WRITE  1: print the table only; leave BENCHMARKS.md and docs/ alone
-#   BENCH_PARTS     which parts run (default "endpoints docker")
+#   BENCH_PARTS     which parts run (default "endpoints docker concurrent"): endpoints = 2.-3.,
+#                   docker = 1. and 4., concurrent = 5.
+#   BENCH_CONC      containers started at once in part 5 (default 100)
+#   BENCH_CONC_ROUNDS  rounds of part 5 per engine, each runs both drivers (default 3)
 #   BENCH_COMMIT    the commit to name in the report (default: git rev-parse of this tree)
 #   BENCH_GIDS      present (default): the fake GID table holds the entries of the addresses the
 #                   timed containers get, as the kernel would add them; absent: it never does
@@ -38,9 +46,14 @@ PAIRS=${BENCH_PAIRS:-40}
 CYCLES=${BENCH_CYCLES:-100}
 ROUNDS=${BENCH_ROUNDS:-9}
 IPERF_SECONDS=${BENCH_IPERF_SECONDS:-4}
-PARTS=${BENCH_PARTS:-endpoints docker}
+PARTS=${BENCH_PARTS:-endpoints docker concurrent}
+CONC=${BENCH_CONC:-100}
+CONC_ROUNDS=${BENCH_CONC_ROUNDS:-3}
 # Addresses the timed runs cycle through (their GID entries fit an mlx5 table: 2 per address).
 IPS=50
+# Seconds a `docker run -d` or `docker rm -f` of part 5 may take, and to wait for a clean host.
+CONC_TIMEOUT=180
+CONC_SETTLE=30
 IMAGE=rdma-macvlan-test/busybox:latest
 PLUGIN_NAME=rmvbench
 PLUGIN=$PLUGIN_NAME:latest
@@ -62,6 +75,7 @@ dir=""
 loadpid=""
 bgpids=()
 policy=""
+sock=""
 cleanup() {
 	local rc=$? p
 	set +e
@@ -166,6 +180,109 @@ dataplane() {
 	bgpids=()
 }
 
+# conc_leaks NET NID SYSFS_STATE IFNAMES...: prints one line per thing a concurrent round left
+# behind (nothing when clean): its containers, macvlan children of the parent and the plugin's
+# links (IFNAMES, from /v1/status while they ran) in the host netns, containers Docker still
+# lists on NET, and for rdma-macvlan (NID given) endpoints in /v1/status and endpoint state files.
+conc_leaks() {
+	local net=$1 nid=$2 state=$3 l n
+	shift 3
+	command docker ps -aq --filter name=rmvbc- | sed 's/^/container left: /'
+	ip -o link show type macvlan | grep -F "@$parent:" | sed 's/^/macvlan child of the parent in the host netns: /'
+	for l in "$@"; do
+		ip link show dev "$l" >/dev/null 2>&1 && echo "plugin link in the host netns: $l"
+	done
+	n=$(command docker network inspect -f '{{len .Containers}}' "$net")
+	[[ $n == 0 ]] || echo "docker network inspect $net: $n containers"
+	if [[ -n $nid ]]; then
+		if l=$("$work/bin/rmvstatus" -socket "$sock" 2>&1); then
+			n=$(awk -v id="$nid" '$1 == "endpoint" && $2 == id' <<<"$l" | grep -c . || true)
+			[[ $n == 0 ]] || echo "/v1/status: $n endpoints on $net"
+		else
+			echo "/v1/status unreadable: $l"
+		fi
+		n=$(find "$state/endpoints" -mindepth 1 -maxdepth 1 -name '*.json' 2>/dev/null | grep -c . || true)
+		[[ $n == 0 ]] || echo "$n endpoint state files in $state/endpoints"
+	fi
+	return 0
+}
+
+# conc_round ENGINE SUB ROUND DRIVER POSITION: CONC `docker run -d` at once on rmvb-DRIVER, then
+# `docker rm -f` of all of them at once; appends a line to conc.csv.
+conc_round() {
+	local engine=$1 sub=$2 round=$3 driver=$4 pos=$5 net=rmvb-$4 nid="" i t0 t1 wall rmwall failed
+	local running notrun leaks settle o err
+	local -a pids=() ifs=()
+	local -A octet=([rdma]=1 [macvlan]=2)
+	local log=$work/res/conc-$engine-$round-$driver
+	mkdir -p "$log"
+	[[ $driver == rdma ]] && nid=$(command docker network inspect -f '{{.Id}}' "$net")
+	t0=$(now_us)
+	for ((i = 1; i <= CONC; i++)); do
+		timeout -k 5 "$CONC_TIMEOUT" docker run -d --name "rmvbc-$i" --network "$net" --ip "10.$sub.${octet[$driver]}.$((9 + i))" \
+			"$IMAGE" "${SLEEPER[@]}" >"$log/run.$i.out" 2>"$log/run.$i.err" </dev/null &
+		pids+=($!)
+	done
+	for i in "${!pids[@]}"; do
+		wait "${pids[i]}" || printf 'rmvbc-%d: exit status %d\n' $((i + 1)) "$?" >>"$log/errors"
+	done
+	t1=$(now_us)
+	wall=$(((t1 - t0) / 1000))
+	for ((i = 1; i <= CONC; i++)); do
+		err=$(grep -v 'IPv4 forwarding is disabled' "$log/run.$i.err" || true)
+		[[ -z $err ]] || printf 'rmvbc-%d: %s\n' "$i" "$err" >>"$log/errors"
+	done
+	# A run that fails or says something on stderr is an error.
+	failed=$(sed -n 's/^\(rmvbc-[0-9]*\):.*/\1/p' "$log/errors" 2>/dev/null | sort -u | grep -c . || true)
+	running=$(command docker ps -q --filter name=rmvbc- --filter status=running | grep -c . || true)
+	notrun=$((CONC - running))
+	if [[ -n $nid ]]; then
+		"$work/bin/rmvstatus" -socket "$sock" >"$log/status" || true
+		mapfile -t ifs < <(awk -v id="$nid" '$1 == "endpoint" && $2 == id' "$log/status" | tr ' ' '\n' | sed -n 's/^ifname=//p')
+		((${#ifs[@]} == running)) || echo "/v1/status lists ${#ifs[@]} endpoints on $net, $running containers run" >>"$log/errors"
+	fi
+	pids=()
+	t0=$(now_us)
+	for ((i = 1; i <= CONC; i++)); do
+		timeout -k 5 "$CONC_TIMEOUT" docker rm -f "rmvbc-$i" >/dev/null 2>>"$log/rm.err" </dev/null &
+		pids+=($!)
+	done
+	for i in "${!pids[@]}"; do wait "${pids[i]}" || true; done
+	t1=$(now_us)
+	rmwall=$(((t1 - t0) / 1000))
+	# Whatever is still there after CONC_SETTLE s is a leak.
+	t0=$(now_us)
+	while :; do
+		leaks=$(conc_leaks "$net" "$nid" "$work/state-$engine" "${ifs[@]}")
+		[[ -n $leaks ]] || break
+		(($(now_us) - t0 < CONC_SETTLE * 1000000)) || break
+		sleep 0.5
+	done
+	settle=$((($(now_us) - t0) / 1000))
+	[[ -z $leaks ]] || printf '%s\n' "$leaks" >"$log/leaks"
+	leaks=$(grep -c . <<<"$leaks" || true)
+	printf '%s,%d,%s,%d,%d,%d,%d,%d,%d,%d,%d\n' "$engine" "$round" "$driver" "$pos" "$CONC" "$wall" "$failed" "$notrun" "$rmwall" "$settle" "$leaks" >>"$work/res/conc.csv"
+	say "$engine: round $round, $driver: $CONC docker run -d in $wall ms ($failed errors, $notrun not running), rm -f in $rmwall ms, clean after $settle ms more, $leaks leaks"
+	if [[ -s $log/errors ]]; then head -n 5 "$log/errors" | while read -r o; do say "  $o"; done; fi
+	if ((leaks)); then head -n 5 "$log/leaks" | while read -r o; do say "  leak: $o"; done; fi
+	# Leftovers must not spill into the next round: remove them again.
+	command docker ps -aq --filter name=rmvbc- | xargs -r command docker rm -f >/dev/null 2>&1 || true
+}
+
+# concurrent ENGINE SUB: CONC_ROUNDS rounds, each with both drivers, the first alternating.
+concurrent() {
+	local engine=$1 sub=$2 r
+	for ((r = 1; r <= CONC_ROUNDS; r++)); do
+		if ((r % 2)); then
+			conc_round "$engine" "$sub" "$r" rdma 1
+			conc_round "$engine" "$sub" "$r" macvlan 2
+		else
+			conc_round "$engine" "$sub" "$r" macvlan 1
+			conc_round "$engine" "$sub" "$r" rdma 2
+		fi
+	done
+}
+
 engine_bench() {
 	local engine=$1 mac sysfs i order d1 d2 t1 t2 sub host
 	local -A net_octet=([rdma]=1 [macvlan]=2)
@@ -188,6 +305,7 @@ engine_bench() {
 	PLUGIN_NAME=$PLUGIN_NAME PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" create 2>/dev/null
 	docker plugin set "$PLUGIN" sysfs.source="$sysfs/sys" state.source="$work/state-$engine" cdi.source="$work/cdi-$engine"
 	docker plugin enable "$PLUGIN" >/dev/null
+	sock=/run/docker/plugins/$(docker plugin inspect -f '{{.Id}}' "$PLUGIN")/rdma-macvlan.sock
 
 	docker network create -d "$PLUGIN" --subnet "10.$sub.1.0/24" -o parent="$parent" rmvb-rdma >/dev/null
 	docker network create -d macvlan --subnet "10.$sub.2.0/24" -o parent="$parent" rmvb-macvlan >/dev/null
@@ -197,14 +315,22 @@ engine_bench() {
 	# entries of the addresses the timed runs and the data-plane containers use beforehand, so
 	# each GID watch ends at its first look (BENCH_GIDS=absent: they never appear and every watch
 	# polls the table until its container exits or for 10 s).
+	# Part 5 uses the addresses 10..(9 + CONC); with those of the timed runs and of the data plane,
+	# at most 2 x (max(IPS, CONC) + 2) entries and the 2 default ones: 206 of 255 slots for CONC 100.
 	if [[ ${BENCH_GIDS:-present} == present ]]; then
-		for i in $(seq 10 $((10 + IPS - 1))) 200 201; do
+		local last=$((10 + IPS - 1))
+		if [[ " $PARTS " == *" concurrent "* ]] && ((9 + CONC > last)); then last=$((9 + CONC)); fi
+		for i in $(seq 10 "$last") 200 201; do
 			"$work/bin/fakesysfs" add-ip -root "$sysfs" -hca mlx5_0 -ip "10.$sub.1.$i" -ndev eth0 >/dev/null
 		done
 	fi
 	say "$engine: warm-up"
 	for i in 1 2 3; do timed_run rmvb-rdma "10.$sub.1.$((10 + i))" >/dev/null; timed_run rmvb-macvlan "10.$sub.2.$((10 + i))" >/dev/null; done
-	say "$engine: $PAIRS interleaved pairs of docker run --rm"
+	if [[ " $PARTS " == *" docker "* ]]; then
+		say "$engine: $PAIRS interleaved pairs of docker run --rm"
+	else
+		PAIRS=0
+	fi
 	for ((i = 1; i <= PAIRS; i++)); do
 		if ((i % 2)); then order=(rdma macvlan); else order=(macvlan rdma); fi
 		host=$((10 + i % IPS))
@@ -215,7 +341,12 @@ engine_bench() {
 		((i % 10)) || say "$engine: $i pairs"
 	done
 
-	if [[ $engine == "${DATAPLANE_ENGINE:-debian}" ]]; then
+	if [[ " $PARTS " == *" concurrent "* ]]; then
+		say "$engine: $CONC_ROUNDS rounds of $CONC docker run -d at once per driver"
+		concurrent "$engine" "$sub"
+	fi
+
+	if [[ " $PARTS " == *" docker "* && $engine == "${DATAPLANE_ENGINE:-debian}" ]]; then
 		say "$engine: data plane, $ROUNDS rounds"
 		dataplane "$engine" "$sub"
 	fi
@@ -232,6 +363,10 @@ engine_bench() {
 main() {
 	local engines=("$@") e
 	[[ $(id -u) -eq 0 ]] || die "needs root"
+	# Part 5's addresses end below the data plane's (.200) and their GID entries fit the table.
+	[[ $CONC =~ ^[0-9]+$ ]] || die "BENCH_CONC=$CONC: want 1-120"
+	((CONC >= 1 && CONC <= 120)) || die "BENCH_CONC=$CONC: want 1-120"
+	[[ $CONC_ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_CONC_ROUNDS=$CONC_ROUNDS: want 1 or more"
 	if ((${#engines[@]} == 0)); then
 		engines=(debian)
 		bash "$here/engines.sh" bindir >/dev/null 2>&1 && engines+=(current)
@@ -255,7 +390,7 @@ main() {
 	say "building the plugin and the bench tools"
 	PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" build 2>/dev/null
 	(cd "$repo" && for t in endpoints tcprr report; do go build -o "$work/bin/$t" "./bench/cmd/$t"; done &&
-		go build -o "$work/bin/fakesysfs" ./rdma/rdmatest/fakesysfs)
+		go build -o "$work/bin/fakesysfs" ./rdma/rdmatest/fakesysfs && go build -o "$work/bin/rmvstatus" ./e2e/rmvstatus)
 	{
 		printf 'date=%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
 		printf 'nproc=%s\n' "$(nproc)"
@@ -268,15 +403,17 @@ main() {
 		printf 'iperf3=%s\n' "$(iperf3 --version | head -1 | cut -d' ' -f2)"
 		printf 'pairs=%s\ncycles=%s\nrounds=%s\niperf_seconds=%s\n' "$PAIRS" "$CYCLES" "$ROUNDS" "$IPERF_SECONDS"
 		printf 'gids=%s\n' "${BENCH_GIDS:-present}"
+		printf 'conc=%s\nconc_rounds=%s\n' "$CONC" "$CONC_ROUNDS"
 	} >"$work/res/machine.env"
 	printf 'engine,pair,driver,position,ms\n' >"$work/res/start.csv"
+	printf 'engine,round,driver,position,n,wall_ms,errors,not_running,rm_ms,settle_ms,leaks\n' >"$work/res/conc.csv"
 
 	if [[ " $PARTS " == *" endpoints "* ]]; then
 		say "endpoint life cycle, restart and memory (bench/cmd/endpoints)"
 		"$work/bin/endpoints" -out "$work/res" -bin "$work/plugin/rootfs/rdma-macvlan" -cycles "$CYCLES"
 	fi
 
-	[[ " $PARTS " == *" docker "* ]] || engines=()
+	[[ " $PARTS " == *" docker "* || " $PARTS " == *" concurrent "* ]] || engines=()
 	for e in "${engines[@]}"; do
 		case $e in
 		debian | current) engine_bench "$e" ;;
