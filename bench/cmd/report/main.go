@@ -55,6 +55,17 @@ type data struct {
 	tput      map[string]map[string][]float64 // engine -> net -> Gbit/s by round
 	rr        map[string]map[string][]float64 // engine -> net -> p50 us by round
 	rr99      map[string]map[string][]float64
+	conc      map[string][]concRun // by engine, in the order run
+}
+
+// concRun is one driver's turn in a round of concurrent starts (conc.csv).
+type concRun struct {
+	round                         int
+	driver                        string
+	first                         bool
+	n                             int
+	wallMS, rmMS, settleMS        float64
+	errors, notRunning, leakCount int
 }
 
 type pair struct {
@@ -110,7 +121,8 @@ func num(s string) float64 {
 
 func load(in string) (*data, error) {
 	d := &data{machine: map[string]string{}, start: map[string][]pair{}, life: map[int]map[string][]float64{},
-		tput: map[string]map[string][]float64{}, rr: map[string]map[string][]float64{}, rr99: map[string]map[string][]float64{}}
+		tput: map[string]map[string][]float64{}, rr: map[string]map[string][]float64{}, rr99: map[string]map[string][]float64{},
+		conc: map[string][]concRun{}}
 	if f, err := os.Open(filepath.Join(in, "machine.env")); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
@@ -155,6 +167,19 @@ func load(in string) (*data, error) {
 		for _, k := range order {
 			eng, _, _ := strings.Cut(k, "/")
 			d.start[eng] = append(d.start[eng], *byKey[k])
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if rows, err := readCSV(filepath.Join(in, "conc.csv")); err == nil {
+		// engine,round,driver,position,n,wall_ms,errors,not_running,rm_ms,settle_ms,leaks
+		for _, r := range rows {
+			if len(r) < 11 {
+				continue
+			}
+			atoi := func(s string) int { v, _ := strconv.Atoi(strings.TrimSpace(s)); return v }
+			d.conc[r[0]] = append(d.conc[r[0]], concRun{round: atoi(r[1]), driver: r[2], first: r[3] == "1", n: atoi(r[4]),
+				wallMS: num(r[5]), errors: atoi(r[6]), notRunning: atoi(r[7]), rmMS: num(r[8]), settleMS: num(r[9]), leakCount: atoi(r[10])})
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -423,6 +448,64 @@ func run(in, mdPath, docs string, elapsed int) error {
 			check{"4. TCP latency vs macvlan", ">= 0.98x (macvlan p50 / rdma-macvlan p50)", fmt.Sprintf("%sx (95%% CI %s-%s)", f3(lr.Median), f3(lr.MedianLo), f3(lr.MedianHi)), lr.Median >= 0.98})
 	}
 
+	// 5. Concurrent starts.
+	var conc strings.Builder
+	for _, e := range engineOrder {
+		runs := d.conc[e]
+		if len(runs) == 0 {
+			continue
+		}
+		type side struct {
+			wall, rm                  []float64
+			errors, notRunning, leaks int
+		}
+		by := map[string]*side{"rdma": {}, "macvlan": {}}
+		wall := map[int]map[string]float64{}
+		var rounds []int
+		n := 0
+		for _, c := range runs {
+			s := by[c.driver]
+			if s == nil {
+				continue
+			}
+			s.wall = append(s.wall, c.wallMS)
+			s.rm = append(s.rm, c.rmMS)
+			s.errors += c.errors
+			s.notRunning += c.notRunning
+			s.leaks += c.leakCount
+			if wall[c.round] == nil {
+				wall[c.round] = map[string]float64{}
+				rounds = append(rounds, c.round)
+			}
+			wall[c.round][c.driver] = c.wallMS
+			n = c.n
+		}
+		var ratios []float64
+		var cells []string
+		for _, r := range rounds {
+			if w := wall[r]; w["rdma"] > 0 && w["macvlan"] > 0 {
+				ratios = append(ratios, w["rdma"]/w["macvlan"])
+				cells = append(cells, f3(w["rdma"]/w["macvlan"]))
+			}
+		}
+		ratio := bench.Summarize(ratios)
+		fmt.Fprintf(&conc, "\n**%s**, %d rounds (the driver that goes first alternates):\n\n", engineName(d, e), len(rounds))
+		fmt.Fprintf(&conc, "| %d `docker run -d` at once | wall s, median (min-max) | `docker rm -f` of all, wall s, median | failed runs | not running | leaks |\n|---|---|---|---|---|---|\n", n)
+		for _, drv := range []string{"macvlan", "rdma"} {
+			s := by[drv]
+			ws, rs := bench.Summarize(s.wall), bench.Summarize(s.rm)
+			name := map[string]string{"rdma": "rdma-macvlan", "macvlan": "built-in macvlan"}[drv]
+			fmt.Fprintf(&conc, "| %s | %s (%s-%s) | %s | %d | %d | %d |\n", name, f2(ws.Median/1000), f2(ws.Min/1000), f2(ws.Max/1000), f2(rs.Median/1000), s.errors, s.notRunning, s.leaks)
+		}
+		fmt.Fprintf(&conc, "\nWall-time ratio rdma-macvlan / macvlan per round: %s; median %s.\n", strings.Join(cells, ", "), f3(ratio.Median))
+		r, m := by["rdma"], by["macvlan"]
+		bad := r.errors + r.notRunning + r.leaks + m.errors + m.notRunning + m.leaks
+		checks = append(checks, check{fmt.Sprintf("5. %d concurrent docker run -d, %s", n, e), "median per-round wall ratio <= 1.05, 0 errors, 0 leaks",
+			fmt.Sprintf("%s (rounds %s; medians %s vs %s s); errors %d / %d, leaks %d / %d (rdma-macvlan / macvlan)", f3(ratio.Median), strings.Join(cells, ", "),
+				f2(bench.Summarize(r.wall).Median/1000), f2(bench.Summarize(m.wall).Median/1000), r.errors+r.notRunning, m.errors+m.notRunning, r.leaks, m.leaks),
+			len(ratios) > 0 && ratio.Median <= 1.05 && bad == 0})
+	}
+
 	// Noise.
 	var noise strings.Builder
 	if len(d.load) > 0 {
@@ -479,6 +562,9 @@ func run(in, mdPath, docs string, elapsed int) error {
 	w("%s\n![endpoint latency vs live endpoints](docs/bench-endpoints.png)\n", life.String())
 	w("\n## 3. Restart and memory\n%s", rst.String())
 	w("\n## 4. Data plane\n\niperf3 (%ss per run after one omitted second, one stream) and a TCP request/response loop (bench/cmd/tcprr, 64-byte messages, 5000 round trips) between two containers on the same network, run in the containers' network namespaces with `nsenter -t PID -n`.\n%s", d.machine["iperf_seconds"], dp.String())
+	if conc.Len() > 0 {
+		w("\n## 5. Concurrent starts\n\n%s `docker run -d` at once on one network (each CLI started in the background, the wall time until the last has returned), on rdma-macvlan and the built-in macvlan on the same parent and engine, both in each round; then `docker rm -f` of all of them at once. A run is failed when it exits non-zero or writes to stderr; not running counts containers that are not running once every run has returned. Leaks are what is left %s s after the removals: containers, macvlan children of the parent and the plugin's links in the host netns, endpoints in the plugin's `/v1/status` and endpoint state files. The plugin's GID watches end at their first look (the fake table holds the containers' entries).\n%s", d.machine["conc"], d.machine["conc_settle"], conc.String())
+	}
 	if notes != "" {
 		w("\n%s", notes)
 	}
@@ -511,7 +597,7 @@ func writeDocs(in, docs string, d *data) error {
 	if err := os.MkdirAll(raw, 0o755); err != nil {
 		return err
 	}
-	for _, name := range []string{"machine.env", "load.csv", "start.csv", "lifecycle.csv", "restart.csv", "endpoints.json"} {
+	for _, name := range []string{"machine.env", "load.csv", "start.csv", "conc.csv", "lifecycle.csv", "restart.csv", "endpoints.json"} {
 		if err := copyFile(filepath.Join(in, name), filepath.Join(raw, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
