@@ -235,7 +235,9 @@ conc_round() {
 	# A run that fails or says something on stderr is an error.
 	failed=$(sed -n 's/^\(rmvbc-[0-9]*\):.*/\1/p' "$log/errors" 2>/dev/null | sort -u | grep -c . || true)
 	running=$(command docker ps -q --filter name=rmvbc- --filter status=running | grep -c . || true)
-	notrun=$((CONC - running))
+	# Containers whose run succeeded but that do not run (a failed run is counted once, above).
+	notrun=$((CONC - failed - running))
+	((notrun >= 0)) || notrun=0
 	if [[ -n $nid ]]; then
 		"$work/bin/rmvstatus" -socket "$sock" >"$log/status" || true
 		mapfile -t ifs < <(awk -v id="$nid" '$1 == "endpoint" && $2 == id' "$log/status" | tr ' ' '\n' | sed -n 's/^ifname=//p')
@@ -255,6 +257,8 @@ conc_round() {
 	while :; do
 		leaks=$(conc_leaks "$net" "$nid" "$work/state-$engine" "${ifs[@]}")
 		[[ -n $leaks ]] || break
+		# What was still there when the removals had returned (not a leak if it goes).
+		[[ -e $log/settling ]] || printf '%s\n' "$leaks" >"$log/settling"
 		(($(now_us) - t0 < CONC_SETTLE * 1000000)) || break
 		sleep 0.5
 	done
@@ -403,7 +407,7 @@ main() {
 		printf 'iperf3=%s\n' "$(iperf3 --version | head -1 | cut -d' ' -f2)"
 		printf 'pairs=%s\ncycles=%s\nrounds=%s\niperf_seconds=%s\n' "$PAIRS" "$CYCLES" "$ROUNDS" "$IPERF_SECONDS"
 		printf 'gids=%s\n' "${BENCH_GIDS:-present}"
-		printf 'conc=%s\nconc_rounds=%s\n' "$CONC" "$CONC_ROUNDS"
+		printf 'conc=%s\nconc_rounds=%s\nconc_settle=%s\n' "$CONC" "$CONC_ROUNDS" "$CONC_SETTLE"
 	} >"$work/res/machine.env"
 	printf 'engine,pair,driver,position,ms\n' >"$work/res/start.csv"
 	printf 'engine,round,driver,position,n,wall_ms,errors,not_running,rm_ms,settle_ms,leaks\n' >"$work/res/conc.csv"
