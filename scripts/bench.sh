@@ -185,12 +185,13 @@ dataplane() {
 # links (IFNAMES, from /v1/status while they ran) in the host netns, containers Docker still
 # lists on NET, and for rdma-macvlan (NID given) endpoints in /v1/status and endpoint state files.
 conc_leaks() {
-	local net=$1 nid=$2 state=$3 l n
+	local net=$1 nid=$2 state=$3 l n links
 	shift 3
 	command docker ps -aq --filter name=rmvbc- | sed 's/^/container left: /'
 	ip -o link show type macvlan | grep -F "@$parent:" | sed 's/^/macvlan child of the parent in the host netns: /'
+	links=" $(ip -o link show | awk -F': ' '{sub(/@.*/, "", $2); printf "%s ", $2}')"
 	for l in "$@"; do
-		ip link show dev "$l" >/dev/null 2>&1 && echo "plugin link in the host netns: $l"
+		[[ $links != *" $l "* ]] || echo "plugin link in the host netns: $l"
 	done
 	n=$(command docker network inspect -f '{{len .Containers}}' "$net")
 	[[ $n == 0 ]] || echo "docker network inspect $net: $n containers"
