@@ -294,10 +294,11 @@ fake_hca() {
 # engine_up DIR ENGINE [ARGS...]: a private dockerd (scripts/dockerd.sh start DIR ENGINE ARGS),
 # DOCKER_HOST pointed at it, and the test image.
 engine_up() {
-	local dir=$1
+	local dir=$1 env
 	ddirs+=("$dir")
 	ddir=$dir
-	eval "$(bash "$here/dockerd.sh" start "$@")"
+	env=$(bash "$here/dockerd.sh" start "$@") || return 1
+	eval "$env"
 	say "dockerd $(dk version -f '{{.Server.Version}} (API {{.Server.APIVersion}})') ready in $dir"
 	bash "$here/mkimage.sh"
 }
