@@ -110,7 +110,7 @@ e2e() {
 	# Where docker rdma run looks for rdma-exec: ../../rdma-macvlan/ from the CLI plugin.
 	install -D -m 0755 "$work/bin/rdma-exec" "$e/rdma-macvlan/rdma-exec"
 	export PATH=$e/bin:$ORIG_PATH DOCKER_CONFIG=$e/config
-	say "$engine: docker CLI $cli ($(docker --version))"
+	say "docker CLI $cli ($(docker --version))"
 
 	# The parent and its fake sysfs tree.
 	veth_parent "$parent" "$peer"
@@ -126,7 +126,7 @@ e2e() {
 		fail "private dockerd starts" "$(cat "$work/dockerd.err")"
 		return
 	fi
-	say "$engine: engine ready after $((SECONDS - t0)) s"
+	say "engine ready after $((SECONDS - t0)) s"
 	plugin_up "$work/plugin" "$e/state" "${cdi:-$e/cdi}" "$e/fs/sys" 2>/dev/null
 	sub=$((RANDOM % 250 + 1))
 	ip1=10.79.$sub.11
@@ -134,7 +134,7 @@ e2e() {
 	run_cmd docker network create -d rdma-macvlan:latest --subnet "10.79.$sub.0/24" -o parent="$parent" "$net"
 	expect "docker network create -d rdma-macvlan:latest on the veth parent" '((rc == 0))'
 	((rc == 0)) || return
-	say "$engine: set up in $((SECONDS - t0)) s"
+	say "set up in $((SECONDS - t0)) s"
 
 	if [[ $engine == current ]]; then
 		flags="--device rdma-macvlan/hca=mlx5_0"
