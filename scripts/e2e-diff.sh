@@ -579,7 +579,9 @@ diff_run() {
 		if [[ -n ${E2E_DIFF_ONLY:-} && " $E2E_DIFF_ONLY " != *" $sc "* ]]; then continue; fi
 		n=$((n + 1))
 		S=10.$((200 + 0x${id:0:2} % 50)).$n S2=10.$((200 + 0x${id:0:2} % 50)).$((n + 100))
-		V=fd00:dd:$id:$n net=rmvd-$id-$sc
+		# The id without leading zeros, as the kernel prints an IPv6 address (an id 08df would
+		# make the expectations want fd00:dd:08df:... where the container shows fd00:dd:8df:...).
+		V=fd00:dd:$(printf '%x' $((16#$id))):$n net=rmvd-$id-$sc
 		for DRV in macvlan rdma-macvlan; do
 			D=macvlan
 			[[ $DRV == rdma-macvlan ]] && D=$PLUGIN
