@@ -70,22 +70,8 @@ pid_of() {
 	printf '%s\n' "$pid"
 }
 
-# stop_pid PID WHAT: SIGTERM, wait up to STOP_TIMEOUT, then SIGKILL.
-stop_pid() {
-	local pid=$1 what=$2 i
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.1
-	done
-	say "$what (pid $pid) did not stop within ${STOP_TIMEOUT}s: SIGKILL"
-	kill -KILL "$pid" 2>/dev/null || true
-	for ((i = 0; i < 50; i++)); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.1
-	done
-	say "warning: $what (pid $pid) still there after SIGKILL"
-}
+# shellcheck source=scripts/lib/proc.sh
+source "$here/lib/proc.sh"
 
 # cgroup_dirs NAME prints NAME's directory in every mounted cgroup hierarchy (v1 and v2).
 cgroup_dirs() {
@@ -173,7 +159,7 @@ do_stop() {
 	done
 	if pid=$(pid_of "$dir" dockerd); then
 		say "stopping dockerd (pid $pid)"
-		stop_pid "$pid" dockerd
+		stop_pid "$pid" "$STOP_TIMEOUT" "dockerd (pid $pid)"
 	fi
 	# Whatever dockerd did not stop (it was killed, or never came up): containers and plugins.
 	[[ -s $dir/cgroup-parent ]] && kill_cgroup "$(cat "$dir/cgroup-parent")"
@@ -181,7 +167,7 @@ do_stop() {
 	kill_shims "$dir"
 	if pid=$(pid_of "$dir" containerd); then
 		say "stopping containerd (pid $pid)"
-		stop_pid "$pid" containerd
+		stop_pid "$pid" "$STOP_TIMEOUT" "containerd (pid $pid)"
 	fi
 	kill_shims "$dir"
 	unmount_below "$dir"

@@ -14,7 +14,8 @@
 # as an unprivileged member of the docker group (who cannot reach the plugin socket).
 # Traffic only between the containers it starts.
 #
-# Needs: root; scripts/engines.sh run before; go, iproute2, util-linux (setpriv, script).
+# Needs: root, Go, apt (scripts/engines.sh installs the engines), iproute2, util-linux (setpriv,
+#   script).
 # Leaves behind: nothing, also when a check or a step fails (links, engine, nodes, files).
 #
 # Usage: e2e-cli.sh [debian] [current]   (default: debian, and current when scripts/engines.sh built it)
@@ -22,33 +23,16 @@
 #   /usr/local/bin/docker).
 # Output: "ok - ..." or "not ok - ..." per check, then "N passed, N failed"; exit 1 when any failed.
 #
-# The checks are strings evaluated against $rc, $out and $err of the last run_cmd.
+# The checks (expect) are strings evaluated against $rc, $out and $err of the last run_cmd.
 # shellcheck disable=SC2016
-set -euo pipefail
+set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/.." && pwd)
-IMAGE=rdma-macvlan-test/busybox:latest
+# shellcheck source=scripts/lib/e2e.sh
+source "$here/lib/e2e.sh"
 CLI_DEBIAN=${DOCKER_CLI_DEBIAN:-/usr/bin/docker}
 CLI_CURRENT=${DOCKER_CLI_CURRENT:-/usr/local/bin/docker}
 MEMLOCK=8388608
-
-say() { printf '# %s\n' "$*"; }
-die() { printf 'e2e-cli: %s\n' "$*" >&2; exit 1; }
-
-passed=0
-failed=0
-ok() {
-	passed=$((passed + 1))
-	printf 'ok - %s\n' "$1"
-}
-not_ok() {
-	failed=$((failed + 1))
-	printf 'not ok - %s\n' "$1"
-	shift
-	local l
-	for l in "$@"; do printf '%s\n' "$l" | head -c 3000 | sed 's/^/#   /'; done
-}
 
 # run_cmd CMD...: runs CMD; its status, stdout and stderr land in rc, out and err.
 rc=0
@@ -63,64 +47,27 @@ run_cmd() {
 	rm -f "$ef"
 }
 
-# check DESC EXPR: ok when the bash expression EXPR holds for the last run_cmd.
-check() {
+# expect DESC EXPR: ok when the bash expression EXPR holds for the last run_cmd.
+expect() {
 	if eval "$2"; then
-		ok "$1"
+		pass "$1"
 	else
-		not_ok "$1" "failed: $2" "status: $rc" "stdout: $out" "stderr: $err"
+		fail "$1" "failed: $2" "status: $rc" "stdout: $out" "stderr: $err"
 	fi
 }
 
-# Everything this run creates, for cleanup.
-id=$(printf '%04x' $(((($$ << 8) ^ 10#$(date +%s%N | cut -c10-15)) & 0xffff)))
-parent=rmvc${id}p
-peer=rmvc${id}q
-net=rmvcli-$id
-work=""     # the run's directory: built binaries, fake tree, engine dir
-engine_dir=""
+# Everything this run creates beyond the harness's (engines, links), for teardown.
+work=""     # the run's directory: built binaries, fake tree, engine dirs
 made_dev="" # /dev/infiniband when this run made it
 
-summarised=""
-cleanup() {
-	local status=$?
-	set +e
-	if [[ -z $summarised ]] && ((status != 130)); then
-		# A setup step failed under errexit: say so in the same format.
-		not_ok "a setup step failed (status $status; see the messages above)"
-		printf '%d passed, %d failed\n' "$passed" "$failed"
-		((status == 0)) && status=1
-	fi
-	if [[ -n $engine_dir && -S $engine_dir/docker.sock ]]; then
-		DOCKER_HOST=unix://$engine_dir/docker.sock docker rm -f "$net-c1" "$net-c2" "$net-bg" "$net-w1" "$net-w2" "$net-wf" "$net-ws" >/dev/null 2>&1
-		DOCKER_HOST=unix://$engine_dir/docker.sock docker network rm "$net" >/dev/null 2>&1
-	fi
-	if [[ -n $engine_dir ]]; then
-		bash "$here/dockerd.sh" stop "$engine_dir" >/dev/null 2>&1 || say "warning: dockerd.sh stop $engine_dir failed"
-		engine_dir=""
-	fi
-	ip link del "$parent" 2>/dev/null
+# teardown_hook: the harness's teardown runs it once the engine is emptied.
+teardown_hook() {
 	if [[ -n $made_dev ]]; then
 		rm -rf "$made_dev"
 		made_dev=""
 	fi
-	[[ -n $work ]] && rm -rf "$work"
-	exit "$status"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# setup_run builds what every engine shares: docker-rdma, fakesysfs and the plugin's rootfs.
-setup_run() {
-	work=$(mktemp -d /tmp/rmvcli.XXXXXX)
-	chmod 0755 "$work" # the unprivileged checks read the tree and run the plugin from here
-	local t0=$SECONDS
-	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=e2e-$id" -o "$work/docker-rdma" ./cmd/docker-rdma)
-	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/rdma-exec" ./cmd/rdma-exec)
-	(cd "$repo" && go build -o "$work/fakesysfs" ./rdma/rdmatest/fakesysfs)
-	PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" build 2>/dev/null
-	say "built docker-rdma, rdma-exec ($(stat -c %s "$work/rdma-exec") bytes), fakesysfs and the plugin in $((SECONDS - t0)) s"
-}
+e2e_traps
 
 # setup_devices ROOT makes /dev/infiniband with the nodes of the fake tree under ROOT (and decoys
 # that must not reach containers) when the host has none; a host that has some must have the fake
@@ -145,7 +92,7 @@ setup_devices() {
 
 # e2e ENGINE runs every check against one engine.
 e2e() {
-	local engine=$1 cli extra=() t0=$SECONDS sub mac cdi="" ip1 ip2 v2 i flags
+	local engine=$1 cli extra=() t0=$SECONDS sub cdi="" ip1 ip2 v2 i flags
 	case $engine in
 	debian) cli=$CLI_DEBIAN ;;
 	current)
@@ -154,49 +101,40 @@ e2e() {
 		extra=(-- --cdi-spec-dir "$cdi")
 		;;
 	esac
-	[[ -x $cli ]] || { not_ok "$engine: docker CLI $cli is missing"; return; }
+	tag=$engine
+	[[ -x $cli ]] || { fail "docker CLI $cli is missing"; return; }
 	local e=$work/$engine
 	mkdir -p "$e/bin" "$e/config/cli-plugins" "$e/state" "${cdi:-$e/cdi}"
 	ln -s "$cli" "$e/bin/docker"
-	install -m 0755 "$work/docker-rdma" "$e/config/cli-plugins/docker-rdma"
+	install -m 0755 "$work/bin/docker-rdma" "$e/config/cli-plugins/docker-rdma"
 	# Where docker rdma run looks for rdma-exec: ../../rdma-macvlan/ from the CLI plugin.
-	install -D -m 0755 "$work/rdma-exec" "$e/rdma-macvlan/rdma-exec"
+	install -D -m 0755 "$work/bin/rdma-exec" "$e/rdma-macvlan/rdma-exec"
 	export PATH=$e/bin:$ORIG_PATH DOCKER_CONFIG=$e/config
-	say "$engine: docker CLI $cli ($(docker --version))"
+	say "docker CLI $cli ($(docker --version))"
 
 	# The parent and its fake sysfs tree.
-	ip link add "$parent" type veth peer name "$peer"
-	ip link set "$parent" up
-	ip link set "$peer" up
-	mac=$(cat "/sys/class/net/$parent/address")
-	"$work/fakesysfs" build -root "$e/fs" -kind mlx5 -hca mlx5_0 -netdev "$parent" -mac "$mac"
-	"$work/fakesysfs" build -root "$e/fs" -kind mlx5 -hca mlx5_1 -netdev "rmvc${id}x" -mac 02:00:00:00:01:02 -pci 0000:04:00.0 -uverbs 1
+	veth_parent "$parent" "$peer"
+	fake_hca "$e/fs" mlx5_0 "$parent"
+	"$work/bin/fakesysfs" build -root "$e/fs" -kind mlx5 -hca mlx5_1 -netdev "rmvc${id}x" -mac 02:00:00:00:01:02 -pci 0000:04:00.0 -uverbs 1
 	if ! setup_devices "$e/fs"; then
-		not_ok "$engine: fake device nodes: /dev/infiniband could not be made, or exists without uverbs0 231:192 and the fake tree's rdma_cm"
+		fail "fake device nodes: /dev/infiniband could not be made, or exists without uverbs0 231:192 and the fake tree's rdma_cm"
 		return
 	fi
 
 	# The engine, the image, the plugin on the fake tree, the network.
-	engine_dir=$work/d-$engine
-	local envline
-	if ! envline=$(bash "$here/dockerd.sh" start "$engine_dir" "$engine" "${extra[@]}" 2>"$work/dockerd.err"); then
-		not_ok "$engine: private dockerd starts" "$(cat "$work/dockerd.err")"
+	if ! engine_up "$work/d-$engine" "$engine" "${extra[@]}" 2>"$work/dockerd.err"; then
+		fail "private dockerd starts" "$(cat "$work/dockerd.err")"
 		return
 	fi
-	eval "$envline"
-	say "$engine: engine $(docker version -f '{{.Server.Version}}') ready after $((SECONDS - t0)) s"
-	bash "$here/mkimage.sh" 2>/dev/null
-	export PLUGIN_DIR=$work/plugin PLUGIN_NAME=rdma-macvlan PLUGIN_TAG=latest
-	bash "$here/plugin.sh" create 2>/dev/null
-	docker plugin set rdma-macvlan:latest state.source="$e/state" sysfs.source="$e/fs/sys" cdi.source="${cdi:-$e/cdi}"
-	bash "$here/plugin.sh" install 2>/dev/null
+	say "engine ready after $((SECONDS - t0)) s"
+	plugin_up "$work/plugin" "$e/state" "${cdi:-$e/cdi}" "$e/fs/sys" 2>/dev/null
 	sub=$((RANDOM % 250 + 1))
 	ip1=10.79.$sub.11
 	ip2=10.79.$sub.12
 	run_cmd docker network create -d rdma-macvlan:latest --subnet "10.79.$sub.0/24" -o parent="$parent" "$net"
-	check "$engine: docker network create -d rdma-macvlan:latest on the veth parent" '((rc == 0))'
+	expect "docker network create -d rdma-macvlan:latest on the veth parent" '((rc == 0))'
 	((rc == 0)) || return
-	say "$engine: set up in $((SECONDS - t0)) s"
+	say "set up in $((SECONDS - t0)) s"
 
 	if [[ $engine == current ]]; then
 		flags="--device rdma-macvlan/hca=mlx5_0"
@@ -207,97 +145,97 @@ e2e() {
 
 	# The CLI plugin as the docker CLI runs it.
 	run_cmd docker rdma version
-	check "$engine: docker rdma is a CLI plugin of $cli (docker rdma version: its version first)" '((rc == 0)) && [[ $(head -n 1 <<<"$out") == "docker rdma:"*" e2e-$id" ]]'
+	expect "docker rdma is a CLI plugin of $cli (docker rdma version: its version first)" '((rc == 0)) && [[ $(head -n 1 <<<"$out") == "docker rdma:"*" e2e-$id" ]]'
 	run_cmd docker --help
-	check "$engine: docker --help lists rdma" '[[ $out == *rdma* ]]'
+	expect "docker --help lists rdma" '[[ $out == *rdma* ]]'
 
 	# ls.
 	run_cmd docker rdma ls
-	check "$engine: ls shows the network with parent, HCA, port, state and a GID bar" \
+	expect "ls shows the network with parent, HCA, port, state and a GID bar" \
 		'((rc == 0)) && grep -Eq "^$net +rdma-macvlan:latest +$parent +mlx5_0 +1 +ACTIVE +0 +\[#\.{9}\] 2/255 " <<<"$out"'
-	check "$engine: ls shows the exact device flags ($flags)" '[[ $(grep "^$net " <<<"$out") == *"  $flags" ]]'
+	expect "ls shows the exact device flags ($flags)" '[[ $(grep "^$net " <<<"$out") == *"  $flags" ]]'
 	run_cmd docker rdma ls --format json
-	check "$engine: ls --format json" '((rc == 0)) && [[ $out == *"\"hca\": \"mlx5_0\""* && $out == *"\"source\": \"daemon\""* && $out == *"\"size\": 255"* ]]'
+	expect "ls --format json" '((rc == 0)) && [[ $out == *"\"hca\": \"mlx5_0\""* && $out == *"\"source\": \"daemon\""* && $out == *"\"size\": 255"* ]]'
 
 	# run: devices, IPC_LOCK, memlock.
 	run_cmd docker rdma run --no-wait --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
-	check "$engine: run --no-wait --dry-run prints the docker command" \
+	expect "run --no-wait --dry-run prints the docker command" \
 		'((rc == 0)) && [[ $out == "docker run $flags --cap-add IPC_LOCK --ulimit memlock=$MEMLOCK:$MEMLOCK --net $net $IMAGE true" ]]'
 	run_cmd docker rdma run --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
-	check "$engine: run --dry-run puts rdma-exec, mounted read-only, in front of the command" \
+	expect "run --dry-run puts rdma-exec, mounted read-only, in front of the command" \
 		'((rc == 0)) && [[ $out == "docker run $flags --cap-add IPC_LOCK --ulimit memlock=$MEMLOCK:$MEMLOCK --net $net --entrypoint /.rdma-macvlan/rdma-exec --mount type=bind,source=$e/rdma-macvlan/rdma-exec,target=/.rdma-macvlan/rdma-exec,readonly $IMAGE --net name=$net,hca=mlx5_0,port=1,subnet=10.79.$sub.0/24 --timeout 10s -- true" ]]'
 	run_cmd docker rdma run --no-wait --rm --memlock $MEMLOCK --net "$net" "$IMAGE" \
 		sh -c 'ls /dev/infiniband | tr "\n" " "; echo; grep CapEff /proc/self/status; grep "Max locked memory" /proc/self/limits; echo "hca=$RDMA_MACVLAN_HCA"'
-	check "$engine: the container sees exactly uverbs0 and rdma_cm (not uverbs1, umad0, issm0)" '((rc == 0)) && [[ $(head -n1 <<<"$out") == "rdma_cm uverbs0 " ]]'
-	check "$engine: the container holds CAP_IPC_LOCK" '((rc == 0)) && (( (16#$(awk "/CapEff/ {print \$2}" <<<"$out") >> 14) & 1 ))'
-	check "$engine: the container's memlock limit is $MEMLOCK" '[[ $(awk "/Max locked memory/ {print \$4, \$5}" <<<"$out") == "$MEMLOCK $MEMLOCK" ]]'
+	expect "the container sees exactly uverbs0 and rdma_cm (not uverbs1, umad0, issm0)" '((rc == 0)) && [[ $(head -n1 <<<"$out") == "rdma_cm uverbs0 " ]]'
+	expect "the container holds CAP_IPC_LOCK" '((rc == 0)) && (( (16#$(awk "/CapEff/ {print \$2}" <<<"$out") >> 14) & 1 ))'
+	expect "the container's memlock limit is $MEMLOCK" '[[ $(awk "/Max locked memory/ {print \$4, \$5}" <<<"$out") == "$MEMLOCK $MEMLOCK" ]]'
 	if [[ $engine == current ]]; then
-		check "$engine: the devices came through CDI (the spec's env is set)" '[[ $out == *"hca=mlx5_0"* ]]'
+		expect "the devices came through CDI (the spec's env is set)" '[[ $out == *"hca=mlx5_0"* ]]'
 	fi
 	run_cmd docker run --rm --net "$net" "$IMAGE" sh -c 'ls /dev/infiniband 2>&1; grep CapEff /proc/self/status'
-	check "$engine: control: plain docker run gets no RDMA device and no CAP_IPC_LOCK" \
+	expect "control: plain docker run gets no RDMA device and no CAP_IPC_LOCK" \
 		'((rc == 0)) && [[ $out == *"No such file"* ]] && (( ! ((16#$(awk "/CapEff/ {print \$2}" <<<"$out") >> 14) & 1) ))'
 	run_cmd docker rdma run --no-wait --rm --memlock 4M:8M --net "$net" "$IMAGE" grep "Max locked memory" /proc/self/limits
-	check "$engine: --memlock 4M:8M gives soft 4194304, hard 8388608" '((rc == 0)) && [[ $(awk "{print \$4, \$5}" <<<"$out") == "4194304 8388608" ]]'
+	expect "--memlock 4M:8M gives soft 4194304, hard 8388608" '((rc == 0)) && [[ $(awk "{print \$4, \$5}" <<<"$out") == "4194304 8388608" ]]'
 	run_cmd docker rdma run --no-wait --rm --ulimit memlock=1048576:2097152 --device /dev/infiniband/uverbs1 --net "$net" "$IMAGE" \
 		sh -c 'ls /dev/infiniband | tr "\n" " "; echo; grep "Max locked memory" /proc/self/limits'
-	check "$engine: the user's own --ulimit memlock and --device are kept" \
+	expect "the user's own --ulimit memlock and --device are kept" \
 		'((rc == 0)) && [[ $(head -n1 <<<"$out") == "rdma_cm uverbs0 uverbs1 " && $(awk "/Max locked/ {print \$4, \$5}" <<<"$out") == "1048576 2097152" ]]'
 
 	# Pass-through of flags, stdin, tty and the exit status.
 	run_cmd docker rdma run --no-wait --rm --memlock $MEMLOCK --net "$net" "$IMAGE" sh -c 'exit 7'
-	check "$engine: the container's exit status 7 is docker rdma's" '((rc == 7))'
+	expect "the container's exit status 7 is docker rdma's" '((rc == 7))'
 	run_cmd docker rdma run --no-wait --rm --memlock $MEMLOCK --name "$net-c0" -e FOO=bar -w /tmp --net "$net" -- "$IMAGE" sh -c 'echo "$FOO $(pwd) $(hostname)" -- x'
-	check "$engine: -e, -w, --name and a -- separator pass through" '((rc == 0)) && [[ $out == "bar /tmp "*" -- x" ]]'
+	expect "-e, -w, --name and a -- separator pass through" '((rc == 0)) && [[ $out == "bar /tmp "*" -- x" ]]'
 	run_cmd docker container inspect "$net-c0"
-	check "$engine: --rm passed through (the container is gone)" '((rc != 0))'
+	expect "--rm passed through (the container is gone)" '((rc != 0))'
 	run_cmd sh -c "echo hello stdin | docker rdma run --no-wait -i --rm --memlock $MEMLOCK --net $net $IMAGE cat"
-	check "$engine: -i passes stdin through" '((rc == 0)) && [[ $out == "hello stdin" ]]'
+	expect "-i passes stdin through" '((rc == 0)) && [[ $out == "hello stdin" ]]'
 	if command -v script >/dev/null; then
 		run_cmd script -qec "docker rdma run --no-wait -it --rm --memlock $MEMLOCK --net $net $IMAGE sh -c 'tty; exit 3'" /dev/null
-		check "$engine: -it gets a terminal, and its exit status" '((rc == 3)) && [[ $out == *"/dev/pts/"* ]]'
+		expect "-it gets a terminal, and its exit status" '((rc == 3)) && [[ $out == *"/dev/pts/"* ]]'
 	fi
 
 	# Errors.
 	run_cmd docker rdma run --rm "$IMAGE" true
-	check "$engine: no --network is refused with status 125" '((rc == 125)) && [[ $err == *"no --network"* ]]'
+	expect "no --network is refused with status 125" '((rc == 125)) && [[ $err == *"no --network"* ]]'
 	run_cmd docker rdma run --rm --network none "$IMAGE" true
-	check "$engine: a network that is not rdma-macvlan is refused" '((rc == 125)) && [[ $err == *"network none (driver null) is not rdma-macvlan"* ]]'
+	expect "a network that is not rdma-macvlan is refused" '((rc == 125)) && [[ $err == *"network none (driver null) is not rdma-macvlan"* ]]'
 	run_cmd docker rdma run --rm --network "no-such-$id" "$IMAGE" true
-	check "$engine: an unknown network is refused" '((rc == 125)) && [[ $err == *"no-such-$id"* ]]'
+	expect "an unknown network is refused" '((rc == 125)) && [[ $err == *"no-such-$id"* ]]'
 	run_cmd docker rdma run --no-wait --rm --net "$net" "$IMAGE" true
 	if ((rc == 0)); then
-		ok "$engine: this engine accepts memlock=unlimited (the default)"
+		pass "this engine accepts memlock=unlimited (the default)"
 	else
-		check "$engine: the engine refusing memlock=unlimited is explained" '[[ $err == *"rlimit"* && $err == *"could not set the locked-memory limit memlock=-1:-1"* && $err == *"--memlock 8M"* ]]'
+		expect "the engine refusing memlock=unlimited is explained" '[[ $err == *"rlimit"* && $err == *"could not set the locked-memory limit memlock=-1:-1"* && $err == *"--memlock 8M"* ]]'
 	fi
 	local unlimited_refused=$rc
 
 	# inspect: a container whose GID entries the "kernel" (fakesysfs) adds after it starts.
 	run_cmd docker rdma run --no-wait -d --name "$net-c1" --ip "$ip1" --memlock $MEMLOCK --net "$net" "$IMAGE" sleep 600
-	check "$engine: run -d" '((rc == 0))'
-	run_cmd "$work/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$ip1" -ndev eth0
+	expect "run -d" '((rc == 0))'
+	run_cmd "$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$ip1" -ndev eth0
 	# shellcheck disable=SC2034 # used by the checks (eval)
 	v2=${out##* }
-	check "$engine: fake kernel adds the v1/v2 GID pair of $ip1" '((rc == 0)) && [[ $out == "2 3" ]]'
+	expect "fake kernel adds the v1/v2 GID pair of $ip1" '((rc == 0)) && [[ $out == "2 3" ]]'
 	for ((i = 0; i < 100; i++)); do
 		run_cmd docker rdma inspect "$net-c1"
 		[[ $out == *"RDMA       ready"* ]] && break
 		sleep 0.1
 	done
-	check "$engine: inspect CONTAINER: interface, address, GIDs, readiness" \
+	expect "inspect CONTAINER: interface, address, GIDs, readiness" \
 		'((rc == 0)) && [[ $out == *"interface  eth0 (host link rmv"* && $out == *"IPv4 $ip1"* && $out == *"3  RoCE v2     0000:0000:0000:0000:0000:ffff:"* && $out == *"RDMA       ready"* ]]'
-	check "$engine: inspect CONTAINER: devices, IPC_LOCK and memlock of the container" \
+	expect "inspect CONTAINER: devices, IPC_LOCK and memlock of the container" \
 		'[[ $out == *"IPC_LOCK   yes"* && $out == *"memlock    $MEMLOCK:$MEMLOCK"* && $out != *problem* ]]'
-	check "$engine: inspect CONTAINER: pasteable env with the RoCE v2 index" \
+	expect "inspect CONTAINER: pasteable env with the RoCE v2 index" \
 		'grep -qx "NCCL_IB_HCA==mlx5_0:1" <<<"$out" && grep -qx "NCCL_IB_GID_INDEX=$v2" <<<"$out" && grep -qx "NCCL_SOCKET_IFNAME==eth0" <<<"$out" && grep -qx "UCX_IB_GID_INDEX=$v2" <<<"$out"'
 	run_cmd docker rdma inspect --format json "$net-c1"
-	check "$engine: inspect --format json has the GID index" '((rc == 0)) && [[ $out == *"\"gid_index\": $v2,"* && $out == *"\"rdma_ready\": true"* ]]'
+	expect "inspect --format json has the GID index" '((rc == 0)) && [[ $out == *"\"gid_index\": $v2,"* && $out == *"\"rdma_ready\": true"* ]]'
 	run_cmd docker rdma run --no-wait -d --name "$net-c2" --ip "$ip2" --memlock $MEMLOCK --net "$net" "$IMAGE" sleep 600
 	run_cmd docker exec "$net-c2" ping -c 2 -W 2 "$ip1"
-	check "$engine: $net-c2 pings $net-c1 over the rdma-macvlan network" '((rc == 0))'
+	expect "$net-c2 pings $net-c1 over the rdma-macvlan network" '((rc == 0))'
 	run_cmd docker rdma inspect "$net"
-	check "$engine: inspect NETWORK lists both containers with their GID index and readiness" \
+	expect "inspect NETWORK lists both containers with their GID index and readiness" \
 		'((rc == 0)) && grep -Eq "^$net-c1 +eth0 +$ip1 +- +$v2 +2,3 +ready$" <<<"$out" && grep -Eq "^$net-c2 +- +$ip2 +- +- +- +not ready: " <<<"$out"'
 
 	# rdma-exec: the workload starts once its GID entries are in the table, with its GID index.
@@ -306,50 +244,50 @@ e2e() {
 	local fake=(-v "$e/fs:/rdma-fake:ro" -e RDMA_EXEC_SYSFS_ROOT=/rdma-fake) w1=10.79.$sub.21 w2=10.79.$sub.22 i1 i2 n
 	run_cmd docker rdma run -d --name "$net-w1" --ip "$w1" "${fake[@]}" --gid-timeout 60s --memlock $MEMLOCK --net "$net" "$IMAGE" \
 		sh -c 'echo "pid=$$ gid=$NCCL_IB_GID_INDEX hca=$NCCL_IB_HCA if=$NCCL_SOCKET_IFNAME ucx=$UCX_NET_DEVICES/$UCX_IB_GID_INDEX root=${RDMA_EXEC_SYSFS_ROOT-unset}"; trap "exit 42" TERM; while :; do sleep 0.2; done'
-	check "$engine: rdma-exec: run -d of a first container" '((rc == 0))'
+	expect "rdma-exec: run -d of a first container" '((rc == 0))'
 	run_cmd docker rdma run -d --name "$net-w2" --ip "$w2" "${fake[@]}" --gid-timeout 60s --memlock $MEMLOCK --net "$net" "$IMAGE" \
 		sh -c 'echo "pid=$$ gid=$NCCL_IB_GID_INDEX"; exec sleep 600'
-	check "$engine: rdma-exec: run -d of a second container" '((rc == 0))'
+	expect "rdma-exec: run -d of a second container" '((rc == 0))'
 	sleep 1
 	run_cmd docker logs "$net-w1"
-	check "$engine: rdma-exec: the workload has not started before its GID entries exist" '((rc == 0)) && [[ -z $out ]]'
+	expect "rdma-exec: the workload has not started before its GID entries exist" '((rc == 0)) && [[ -z $out ]]'
 	# The fake kernel adds the second container's entries first, then the first's.
-	run_cmd "$work/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$w2" -ndev eth0
+	run_cmd "$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$w2" -ndev eth0
 	i2=${out##* }
-	run_cmd "$work/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$w1" -ndev eth0
+	run_cmd "$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$w1" -ndev eth0
 	i1=${out##* }
 	for ((n = 0; n < 100; n++)); do
 		run_cmd docker logs "$net-w1"
 		[[ -n $out ]] && break
 		sleep 0.1
 	done
-	check "$engine: rdma-exec: container 1 got NCCL_IB_GID_INDEX=$i1 (its own v2 entry), devices and interface; PID 1 is the workload" \
+	expect "rdma-exec: container 1 got NCCL_IB_GID_INDEX=$i1 (its own v2 entry), devices and interface; PID 1 is the workload" \
 		'[[ $out == "pid=1 gid=$i1 hca==mlx5_0:1 if==eth0 ucx=mlx5_0:1/$i1 root=unset" ]]'
 	for ((n = 0; n < 100; n++)); do
 		run_cmd docker logs "$net-w2"
 		[[ -n $out ]] && break
 		sleep 0.1
 	done
-	check "$engine: rdma-exec: container 2 got NCCL_IB_GID_INDEX=$i2 at the same time" '[[ $out == "pid=1 gid=$i2" ]] && ((i1 != i2))'
+	expect "rdma-exec: container 2 got NCCL_IB_GID_INDEX=$i2 at the same time" '[[ $out == "pid=1 gid=$i2" ]] && ((i1 != i2))'
 	run_cmd docker rdma inspect "$net-w1"
-	check "$engine: rdma-exec: inspect shows the index the workload got" '((rc == 0)) && grep -qx "NCCL_IB_GID_INDEX=$i1" <<<"$out" && grep -qx "NCCL_SOCKET_IFNAME==eth0" <<<"$out"'
+	expect "rdma-exec: inspect shows the index the workload got" '((rc == 0)) && grep -qx "NCCL_IB_GID_INDEX=$i1" <<<"$out" && grep -qx "NCCL_SOCKET_IFNAME==eth0" <<<"$out"'
 	run_cmd docker stop -t 5 "$net-w1"
 	run_cmd docker inspect -f '{{.State.ExitCode}}' "$net-w1"
-	check "$engine: rdma-exec: docker stop's SIGTERM reaches the workload (its trap exits 42)" '[[ $out == 42 ]]'
+	expect "rdma-exec: docker stop's SIGTERM reaches the workload (its trap exits 42)" '[[ $out == 42 ]]'
 
 	# Exit status, arguments, stdin and -it through rdma-exec (entries present before the start).
 	local w3=10.79.$sub.23 i3
-	i3=$("$work/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$w3" -ndev eth0)
+	i3=$("$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$w3" -ndev eth0)
 	i3=${i3##* }
 	run_cmd docker rdma run --rm --ip "$w3" "${fake[@]}" --memlock $MEMLOCK --net "$net" "$IMAGE" sh -c 'echo "$0|$1|$2"; exit 7' 'a b' '' '--net'
-	check "$engine: rdma-exec: the workload's arguments and exit status 7 pass through" '((rc == 7)) && [[ $out == "a b||--net" ]]'
+	expect "rdma-exec: the workload's arguments and exit status 7 pass through" '((rc == 7)) && [[ $out == "a b||--net" ]]'
 	run_cmd sh -c "echo via stdin | docker rdma run -i --rm --ip $w3 ${fake[*]} --memlock $MEMLOCK --net $net $IMAGE cat"
-	check "$engine: rdma-exec: -i passes stdin through" '((rc == 0)) && [[ $out == "via stdin" ]]'
+	expect "rdma-exec: -i passes stdin through" '((rc == 0)) && [[ $out == "via stdin" ]]'
 	run_cmd docker rdma run --rm --init --user 65534 --ip "$w3" "${fake[@]}" --memlock $MEMLOCK --net "$net" "$IMAGE" sh -c 'echo "$(id -u) $NCCL_IB_GID_INDEX"; ps -o pid,comm | grep -c docker-init'
-	check "$engine: rdma-exec: --init and --user behave as without it" '((rc == 0)) && [[ $(head -n1 <<<"$out") == "65534 "* && $(tail -n1 <<<"$out") == 1 ]]'
+	expect "rdma-exec: --init and --user behave as without it" '((rc == 0)) && [[ $(head -n1 <<<"$out") == "65534 "* && $(tail -n1 <<<"$out") == 1 ]]'
 	if command -v script >/dev/null; then
 		run_cmd script -qec "docker rdma run -it --rm --ip $w3 ${fake[*]} --memlock $MEMLOCK --net $net $IMAGE sh -c 'tty; exit 4'" /dev/null
-		check "$engine: rdma-exec: -it gets a terminal, and its exit status" '((rc == 4)) && [[ $out == *"/dev/pts/"* ]]'
+		expect "rdma-exec: -it gets a terminal, and its exit status" '((rc == 4)) && [[ $out == *"/dev/pts/"* ]]'
 	fi
 
 	# An image with no shell: a single static binary, its ENTRYPOINT and CMD read from the image.
@@ -359,14 +297,14 @@ e2e() {
 	tar --numeric-owner --owner=0 --group=0 -C "$work/noshell" -c busybox |
 		docker import -c 'ENTRYPOINT ["/busybox"]' -c 'CMD ["env"]' - "$noshell" >/dev/null
 	run_cmd docker rdma run --rm --ip "$w3" "${fake[@]}" --memlock $MEMLOCK --net "$net" "$noshell"
-	check "$engine: rdma-exec: an image without a shell runs its own ENTRYPOINT and CMD with the env" \
+	expect "rdma-exec: an image without a shell runs its own ENTRYPOINT and CMD with the env" \
 		'((rc == 0)) && grep -qx "NCCL_IB_GID_INDEX=$i3" <<<"$out" && grep -qx "NCCL_IB_HCA==mlx5_0:1" <<<"$out"'
 	run_cmd docker rdma run --rm --ip "$w3" "${fake[@]}" --memlock $MEMLOCK --net "$net" "$noshell" echo given command
-	check "$engine: rdma-exec: a command given to it replaces CMD after the ENTRYPOINT" '((rc == 0)) && [[ $out == "given command" ]]'
+	expect "rdma-exec: a command given to it replaces CMD after the ENTRYPOINT" '((rc == 0)) && [[ $out == "given command" ]]'
 
 	# A container whose entries never appear: the workload never starts, status 122 and why.
 	run_cmd docker rdma run --rm --ip 10.79.$sub.24 "${fake[@]}" --gid-timeout 2s --memlock $MEMLOCK --net "$net" "$IMAGE" echo started
-	check "$engine: rdma-exec: GID entries that never appear: status 122, the workload not started, the reason" \
+	expect "rdma-exec: GID entries that never appear: status 122, the workload not started, the reason" \
 		'((rc == 122)) && [[ $out != *started* && $err == *"did not appear within 2s; the workload was not started"* && $err == *"did not appear in the table of mlx5_0 port 1 ("*" entries free)"* ]]'
 	# The table fills while a container waits: it says the table is full. Fill it, free two
 	# addresses' entries (admission also holds two for $net-c2, which never got its entries),
@@ -374,109 +312,85 @@ e2e() {
 	# address, as the kernel would).
 	local last=0
 	for ((n = 1; n < 200; n++)); do
-		"$work/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "10.80.0.$n" -ndev other >/dev/null 2>&1 || break
+		"$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "10.80.0.$n" -ndev other >/dev/null 2>&1 || break
 		last=$n
 	done
 	for i in "$n" "$last" $((last - 1)); do
-		"$work/fakesysfs" del-ip -root "$e/fs" -hca mlx5_0 -ip "10.80.0.$i" >/dev/null 2>&1
+		"$work/bin/fakesysfs" del-ip -root "$e/fs" -hca mlx5_0 -ip "10.80.0.$i" >/dev/null 2>&1
 	done
 	run_cmd docker rdma run -d --name "$net-wf" --ip 10.79.$sub.25 "${fake[@]}" --gid-timeout 4s --memlock $MEMLOCK --net "$net" "$IMAGE" echo started
-	check "$engine: rdma-exec: run -d with a few slots left" '((rc == 0))'
+	expect "rdma-exec: run -d with a few slots left" '((rc == 0))'
 	for i in $((last - 1)) "$last" "$n"; do
-		"$work/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "10.80.0.$i" -ndev other >/dev/null 2>&1 || true
+		"$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "10.80.0.$i" -ndev other >/dev/null 2>&1 || true
 	done
 	run_cmd docker wait "$net-wf"
-	check "$engine: rdma-exec: a full table: status 122" '[[ $out == 122 ]]'
+	expect "rdma-exec: a full table: status 122" '[[ $out == 122 ]]'
 	run_cmd docker logs "$net-wf"
-	check "$engine: rdma-exec: a full table is named, with the entries counted" '[[ $out != *started* && $err == *"the table is full (255 of 255 entries used"* ]]'
+	expect "rdma-exec: a full table is named, with the entries counted" '[[ $out != *started* && $err == *"the table is full (255 of 255 entries used"* ]]'
 	for ((n = 1; n <= last + 1; n++)); do
-		"$work/fakesysfs" del-ip -root "$e/fs" -hca mlx5_0 -ip "10.80.0.$n" >/dev/null 2>&1
+		"$work/bin/fakesysfs" del-ip -root "$e/fs" -hca mlx5_0 -ip "10.80.0.$n" >/dev/null 2>&1
 	done
 	run_cmd docker rm -f "$net-w1" "$net-w2" "$net-wf"
 
 	# doctor.
 	run_cmd docker rdma doctor --sysfs-root "$e/fs" --image "$IMAGE" --memlock $MEMLOCK
-	check "$engine: doctor passes on a ready host (status 0)" '((rc == 0)) && [[ $out == *"OK    plugin"* && $out == *"OK    netns mode"* && $out == *"OK    port mlx5_0/1"* ]]'
-	check "$engine: doctor sees the device nodes, the GID table and the memlock limits" \
+	expect "doctor passes on a ready host (status 0)" '((rc == 0)) && [[ $out == *"OK    plugin"* && $out == *"OK    netns mode"* && $out == *"OK    port mlx5_0/1"* ]]'
+	expect "doctor sees the device nodes, the GID table and the memlock limits" \
 		'[[ $out == *"OK    devices mlx5_0 "*"/dev/infiniband/uverbs0 231:192, /dev/infiniband/rdma_cm"* && $out == *"OK    GIDs mlx5_0/1"*"/255 used"* && $out == *"OK    memlock"*"memlock=$MEMLOCK:$MEMLOCK is accepted"* ]]'
 	if [[ $engine == current ]]; then
-		check "$engine: doctor sees the engine's CDI directory" '[[ $out == *"OK    CDI"*"$cdi"* ]]'
+		expect "doctor sees the engine's CDI directory" '[[ $out == *"OK    CDI"*"$cdi"* ]]'
 	else
-		check "$engine: doctor says the engine has no CDI and --device is used" '[[ $out == *"INFO  CDI"*"does not resolve CDI devices"* ]]'
+		expect "doctor says the engine has no CDI and --device is used" '[[ $out == *"INFO  CDI"*"does not resolve CDI devices"* ]]'
 	fi
 	run_cmd docker rdma doctor --sysfs-root "$e/fs" --format json
-	check "$engine: doctor --format json" '[[ $out == *"\"checks\": ["* && $out == *"\"sysfs_root\": \"$e/fs\""* ]]'
+	expect "doctor --format json" '[[ $out == *"\"checks\": ["* && $out == *"\"sysfs_root\": \"$e/fs\""* ]]'
 	if ((unlimited_refused != 0)); then
 		run_cmd docker rdma doctor --sysfs-root "$e/fs" --image "$IMAGE"
-		check "$engine: doctor fails (status 1) when the engine refuses memlock=unlimited" '((rc == 1)) && [[ $out == *"FAIL  memlock"*"refuses memlock=-1:-1"* ]]'
+		expect "doctor fails (status 1) when the engine refuses memlock=unlimited" '((rc == 1)) && [[ $out == *"FAIL  memlock"*"refuses memlock=-1:-1"* ]]'
 	fi
-	"$work/fakesysfs" netns-mode -root "$e/fs" -mode exclusive
+	"$work/bin/fakesysfs" netns-mode -root "$e/fs" -mode exclusive
 	run_cmd docker rdma doctor --sysfs-root "$e/fs"
-	check "$engine: doctor fails (status 1) in exclusive netns mode and says how to fix it" '((rc == 1)) && [[ $out == *"FAIL  netns mode"* && $out == *"fix: switch to shared"* ]]'
-	"$work/fakesysfs" netns-mode -root "$e/fs" -mode shared
+	expect "doctor fails (status 1) in exclusive netns mode and says how to fix it" '((rc == 1)) && [[ $out == *"FAIL  netns mode"* && $out == *"fix: switch to shared"* ]]'
+	"$work/bin/fakesysfs" netns-mode -root "$e/fs" -mode shared
 
 	# As a user in the docker group, who cannot reach the plugin socket (/run/docker is 0700).
 	local gid
 	gid=$(getent group docker | cut -d: -f3) || gid=""
-	if [[ -n $gid && $(stat -c %g "$engine_dir/docker.sock") == "$gid" ]]; then
+	if [[ -n $gid && $(stat -c %g "$ddir/docker.sock") == "$gid" ]]; then
+		# shellcheck disable=SC2317 # run through run_cmd
 		as_user() { setpriv --reuid=65534 --regid=65534 --groups="$gid" -- env HOME=/nonexistent PATH="$PATH" DOCKER_HOST="$DOCKER_HOST" DOCKER_CONFIG="$DOCKER_CONFIG" "$@"; }
 		run_cmd as_user docker rdma ls
-		check "$engine: non-root ls: from sysfs, and says the socket cannot be read" \
+		expect "non-root ls: from sysfs, and says the socket cannot be read" \
 			'((rc == 0)) && grep -Eq "^$net +rdma-macvlan:latest +$parent +mlx5_0 +1 +ACTIVE" <<<"$out" && [[ $out == *"cannot read the daemon'"'"'s socket"*"as uid 65534"* ]]'
 		run_cmd as_user docker rdma run --no-wait --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
-		check "$engine: non-root run finds the same devices without the daemon" '((rc == 0)) && [[ $out == "docker run $flags --cap-add IPC_LOCK "* ]]'
+		expect "non-root run finds the same devices without the daemon" '((rc == 0)) && [[ $out == "docker run $flags --cap-add IPC_LOCK "* ]]'
 		run_cmd as_user docker rdma run --no-wait --rm --memlock $MEMLOCK --net "$net" "$IMAGE" ls /dev/infiniband
-		check "$engine: non-root run: the container sees uverbs0 and rdma_cm" '((rc == 0)) && [[ $(tr "\n" " " <<<"$out") == "rdma_cm uverbs0 " ]]'
+		expect "non-root run: the container sees uverbs0 and rdma_cm" '((rc == 0)) && [[ $(tr "\n" " " <<<"$out") == "rdma_cm uverbs0 " ]]'
 		run_cmd as_user docker rdma inspect "$net-c1"
-		check "$engine: non-root inspect finds the GID index in sysfs" '((rc == 0)) && [[ $out == *"NCCL_IB_GID_INDEX=$v2"* && $out == *"readiness not known without the daemon"* ]]'
+		expect "non-root inspect finds the GID index in sysfs" '((rc == 0)) && [[ $out == *"NCCL_IB_GID_INDEX=$v2"* && $out == *"readiness not known without the daemon"* ]]'
 	else
-		say "skip: no docker group owning the engine's socket: unprivileged checks not run"
+		skip "no docker group owning the engine's socket: unprivileged checks not run"
 	fi
 
 	run_cmd docker rm -f "$net-c1" "$net-c2"
 	run_cmd docker network rm "$net"
-	check "$engine: network removed" '((rc == 0))'
+	expect "network removed" '((rc == 0))'
 	if [[ $engine == current ]]; then
-		check "$engine: the network's CDI spec went with it" '[[ ! -e $cdi/rdma-macvlan-mlx5_0.json ]]'
+		expect "the network's CDI spec went with it" '[[ ! -e $cdi/rdma-macvlan-mlx5_0.json ]]'
 	fi
-	say "$engine: checks took $((SECONDS - t1)) s, $((SECONDS - t0)) s with setup"
+	timings+=("$engine: checks took $((SECONDS - t1)) s, $((SECONDS - t0)) s with setup")
 }
 
-# teardown_engine removes what e2e made for one engine, however far it got.
-teardown_engine() {
-	unset DOCKER_HOST PLUGIN_DIR
-	if [[ -n $engine_dir ]]; then
-		bash "$here/dockerd.sh" stop "$engine_dir" 2>/dev/null || say "warning: dockerd.sh stop $engine_dir failed"
-		engine_dir=""
-	fi
-	ip link del "$parent" 2>/dev/null || true
-	if [[ -n $made_dev ]]; then
-		rm -rf "$made_dev"
-		made_dev=""
-	fi
-}
-
-[[ $(id -u) -eq 0 ]] || die "needs root"
-engines=("$@")
-if ((${#engines[@]} == 0)); then
-	engines=(debian)
-	if bash "$here/engines.sh" bindir >/dev/null 2>&1; then
-		engines+=(current)
-	else
-		say "the current engine is not built (scripts/engines.sh install current): testing debian only"
-	fi
-fi
-for e in "${engines[@]}"; do
-	[[ $e == debian || $e == current ]] || die "unknown engine '$e' (want: debian, current)"
-done
+e2e_preflight setpriv:util-linux
+select_engines "$@"
+new_id rmvc
+parent=rmvc${id}p
+peer=rmvc${id}q
+net=rmvcli-$id
 ORIG_PATH=$PATH
-start=$SECONDS
-setup_run
-for e in "${engines[@]}"; do
-	e2e "$e"
-	teardown_engine
-done
-say "total $((SECONDS - start)) s"
-summarised=1
-printf '%d passed, %d failed\n' "$passed" "$failed"
-((failed == 0))
+# What every engine shares: docker-rdma, rdma-exec, fakesysfs and the plugin's rootfs.
+BUILD_VERSION=e2e-$id suite_start cli docker-rdma rdma-exec fakesysfs rdma-macvlan
+chmod 0755 "$work" # the unprivileged checks read the tree and run the plugin from here
+make_plugin_dir "$work/plugin" 2>/dev/null
+say "built docker-rdma, rdma-exec ($(stat -c %s "$work/bin/rdma-exec") bytes), fakesysfs and the plugin"
+run_engines e2e

@@ -54,11 +54,7 @@
 set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/.." && pwd)
-IMAGE=rdma-macvlan-test/busybox:latest
 CMD_TIMEOUT=${E2E_CMD_TIMEOUT:-60}
-PLUGIN=rdma-macvlan:latest
-SLEEPER=(sh -c 'trap "exit 0" TERM; sleep 3600 & wait')
 # shellcheck source=scripts/lib/e2e.sh
 source "$here/lib/e2e.sh"
 
@@ -76,43 +72,8 @@ DELIBERATE=(
 	"* missing cli.create.err | both refuse a parent that does not exist, each with its own words"
 )
 
-# ---------------------------------------------------------------------------------------------
-# State of the current run; teardown undoes exactly what is recorded here.
 work=""   # temp dir of the whole suite (binaries, plugin dir)
-rdir=""   # temp dir of one engine's run
-ddir=""   # the private dockerd's dir
-links=()  # host links this run created (one end of each veth pair)
 engine=""
-
-teardown() {
-	local l ids
-	set +e
-	trap - ERR
-	[[ -n $rdir ]] && say "teardown of $rdir"
-	if [[ -n $ddir && -S $ddir/docker.sock ]]; then
-		export DOCKER_HOST=unix://$ddir/docker.sock
-		if timeout 10 docker info >/dev/null 2>&1; then
-			ids=$(timeout 30 docker ps -aq 2>/dev/null)
-			# shellcheck disable=SC2086 # one word per container
-			[[ -n $ids ]] && timeout 60 docker rm -f $ids >/dev/null 2>&1
-			ids=$(timeout 30 docker network ls -q --filter type=custom 2>/dev/null)
-			# shellcheck disable=SC2086 # one word per network
-			[[ -n $ids ]] && timeout 60 docker network rm $ids >/dev/null 2>&1
-		fi
-	fi
-	if [[ -n $ddir ]]; then
-		bash "$here/dockerd.sh" stop "$ddir" 2>/dev/null || say "warning: dockerd.sh stop $ddir failed"
-		ddir=""
-	fi
-	unset DOCKER_HOST
-	for l in "${links[@]}"; do ip link del "$l" 2>/dev/null; done
-	links=()
-	[[ -n $rdir ]] && rm -rf --one-file-system "$rdir"
-	rdir=""
-	trap on_err ERR
-	set -e
-}
-
 e2e_traps
 
 # ---------------------------------------------------------------------------------------------
@@ -217,14 +178,20 @@ ping_rec() {
 	rec "$1" "exit $rc"
 }
 
+# pings_want ITEM FROM TO: ping_rec, and the reference run must ping.
+pings_want() {
+	ping_rec "$@"
+	want "$1" "^exit 0$"
+}
+
 # netcfg ITEM NET: records the network's IPAM config and options as docker shows them.
 netcfg() {
 	rec "$1.ipam" "$(dk network inspect -f '{{json .IPAM.Config}}' "$2" 2>&1 | norm)"
 	rec "$1.flags" "$(dk network inspect -f 'ipv6={{.EnableIPv6}} internal={{.Internal}}' "$2" 2>&1)"
 }
 
-# run_c NAME NET [ARGS...]: a detached busybox sleeping on NET; records NAME's docker run.
-run_c() {
+# run_rec NAME NET [ARGS...]: a detached busybox sleeping on NET; records NAME's docker run.
+run_rec() {
 	local name=$1 n=$2
 	shift 2
 	cli "cli.run-$name" run -d --name "$name" --network "$n" "$@" "$IMAGE" "${SLEEPER[@]}" >/dev/null
@@ -268,16 +235,15 @@ reset() {
 
 sc_basic() {
 	netc "$net" --subnet "$S.0/24" --gateway "$S.1" || true
-	run_c c1 "$net" --ip "$S.11" || true
-	run_c c2 "$net" || true
+	run_rec c1 "$net" --ip "$S.11" || true
+	run_rec c2 "$net" || true
 	view c1
 	view c2
-	ping_rec c1.ping-c2 c1 "$S.2"
+	pings_want c1.ping-c2 c1 "$S.2"
 	ping_rec c2.ping-c1 c2 "$S.11"
 	want c1.eth0.inet "^$S.11/24$"
 	want c2.eth0.inet "^$S.2/24$"
 	want c1.route4 "^default via $S.1 dev eth0"
-	want c1.ping-c2 "^exit 0$"
 }
 
 sc_compose() {
@@ -308,11 +274,10 @@ EOF
 	compose_cmd up up -d || true
 	view "${net}_a_1"
 	view "${net}_b_1"
-	ping_rec a.ping-b "${net}_a_1" "$S.2"
+	pings_want a.ping-b "${net}_a_1" "$S.2"
 	compose_cmd down down || true
 	rec left "$(dk ps -aq --filter "name=${net}_" | wc -l) containers, $(dk network ls -q --filter "name=${net}_" | wc -l) networks"
 	want "${net}_a_1.eth0.inet" "^$S.11/24$"
-	want a.ping-b "^exit 0$"
 	want left "^0 containers, 0 networks$"
 }
 
@@ -330,7 +295,7 @@ compose_cmd() {
 sc_connect() {
 	cli cli.create-a network create -d "$D" -o parent="$P1" --subnet "$S.0/24" --gateway "$S.1" "$net-a" >/dev/null || true
 	cli cli.create-b network create -d "$D" -o parent="$P2" --subnet "$S2.0/24" --gateway "$S2.1" "$net-b" >/dev/null || true
-	run_c c1 "$net-a" --ip "$S.11" || true
+	run_rec c1 "$net-a" --ip "$S.11" || true
 	stage=connected
 	cli cli.connect network connect --ip "$S2.11" "$net-b" c1 || true
 	view c1
@@ -349,8 +314,8 @@ sc_connect() {
 sc_dual() {
 	netc "$net" --ipv6 --subnet "$S.0/24" --gateway "$S.1" --subnet "$V::/64" --gateway "$V::1" || true
 	netcfg n "$net"
-	run_c c1 "$net" --ip "$S.11" --ip6 "$V::11" || true
-	run_c c2 "$net" || true
+	run_rec c1 "$net" --ip "$S.11" --ip6 "$V::11" || true
+	run_rec c2 "$net" || true
 	view c1
 	view c2
 	ping_rec c1.ping6-c2 c1 "$V::3"
@@ -360,18 +325,17 @@ sc_dual() {
 
 sc_nov6() {
 	netc "$net" --ipv6 --subnet "$S.0/24" --gateway "$S.1" --subnet "$V::/64" --gateway "$V::1" || true
-	run_c c1 "$net" --ip "$S.11" --sysctl net.ipv6.conf.all.disable_ipv6=1 || true
-	run_c c2 "$net" --ip "$S.12" || true
+	run_rec c1 "$net" --ip "$S.11" --sysctl net.ipv6.conf.all.disable_ipv6=1 || true
+	run_rec c2 "$net" --ip "$S.12" || true
 	view c1
-	ping_rec c1.ping-c2 c1 "$S.12"
+	pings_want c1.ping-c2 c1 "$S.12"
 	want c1.eth0.inet "^$S.11/24$"
-	want c1.ping-c2 "^exit 0$"
 }
 
 sc_internal() {
 	netc "$net" --internal --subnet "$S.0/24" --gateway "$S.1" || true
-	run_c c1 "$net" --ip "$S.11" || true
-	run_c c2 "$net" --ip "$S.12" || true
+	run_rec c1 "$net" --ip "$S.11" || true
+	run_rec c2 "$net" --ip "$S.12" || true
 	netcfg n "$net"
 	view c1
 	ping_rec c1.ping-c2 c1 "$S.12"
@@ -381,9 +345,9 @@ sc_internal() {
 
 sc_iprange() {
 	netc "$net" --subnet "$S.0/24" --gateway "$S.1" --ip-range "$S.128/26" || true
-	run_c c1 "$net" || true
-	run_c c2 "$net" || true
-	run_c c3 "$net" --ip "$S.20" || true
+	run_rec c1 "$net" || true
+	run_rec c2 "$net" || true
+	run_rec c3 "$net" --ip "$S.20" || true
 	view c1
 	view c2
 	view c3
@@ -394,8 +358,8 @@ sc_iprange() {
 sc_aux() {
 	netc "$net" --subnet "$S.0/24" --gateway "$S.1" --aux-address "a=$S.2" --aux-address "b=$S.3" || true
 	netcfg n "$net"
-	run_c c1 "$net" || true
-	run_c c2 "$net" --ip "$S.2" || true
+	run_rec c1 "$net" || true
+	run_rec c2 "$net" --ip "$S.2" || true
 	view c1
 	want c1.eth0.inet "^$S.4/24$"
 }
@@ -403,8 +367,8 @@ sc_aux() {
 sc_nogw() {
 	netc "$net" --subnet "$S.0/24" || true
 	netcfg n "$net"
-	run_c c1 "$net" || true
-	run_c c2 "$net" --ip "$S.1" || true
+	run_rec c1 "$net" || true
+	run_rec c2 "$net" --ip "$S.1" || true
 	view c1
 	view c2
 	want cli.create.rc "^0$"
@@ -419,7 +383,7 @@ sc_nosubnet() {
 	rec pool "$(sed -E 's/^[0-9]+\.[0-9]+\./a.b./' <<<"$pool")"
 	[[ $pool =~ ^([0-9]+\.[0-9]+)\.0\.0/16$ ]] && subst=${BASH_REMATCH[1]}
 	netcfg n "$net"
-	run_c c1 "$net" || true
+	run_rec c1 "$net" || true
 	view c1
 	subst=""
 	want cli.run-c1.rc "^0$"
@@ -428,40 +392,36 @@ sc_nosubnet() {
 
 sc_mac() {
 	netc "$net" --subnet "$S.0/24" --gateway "$S.1" || true
-	run_c c1 "$net" --ip "$S.11" --mac-address 02:42:de:ad:be:ef || true
+	run_rec c1 "$net" --ip "$S.11" --mac-address 02:42:de:ad:be:ef || true
 	view c1 02:42:de:ad:be:ef
 	want c1.eth0.mac "^as asked$"
 }
 
 sc_restart() {
 	netc "$net" --subnet "$S.0/24" --gateway "$S.1" || true
-	run_c c1 "$net" --ip "$S.11" || true
-	run_c c2 "$net" --ip "$S.12" || true
+	run_rec c1 "$net" --ip "$S.11" || true
+	run_rec c2 "$net" --ip "$S.12" || true
 	cli cli.restart restart -t 1 c1 >/dev/null || true
 	view c1
-	ping_rec c1.ping-c2 c1 "$S.12"
+	pings_want c1.ping-c2 c1 "$S.12"
 	want cli.restart.rc "^0$"
-	want c1.ping-c2 "^exit 0$"
 }
 
 sc_dockerd() {
 	local out
 	netc "$net" --subnet "$S.0/24" --gateway "$S.1" || true
-	run_c c1 "$net" --ip "$S.11" --restart always || true
+	run_rec c1 "$net" --ip "$S.11" --restart always || true
 	if out=$(restart_dockerd "$ddir" 2>&1); then rec dockerd-restart ok; else rec dockerd-restart "failed: $out"; fi
 	poll 30 running c1 >/dev/null || true
-	run_c c2 "$net" --ip "$S.12" || true
+	run_rec c2 "$net" --ip "$S.12" || true
 	view c1
-	ping_rec c2.ping-c1 c2 "$S.11"
+	pings_want c2.ping-c1 c2 "$S.11"
 	want c1.eth0.inet "^$S.11/24$"
-	want c2.ping-c1 "^exit 0$"
 }
-
-running() { [[ $(dk inspect -f '{{.State.Running}}' "$1" 2>&1) == true ]]; }
 
 sc_prune() {
 	netc "$net-used" --subnet "$S.0/24" --gateway "$S.1" || true
-	run_c c1 "$net-used" --ip "$S.11" || true
+	run_rec c1 "$net-used" --ip "$S.11" || true
 	cli cli.create-unused network create -d "$D" -o parent="$P2" --subnet "$S2.0/24" "$net-unused" >/dev/null || true
 	cli cli.prune network prune -f >/dev/null || true
 	rec networks "$(dk network ls --filter type=custom --format '{{.Name}}' | sort | paste -sd' ')"
@@ -472,7 +432,7 @@ sc_prune() {
 sc_auxrouter() {
 	netc "$net" --subnet "$S.0/24" --aux-address "router=$S.1" || true
 	netcfg n "$net"
-	run_c c1 "$net" || true
+	run_rec c1 "$net" || true
 	view c1
 	# Before 28 the engine reserves the first address as the gateway whatever the driver says.
 	if [[ $engine == debian ]]; then want cli.create.rc "^1$"; else want cli.create.rc "^0$"; fi
@@ -480,7 +440,7 @@ sc_auxrouter() {
 
 sc_mtuopt() {
 	netc "$net" --subnet "$S.0/24" --gateway "$S.1" -o com.docker.network.driver.mtu=1400 || true
-	run_c c1 "$net" --ip "$S.11" || true
+	run_rec c1 "$net" --ip "$S.11" || true
 	view c1
 	# The built-in macvlan reads only parent and macvlan_mode: it accepts the key and ignores it.
 	want cli.create.rc "^0$"
@@ -489,9 +449,9 @@ sc_mtuopt() {
 
 sc_parentmtu() {
 	netc "$net" --subnet "$S.0/24" --gateway "$S.1" || true
-	run_c c1 "$net" --ip "$S.11" || true
+	run_rec c1 "$net" --ip "$S.11" || true
 	ip link set "$P1" mtu 1600
-	run_c c2 "$net" --ip "$S.12" || true
+	run_rec c2 "$net" --ip "$S.12" || true
 	view c1
 	view c2
 	want c1.eth0.mtu "^mtu 1500$"
@@ -513,7 +473,7 @@ sc_ifname() {
 sc_gwprio() {
 	cli cli.create-a network create -d "$D" -o parent="$P1" --subnet "$S.0/24" --gateway "$S.1" "$net-a" >/dev/null || true
 	cli cli.create-b network create -d "$D" -o parent="$P2" --subnet "$S2.0/24" --gateway "$S2.1" "$net-b" >/dev/null || true
-	run_c c1 "$net-a" --ip "$S.11" || true
+	run_rec c1 "$net-a" --ip "$S.11" || true
 	cli cli.connect network connect --gw-priority 1 "$net-b" c1 || true
 	view c1
 	[[ $engine == current ]] && want c1.route4 "^default via $S2.1 dev eth1"
@@ -591,35 +551,22 @@ diff_run() {
 	local t0 n sc k DRV D vf P1 P2 S S2 V net id i
 	tag=$engine
 	t0=$(date +%s)
-	for ((n = 0; n < 20; n++)); do
-		id=$(od -An -N2 -tx2 /dev/urandom | tr -d ' \n')
-		ip -o link show | grep -qF "rmvd$id" || break
-	done
+	new_id rmvd
 	P1=rmvd${id}a P2=rmvd${id}c
 	rdir=$(mktemp -d /tmp/rmv-diff.XXXXXX)
-	ddir=$rdir/d
 	mkdir -p "$rdir/state" "$rdir/cdi" "$rdir/rec"
 	say "run $id: parents $P1 $P2, dir $rdir"
-	ip link add "$P1" type veth peer name "rmvd${id}b"
-	links+=("$P1")
-	ip link add "$P2" type veth peer name "rmvd${id}d"
-	links+=("$P2")
-	for k in "$P1" "rmvd${id}b" "$P2" "rmvd${id}d"; do ip link set "$k" up; done
-	"$work/bin/fakesysfs" build -root "$rdir/sysfs" -kind mlx5 -hca mlx5_0 -netdev "$P1" \
-		-mac "$(cat "/sys/class/net/$P1/address")"
-	"$work/bin/fakesysfs" build -root "$rdir/sysfs" -kind mlx5 -hca mlx5_1 -netdev "$P2" \
-		-mac "$(cat "/sys/class/net/$P2/address")" -pci 0000:04:00.0 -uverbs 1
+	veth_parent "$P1" "rmvd${id}b"
+	veth_parent "$P2" "rmvd${id}d"
+	fake_hca "$rdir/sysfs" mlx5_0 "$P1"
+	fake_hca "$rdir/sysfs" mlx5_1 "$P2" -pci 0000:04:00.0 -uverbs 1
 
 	# The docker CLI of the engine's generation: a newer CLI cannot send --mac-address with
 	# --network to Docker 20.10 ("requires API version 1.44").
 	DOCKER_CLI=docker
 	[[ $engine == debian && -x /usr/bin/docker ]] && DOCKER_CLI=/usr/bin/docker
-	eval "$(bash "$here/dockerd.sh" start "$ddir" "$engine")"
-	say "dockerd $(dk version -f '{{.Server.Version}} (API {{.Server.APIVersion}})') ready"
-	bash "$here/mkimage.sh"
-	PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" create
-	dk plugin set "$PLUGIN" state.source="$rdir/state" cdi.source="$rdir/cdi" sysfs.source="$rdir/sysfs/sys"
-	PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" install
+	engine_up "$rdir/d" "$engine"
+	plugin_up "$work/plugin" "$rdir/state" "$rdir/cdi" "$rdir/sysfs/sys"
 	# docker-compose 1.29 asks for API 1.35 for a version 2.4 file; the current engine accepts 1.40
 	# and later only (its default min-api-version). Ask for the engine's own version there.
 	COMPOSE_API=$(dk version -f '{{.Server.APIVersion}}')
@@ -632,7 +579,9 @@ diff_run() {
 		if [[ -n ${E2E_DIFF_ONLY:-} && " $E2E_DIFF_ONLY " != *" $sc "* ]]; then continue; fi
 		n=$((n + 1))
 		S=10.$((200 + 0x${id:0:2} % 50)).$n S2=10.$((200 + 0x${id:0:2} % 50)).$((n + 100))
-		V=fd00:dd:$id:$n net=rmvd-$id-$sc
+		# The id without leading zeros, as the kernel prints an IPv6 address (an id 08df would
+		# make the expectations want fd00:dd:08df:... where the container shows fd00:dd:8df:...).
+		V=fd00:dd:$(printf '%x' $((16#$id))):$n net=rmvd-$id-$sc
 		for DRV in macvlan rdma-macvlan; do
 			D=macvlan
 			[[ $DRV == rdma-macvlan ]] && D=$PLUGIN
@@ -661,22 +610,8 @@ diff_run() {
 }
 
 # ---------------------------------------------------------------------------------------------
-engines=("$@")
-((${#engines[@]})) || engines=(debian current)
-for e in "${engines[@]}"; do
-	[[ $e == debian || $e == current ]] || die "unknown engine '$e' (want: debian, current)"
-done
-[[ $(id -u) -eq 0 ]] || die "needs root (links, a private dockerd)"
-command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
-command -v go >/dev/null || die "go not found"
-command -v docker-compose >/dev/null || die "docker-compose not found (scripts/engines.sh installs it)"
-bash "$here/engines.sh" install "${engines[@]}"
-work=$(mktemp -d /tmp/rmv-diff-work.XXXXXX)
-say "building the daemon and fakesysfs from the working tree"
-(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/bin/rdma-macvlan" ./cmd/rdma-macvlan &&
-	go build -o "$work/bin/fakesysfs" ./rdma/rdmatest/fakesysfs)
-PLUGIN_DIR=$work/plugin PLUGIN_BINARY=$work/bin/rdma-macvlan bash "$here/plugin.sh" build
-for e in "${engines[@]}"; do
-	diff_run "$e"
-done
-summary
+select_engines --both "$@"
+e2e_preflight "docker-compose:scripts/engines.sh installs it"
+suite_start diff rdma-macvlan fakesysfs
+make_plugin_dir "$work/plugin"
+run_engines diff_run

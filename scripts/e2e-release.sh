@@ -35,51 +35,16 @@
 set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/.." && pwd)
-IMAGE=rdma-macvlan-test/busybox:latest
-CMD_TIMEOUT=${E2E_CMD_TIMEOUT:-90}
-PLUGIN=rdma-macvlan:latest
-SLEEPER=(sh -c 'trap "exit 0" TERM; sleep 3600 & wait')
 # shellcheck source=scripts/lib/e2e.sh
 source "$here/lib/e2e.sh"
 
-work=""   # temp dir of the suite (registry, releases, tools)
-rdir=""   # temp dir of one engine's run
-ddirs=()  # dockerd dirs this script started
-links=()  # host links this run created
+work="" # temp dir of the suite (registry, releases, tools)
 
-teardown() {
-	local d ids l
-	set +e
-	trap - ERR
-	for d in "${ddirs[@]}"; do
-		[[ -S $d/docker.sock ]] || continue
-		export DOCKER_HOST=unix://$d/docker.sock
-		if timeout 10 docker info >/dev/null 2>&1; then
-			ids=$(timeout 30 docker ps -aq 2>/dev/null)
-			# shellcheck disable=SC2086 # one word per container
-			[[ -n $ids ]] && timeout 60 docker rm -f $ids >/dev/null 2>&1
-		fi
-		unset DOCKER_HOST
-		bash "$here/dockerd.sh" stop "$d" 2>/dev/null || say "warning: dockerd.sh stop $d failed"
-	done
-	ddirs=()
-	for l in "${links[@]}"; do ip link del "$l" 2>/dev/null; done
-	links=()
-	[[ -n $rdir ]] && rm -rf --one-file-system "$rdir"
-	rdir=""
-	trap on_err ERR
-	set -e
-}
-
-# The registry outlives the engine runs: it goes with the suite.
-suite_teardown() {
-	teardown
-	registry_stop
-}
+# The registry outlives the engine runs: it goes with the suite (the harness's exit handling runs
+# this after the run's teardown).
+suite_teardown() { registry_stop; }
 
 e2e_traps
-trap 'rc=$?; registry_stop; (exit $rc); on_exit' EXIT
 
 # ---------------------------------------------------------------------------------------------
 # What the README tells users, run as written (with the test's names put in).
@@ -110,15 +75,6 @@ upgrade_to() {
 
 # ---------------------------------------------------------------------------------------------
 # Helpers of a run.
-
-cip() { dk inspect -f "{{(index .NetworkSettings.Networks \"$net\").IPAddress}}" "$1"; }
-pings() { dk exec "$1" ping -c 2 -W 2 "$2"; }
-cpid() { dk inspect -f '{{.State.Pid}}' "$1"; }
-
-run_c() {
-	local name=$1 ip=$2
-	dk run -d --name "$name" --network "$net" --ip "$ip" "$IMAGE" "${SLEEPER[@]}" >/dev/null
-}
 
 # plugin_root NAME: the plugin's rootfs on the host, where the README's CLI lines read it.
 plugin_root() {
@@ -231,10 +187,7 @@ rel_run() {
 	local engine=$1 id n t0 out root pida pidb pid_id
 	tag=$engine
 	t0=$(date +%s)
-	for ((n = 0; n < 20; n++)); do
-		id=$(od -An -N2 -tx2 /dev/urandom | tr -d ' \n')
-		ip -o link show | grep -qF "rmvz$id" || break
-	done
+	new_id rmvz
 	parent=rmvz${id}p
 	net=rmv-relz-$id
 	sub=10.233.$((0x${id:0:2}))
@@ -242,16 +195,9 @@ rel_run() {
 	mkdir -p "$rdir/state" "$rdir/cdi" "$rdir/state-roce" "$rdir/cdi-roce" "$rdir/dockercfg"
 	export DOCKER_CONFIG=$rdir/dockercfg
 	say "run $id: parent $parent, subnet $sub.0/24, dir $rdir"
-	ip link add "$parent" type veth peer name "rmvz${id}q"
-	links+=("$parent")
-	ip link set "$parent" up
-	ip link set "rmvz${id}q" up
-	"$work/bin/fakesysfs" -root "$rdir/sysfs" -kind mlx5 -hca mlx5_0 -netdev "$parent" -size 255 \
-		-mac "$(cat "/sys/class/net/$parent/address")"
-	ddirs+=("$rdir/d")
-	eval "$(bash "$here/dockerd.sh" start "$rdir/d" "$engine")"
-	say "dockerd $(dk version -f '{{.Server.Version}}') ready"
-	bash "$here/mkimage.sh"
+	veth_parent "$parent" "rmvz${id}q"
+	fake_hca "$rdir/sysfs" mlx5_0 "$parent" -size 255
+	engine_up "$rdir/d" "$engine"
 
 	# --- install as users do --------------------------------------------------------------------
 	check "docker plugin install $repo_ref:$vx --alias rdma-macvlan --grant-all-permissions with state.source, cdi.source, sysfs.source and a log level" \
@@ -341,16 +287,9 @@ rel_run() {
 
 # ---------------------------------------------------------------------------------------------
 select_engines "$@"
-[[ $(id -u) -eq 0 ]] || die "needs root (links, private dockerds)"
-command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
-command -v go >/dev/null || die "go not found"
-command -v ss >/dev/null || die "ss not found (iproute2)"
-bash "$here/engines.sh" install "${engines[@]}"
-
-work=$(mktemp -d /tmp/rmv-relz-work.XXXXXX)
+e2e_preflight ss:iproute2
 tag=release
-say "building fakesysfs and elfcheck"
-(cd "$repo" && go build -o "$work/bin/fakesysfs" ./rdma/rdmatest/fakesysfs && go build -o "$work/bin/elfcheck" ./internal/elfcheck)
+suite_start relz fakesysfs elfcheck
 regbin=$(registry_bin) || die "no docker-registry: $regbin"
 registry_start "$regbin" "$work/registry" >"$work/registry.out" 2>&1 || die "registry did not start: $(cat "$work/registry.out")"
 repo_ref=$reg/e2e/rdma-macvlan
@@ -371,9 +310,4 @@ if [[ -z $out ]]; then pass "the publisher keeps no plugin after pushing"; else 
 unset DOCKER_HOST
 teardown
 
-for e in "${engines[@]}"; do
-	rel_run "$e"
-	teardown
-done
-suite_teardown
-summary
+run_engines rel_run

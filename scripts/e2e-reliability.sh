@@ -60,17 +60,9 @@
 set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/.." && pwd)
-IMAGE=rdma-macvlan-test/busybox:latest
-CMD_TIMEOUT=${E2E_CMD_TIMEOUT:-90}
-LOG_LINES=${E2E_LOG_LINES:-40}
 CONC=${E2E_CONCURRENT:-50}
 UPGRADE_REGISTRY=${E2E_UPGRADE_REGISTRY:-auto}
-HCA=mlx5_0
-PLUGIN=rdma-macvlan:latest
 MARKER=rdma-macvlan-build
-# A sleep that exits at once on SIGTERM (a plain sleep as PID 1 ignores it).
-SLEEPER=(sh -c 'trap "exit 0" TERM; sleep 3600 & wait')
 # PINGER PEER: pings PEER every 0.2 s forever, one line per try in /tmp/ping.log:
 # "<unix seconds> ok|fail"; exits at once on SIGTERM.
 # shellcheck disable=SC2016 # expanded by the container's shell
@@ -81,174 +73,27 @@ PINGER=(sh -c 'trap "exit 0" TERM
 done) >/tmp/ping.log 2>&1 &
 wait')
 
-# keeps the script's stdout for the summary of a run interrupted inside such a step.
 # shellcheck source=scripts/lib/e2e.sh
 source "$here/lib/e2e.sh"
-exec 4>&1
 
 # secs MS prints MS milliseconds as seconds with one decimal.
 secs() { printf '%d.%d' $(($1 / 1000)) $(($1 % 1000 / 100)); }
 
 # ---------------------------------------------------------------------------------------------
-# State of the current run; teardown undoes exactly what is recorded here.
+# State of the current run beyond the harness's (rdir, ddir, links); teardown undoes it.
 work=""         # temp dir of the whole suite (binaries, plugin builds)
-rdir=""         # temp dir of one run
-ddir=""         # the private dockerd's dir (scripts/dockerd.sh)
-links=()        # host links this run created (one end of each veth pair)
-reg_pid=""      # the registry this run started
 plugin_ids=()   # every plugin id this run had (their /run/docker/plugins dirs must go)
-apt_policy=""   # /usr/sbin/policy-rc.d while this script runs apt
-run_failed=""
 
-# teardown removes everything of the current run, whatever state it is in. Idempotent.
-teardown() {
-	local l ids
-	set +e
-	trap - ERR
-	[[ -n $rdir ]] && say "teardown of $rdir"
-	export DOCKER_HOST=unix://$ddir/docker.sock
-	if [[ -n $ddir && -S $ddir/docker.sock ]] && timeout 10 docker info >/dev/null 2>&1; then
-		ids=$(timeout 30 docker ps -aq 2>/dev/null)
-		# shellcheck disable=SC2086 # one word per container
-		[[ -n $ids ]] && timeout 120 docker rm -f $ids >/dev/null 2>&1
-		ids=$(timeout 30 docker network ls -q --filter type=custom 2>/dev/null)
-		# shellcheck disable=SC2086 # one word per network
-		[[ -n $ids ]] && timeout 60 docker network rm $ids >/dev/null 2>&1
-	fi
-	registry_stop
-	if [[ -n $ddir ]]; then
-		say "stopping the private dockerd"
-		bash "$here/dockerd.sh" stop "$ddir" 2>/dev/null || say "warning: dockerd.sh stop $ddir failed"
-		ddir=""
-	fi
-	unset DOCKER_HOST
-	for l in "${links[@]}"; do
-		ip link del "$l" 2>/dev/null
-	done
-	links=()
-	if [[ -n $rdir ]]; then
-		rm -rf --one-file-system "$rdir"
-		say "teardown done"
-	fi
-	rdir=""
-	trap on_err ERR
-	set -e
-}
-
-summary() {
-	local t
-	tag="summary"
-	for t in "${timings[@]}"; do printf '# time %s\n' "$t"; done
-	printf '%d passed, %d failed\n' "$PASSED" "$FAILED"
-	summary_done=1
-}
-
-on_exit() {
-	local rc=$?
-	trap - EXIT ERR
-	exec 1>&4 2>&3
-	if ((rc == 130)) && [[ -z $summary_done ]]; then
-		fail "interrupted"
-	elif ((rc != 0)) && [[ -z $summary_done ]]; then
-		fail "aborted: a step outside the checks failed (exit $rc; see the lines above)"
-		[[ -n $rdir ]] && show_logs
-	fi
-	teardown
-	[[ -n $apt_policy ]] && rm -f "$apt_policy"
-	[[ -n $work ]] && rm -rf --one-file-system "$work"
-	[[ -n $summary_done ]] || summary
-	((rc == 0)) || exit "$rc"
-	((FAILED == 0)) || exit 1
-}
-summary_done=""
-timings=()
-trap on_exit EXIT
-trap 'exit 130' INT TERM
-# on_err says where a step outside the checks failed.
-on_err() { say "command failed (exit $?): $BASH_COMMAND"; }
-trap on_err ERR
+# teardown_hook: the harness's teardown runs it once the engine is emptied.
+teardown_hook() { registry_stop; }
+e2e_traps
 
 # ---------------------------------------------------------------------------------------------
 # Helpers of a run.
 
-# status prints the plugin's /v1/status as lines (see e2e/rmvstatus).
-status() { "$work/bin/rmvstatus" -socket "$sock"; }
-
-# net_line NID prints the status line of network NID.
-net_line() { status | awk -v id="$1" '$1 == "network" && $2 == id'; }
-
-# ep_lines NID prints the status lines of the endpoints of network NID.
-ep_lines() { status | awk -v id="$1" '$1 == "endpoint" && $2 == id'; }
-
-# field NAME LINE prints the value of NAME=... in LINE.
-field() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p" | head -n 1; }
-
-# net_endpoints NID N: network NID is listed with N endpoints.
-net_endpoints() {
-	local l
-	l=$(net_line "$1")
-	[[ -n $l ]] || { echo "network $1 not in /v1/status:"; status; return 1; }
-	[[ $(field endpoints "$l") == "$2" ]] || { echo "want $2 endpoints: $l"; return 1; }
-}
-
-cpid() { dk inspect -f '{{.State.Pid}}' "$1"; }
-
-# cip NAME: the container's address on the run's network, from docker inspect.
-cip() { dk inspect -f "{{(index .NetworkSettings.Networks \"$net\").IPAddress}}" "$1"; }
-
-pings() { dk exec "$1" ping -c 2 -W 2 "$2"; }
-
-# running NAME: the container runs.
-running() { [[ $(dk inspect -f '{{.State.Running}}' "$1" 2>&1) == true ]]; }
-
-# run_c NAME IP [ARGS...] [-- CMD...]: a detached busybox on the run's network (default command:
-# the sleeper).
-run_c() {
-	local name=$1 ip=$2
-	local -a args=() cmd=("${SLEEPER[@]}")
-	shift 2
-	while (($#)); do
-		if [[ $1 == -- ]]; then
-			shift
-			cmd=("$@")
-			break
-		fi
-		args+=("$1")
-		shift
-	done
-	dk run -d --name "$name" --network "$net" --ip "$ip" "${args[@]}" "$IMAGE" "${cmd[@]}" >/dev/null
-}
-
-stop_and_rm() { dk stop -t 3 "$1" >/dev/null && dk rm "$1" >/dev/null; }
-
-# parent_children: the macvlan links on the run's parent in the host netns, one a line.
-parent_children() { ip -o link show type macvlan | grep -F "@$parent:" || true; }
-
-# no_host_link NAME...: none of the links exists in the host netns, and no macvlan hangs off the
-# parent there.
-no_host_link() {
-	local l bad=""
-	for l in "$@"; do
-		[[ -n $l ]] || continue
-		ip link show dev "$l" >/dev/null 2>&1 && bad+=" $l"
-	done
-	[[ -z $bad ]] || { echo "host links still there:$bad"; return 1; }
-	l=$(parent_children)
-	[[ -z $l ]] || { echo "macvlan children of $parent in the host netns: $l"; return 1; }
-}
-
-# entries DIR: the names in DIR, one a line, sorted; nothing when DIR is missing.
-entries() { { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null || true; } | sort; }
-
 # ep_state_count: endpoint state files, not counting the temp file of a write in progress (the
 # store writes .tmp-<id>.json-<n> and renames it; GID watches ending rewrite endpoints).
 ep_state_count() { entries "$rdir/state/endpoints" | grep -c '^[0-9a-f]\{64\}\.json$' || true; }
-
-no_endpoint_state() {
-	local f
-	f=$(entries "$rdir/state/endpoints")
-	[[ -z $f ]] || { echo "endpoint state left: $f"; return 1; }
-}
 
 # nothing_left NID IFNAME...: the links are gone, no macvlan on the parent, the network lists no
 # endpoint and no endpoint state file is left.
@@ -256,21 +101,6 @@ nothing_left() {
 	local nid=$1
 	shift
 	no_host_link "$@" && net_endpoints "$nid" 0 && no_endpoint_state
-}
-
-# refused DESC WANT... -- CMD...: CMD fails and its output contains every WANT.
-refused() {
-	local desc=$1 out w miss=""
-	local -a want=()
-	shift
-	while [[ $1 != -- ]]; do want+=("$1"); shift; done
-	shift
-	if out=$("$@" 2>&1 </dev/null); then
-		fail "$desc: accepted, want a refusal" "$out"
-		return 0
-	fi
-	for w in "${want[@]}"; do grep -qF -- "$w" <<<"$out" || miss+=" '$w'"; done
-	if [[ -z $miss ]]; then pass "$desc" "docker said: $out"; else fail "$desc: the CLI does not show$miss" "$out"; fi
 }
 
 # plugin_pid ID prints the pid of the process of managed plugin ID (its cgroup carries the id).
@@ -321,15 +151,8 @@ plugin_settings() {
 
 # build_plugin N DIR: a plugin dir with the working tree's binary and marker "build N of run ID".
 build_plugin() {
-	PLUGIN_DIR=$2 PLUGIN_BINARY=$work/bin/rdma-macvlan bash "$here/plugin.sh" build 2>/dev/null
+	make_plugin_dir "$2" 2>/dev/null
 	printf 'build %s of run %s\n' "$1" "$id" >"$2/rootfs/$MARKER"
-}
-
-show_logs() {
-	if [[ -n $ddir && -f $ddir/dockerd.log ]]; then
-		detail "last lines of dockerd's log (plugin lines are prefixed with its id):" \
-			"$(grep -iE 'error|warn|rdma|plugin' "$ddir/dockerd.log" | grep -v 'IPv4 forwarding' | tail -n "$LOG_LINES")"
-	fi
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -444,31 +267,15 @@ conc_none_left() {
 # ---------------------------------------------------------------------------------------------
 # 2. dockerd restart with --live-restore.
 
-# dockerd_down stops the private dockerd by its pid (containerd and, with live-restore, the
-# containers keep running) and keeps its command line and PATH to start it again.
-dockerd_down() {
-	local pid t0
-	pid=$(cat "$ddir/dockerd.spawned")
-	[[ $(readlink "/proc/$pid/exe") == */dockerd ]] || { echo "pid $pid is not our dockerd"; return 1; }
-	mapfile -d '' -t dockerd_argv <"/proc/$pid/cmdline"
-	dockerd_path=$(tr '\0' '\n' <"/proc/$pid/environ" | sed -n 's/^PATH=//p')
-	printf '%s\n' "${dockerd_argv[@]}" | grep -qx -- --live-restore || { echo "dockerd runs without --live-restore"; return 1; }
+# dockerd_down_lr: dockerd_down, for a dockerd with --live-restore; sets down_s.
+dockerd_down_lr() {
+	dockerd_down "$ddir" || return 1
+	printf '%s\n' "${dockerd_argv[@]}" | grep -qx -- --live-restore || { echo "dockerd ran without --live-restore"; return 1; }
 	down_s=$(date +%s)
-	t0=$(now_ms)
-	stop_pid "$pid" 40
-	kill -0 "$pid" 2>/dev/null && { echo "dockerd $pid did not stop"; return 1; }
-	say "dockerd stopped in $(($(now_ms) - t0)) ms"
 }
 
-dockerd_up() {
-	local t0
-	t0=$(now_ms)
-	PATH=$dockerd_path setsid "${dockerd_argv[@]}" </dev/null >>"$ddir/dockerd.log" 2>&1 &
-	printf '%s\n' "$!" >"$ddir/dockerd.spawned"
-	poll 60 docker info --format '{{.ServerVersion}}' >/dev/null || { echo "dockerd did not answer again"; return 1; }
-	up_s=$(date +%s)
-	say "dockerd answers again after $(($(now_ms) - t0)) ms"
-}
+# dockerd_up_lr: dockerd_up; sets up_s.
+dockerd_up_lr() { dockerd_up "$ddir" && up_s=$(date +%s); }
 
 # alive_while_down: the containers' processes run and a pings b through its netns (nsenter;
 # the host's busybox ping), while dockerd is down.
@@ -570,71 +377,34 @@ old_removed() {
 	poll 10 net_endpoints "$nid" 1
 }
 
-ifname_of_ip() { ep_lines "$nid" | awk -v ip="ipv4=$1" '{ for (i = 4; i <= NF; i++) if ($i == ip) print }' | tr ' ' '\n' | sed -n 's/^ifname=//p'; }
-
-# ---------------------------------------------------------------------------------------------
-# leftovers ID RUNDIR PLUGIN-ID...: fails listing what of a run is still on the machine. Only
-# what carries this run's id or lives under its paths counts (other tests may run meanwhile).
-leftovers() {
-	local id=$1 d=$2 out="" p
-	shift 2
-	out+=$(ip -o link show | awk -F': ' -v id="rmvr$id" 'index($2, id) {print "link " $2}')
-	out+=$(ip netns list 2>/dev/null | grep -F -e "$id" -e "$d" | sed 's/^/\nnetns /')
-	out+=$(findmnt -rn -o TARGET | grep -F -- "$d" | sed 's/^/\nmount /')
-	out+=$(pgrep -af -- "$d" | sed 's/^/\nprocess /')
-	[[ -e $d ]] && out+=$'\ndir '$d
-	for p in "$@"; do
-		[[ -e /run/docker/plugins/$p ]] && out+=$'\nplugin dir /run/docker/plugins/'$p
-		grep -lF -- "$p" /proc/[0-9]*/cgroup >/dev/null 2>&1 && out+=$'\nplugin process of '${p:0:12}
-	done
-	out=$(sed '/^$/d' <<<"$out")
-	[[ -z $out ]] || { printf '%s\n' "$out"; return 1; }
-}
-
 # ---------------------------------------------------------------------------------------------
 # One run on engine $1.
 rel_run() {
 	engine=$1
 	local n t0 out conc_ifs="" ifs ip_a ip_b ip_c ip_u1 ip_u2 ip_u3 pid_a pid_b ppid0 ppid1
 	local down_s="" up_s="" regbin ref old oldip oldif rd ms rc
-	local -a dockerd_argv=() settings=()
-	local dockerd_path=""
+	local -a settings=()
 	tag="$engine"
 	run_failed=""
 	plugin_ids=()
 	t0=$(date +%s)
 
-	# Unique names: 4 hex digits, checked against the links there are.
-	for ((n = 0; n < 20; n++)); do
-		id=$(od -An -N2 -tx2 /dev/urandom | tr -d ' \n')
-		ip -o link show | grep -qF "rmvr$id" || break
-	done
+	new_id rmvr
 	parent=rmvr${id}p
 	net=rmv-rel-$id
 	sub=10.232.$((0x${id:0:2}))
 	ip_a=$sub.201 ip_b=$sub.202 ip_c=$sub.203 ip_u1=$sub.211 ip_u2=$sub.212 ip_u3=$sub.213
 	rdir=$(mktemp -d /tmp/rmv-rel.XXXXXX)
-	ddir=$rdir/d
 	mkdir -p "$rdir/state" "$rdir/cdi"
 	say "run $id: parent $parent, subnet $sub.0/24, dir $rdir"
 
-	ip link add "$parent" type veth peer name "rmvr${id}q"
-	links+=("$parent")
-	ip link set "$parent" up
-	ip link set "rmvr${id}q" up
-	"$work/bin/fakesysfs" -root "$rdir/sysfs" -kind mlx5 -hca "$HCA" -netdev "$parent" -size 255 \
-		-mac "$(cat "/sys/class/net/$parent/address")"
-
-	out=$(bash "$here/dockerd.sh" start "$ddir" "$engine" -- --live-restore)
-	eval "$out"
-	say "dockerd $(dk version -f '{{.Server.Version}} (API {{.Server.APIVersion}})') ready, --live-restore"
-	bash "$here/mkimage.sh"
+	veth_parent "$parent" "rmvr${id}q"
+	fake_hca "$rdir/sysfs" "$HCA" "$parent" -size 255
+	engine_up "$rdir/d" "$engine" -- --live-restore
 
 	build_plugin 1 "$work/plugin1"
 	mapfile -t settings < <(plugin_settings)
-	PLUGIN_DIR=$work/plugin1 bash "$here/plugin.sh" create
-	dk plugin set "$PLUGIN" "${settings[@]}"
-	PLUGIN_DIR=$work/plugin1 bash "$here/plugin.sh" install
+	plugin_up "$work/plugin1" "$rdir/state" "$rdir/cdi" "$rdir/sysfs/sys" RDMA_MACVLAN_LOG_LEVEL=debug
 	use_plugin_id
 	check "managed plugin (build 1) answers GET /v1/status on $sock" poll 15 status
 	if ! nid=$(dk network create -d "$PLUGIN" --subnet "$sub.0/24" -o parent="$parent" "$net" 2>&1); then
@@ -676,11 +446,11 @@ rel_run() {
 		check "a pings b" poll 10 pings "$net-a" "$ip_b"
 		pid_a=$(cpid "$net-a") pid_b=$(cpid "$net-b")
 		ppid0=$(plugin_pid "$plugin_id" || true)
-		check_here "dockerd (--live-restore) stopped with SIGTERM" dockerd_down
+		check_here "dockerd (--live-restore) stopped with SIGTERM" dockerd_down_lr
 		check "while dockerd is down: both containers run and ping each other (nsenter into their netns)" \
 			alive_while_down
 		sleep 1
-		check_here "dockerd started again (same data root, --live-restore)" dockerd_up
+		check_here "dockerd started again (same data root, --live-restore)" dockerd_up_lr
 		ppid1=$(plugin_pid "$plugin_id" || true)
 		check "both containers still run with the same pids (not restarted)" same_pids
 		check_v "container a pinged b all along: tries while dockerd was down and after, none failed" \
@@ -821,7 +591,7 @@ rel_run() {
 	rd=$rdir
 	teardown
 	check "nothing left: links, namespaces, processes, mounts, plugin dirs and processes (${#plugin_ids[@]} plugin ids), temp dir" \
-		leftovers "$id" "$rd" "${plugin_ids[@]}"
+		leftovers "rmvr$id" "$rd" "${plugin_ids[@]}"
 	say "run took $(($(date +%s) - t0)) s"
 	timings+=("$engine: whole run: $(($(date +%s) - t0)) s")
 }
@@ -837,26 +607,8 @@ select_engines "$@"
 if ! [[ $CONC =~ ^[1-9][0-9]*$ ]] || ((CONC > 120)); then
 	die "E2E_CONCURRENT must be 1..120 (the 255-slot GID table admits 126)"
 fi
-[[ $(id -u) -eq 0 ]] || die "needs root (links, namespaces, a private dockerd)"
-command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
-command -v go >/dev/null || die "go not found"
-command -v nsenter >/dev/null || die "nsenter not found (util-linux)"
-command -v ss >/dev/null || die "ss not found (iproute2)"
+e2e_preflight nsenter:util-linux ss:iproute2
 
-say "engines: ${engines[*]}"
-bash "$here/engines.sh" install "${engines[@]}"
+suite_start rel rdma-macvlan fakesysfs rmvstatus
 [[ -x /bin/busybox ]] || die "/bin/busybox not found (busybox-static)"
-
-work=$(mktemp -d /tmp/rmv-rel-work.XXXXXX)
-say "building the daemon, fakesysfs and rmvstatus from the working tree"
-(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/bin/rdma-macvlan" ./cmd/rdma-macvlan &&
-	go build -o "$work/bin/fakesysfs" ./rdma/rdmatest/fakesysfs &&
-	go build -o "$work/bin/rmvstatus" ./e2e/rmvstatus)
-
-for e in "${engines[@]}"; do
-	rel_run "$e"
-	# A run that stopped early has not torn down yet.
-	teardown
-done
-summary
-[[ $FAILED -eq 0 ]] || exit 1
+run_engines rel_run

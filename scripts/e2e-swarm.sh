@@ -29,53 +29,17 @@
 set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/.." && pwd)
-IMAGE=rdma-macvlan-test/busybox:latest
 CMD_TIMEOUT=${E2E_CMD_TIMEOUT:-60}
-PLUGIN=rdma-macvlan:latest
-SLEEPER=(sh -c 'trap "exit 0" TERM; sleep 3600 & wait')
 # shellcheck source=scripts/lib/e2e.sh
 source "$here/lib/e2e.sh"
 
-work=""      # temp dir of the whole suite
-rdir=""      # temp dir of one engine's run
-nodes=()     # the nodes' dockerd dirs
-nss=()       # the network namespaces this run made
+work="" # temp dir of the whole suite
 
 # on NODE CMD...: dk against node NODE (1 or 2).
 on() {
 	local n=$1
 	shift
 	DOCKER_HOST=unix://$rdir/d$n/docker.sock dk "$@"
-}
-
-teardown() {
-	local d ns ids
-	set +e
-	trap - ERR
-	[[ -n $rdir ]] && say "teardown of $rdir"
-	for d in "${nodes[@]}"; do
-		[[ -S $d/docker.sock ]] || continue
-		export DOCKER_HOST=unix://$d/docker.sock
-		if timeout 10 docker info >/dev/null 2>&1; then
-			timeout 30 docker swarm leave --force >/dev/null 2>&1
-			ids=$(timeout 30 docker ps -aq 2>/dev/null)
-			# shellcheck disable=SC2086 # one word per container
-			[[ -n $ids ]] && timeout 60 docker rm -f $ids >/dev/null 2>&1
-		fi
-	done
-	unset DOCKER_HOST
-	for d in "${nodes[@]}"; do
-		bash "$here/dockerd.sh" stop "$d" 2>/dev/null || say "warning: dockerd.sh stop $d failed"
-	done
-	nodes=()
-	# The links live in the namespaces and go with them.
-	for ns in "${nss[@]}"; do ip netns del "$ns" 2>/dev/null; done
-	nss=()
-	[[ -n $rdir ]] && rm -rf --one-file-system "$rdir"
-	rdir=""
-	trap on_err ERR
-	set -e
 }
 
 e2e_traps
@@ -87,13 +51,8 @@ node_up() {
 	mac=$(ip -n "${nss[n - 1]}" -o link show dev "$p" | grep -oE 'link/ether [0-9a-f:]+' | cut -d' ' -f2)
 	"$work/bin/fakesysfs" build -root "$rdir/sys$n" -kind mlx5 -hca mlx5_0 -netdev "$p" -mac "$mac"
 	mkdir -p "$rdir/state$n" "$rdir/cdi$n"
-	nodes+=("$d")
-	bash "$here/dockerd.sh" start "$d" "$eng" --netns "${nss[n - 1]}" >/dev/null
-	export DOCKER_HOST=unix://$d/docker.sock
-	bash "$here/mkimage.sh"
-	PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" create
-	dk plugin set "$PLUGIN" state.source="$rdir/state$n" cdi.source="$rdir/cdi$n" sysfs.source="$rdir/sys$n/sys"
-	PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" install
+	engine_up "$d" "$eng" --netns "${nss[n - 1]}"
+	plugin_up "$work/plugin" "$rdir/state$n" "$rdir/cdi$n" "$rdir/sys$n/sys"
 	unset DOCKER_HOST
 }
 
@@ -183,10 +142,7 @@ swarm_run() {
 	local t0 n id ns1 ns2 u1 u2 A1 A2 S P1 P2 token out
 	tag=$engine
 	t0=$(date +%s)
-	for ((n = 0; n < 20; n++)); do
-		id=$(od -An -N2 -tx2 /dev/urandom | tr -d ' \n')
-		ip netns list | grep -qF "rmvw$id" || break
-	done
+	new_id rmvw
 	ns1=rmvw${id}n1 ns2=rmvw${id}n2 u1=rmvw${id}u u2=rmvw${id}v P1=rmvw${id}p P2=rmvw${id}q
 	A1=198.18.$((0x${id:0:2})).1 A2=198.18.$((0x${id:0:2})).2
 	S=10.$((200 + 0x${id:2:2} % 50)).$((0x${id:0:2}))
@@ -223,21 +179,8 @@ swarm_run() {
 	timings+=("$engine: $(($(date +%s) - t0)) s")
 }
 
-engines=("$@")
-((${#engines[@]})) || engines=(debian current)
-for e in "${engines[@]}"; do
-	[[ $e == debian || $e == current ]] || die "unknown engine '$e' (want: debian, current)"
-done
-[[ $(id -u) -eq 0 ]] || die "needs root (namespaces, links, private dockerds)"
-command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
-command -v go >/dev/null || die "go not found"
-bash "$here/engines.sh" install "${engines[@]}"
-work=$(mktemp -d /tmp/rmv-swarm-work.XXXXXX)
-say "building the daemon and fakesysfs from the working tree"
-(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/bin/rdma-macvlan" ./cmd/rdma-macvlan &&
-	go build -o "$work/bin/fakesysfs" ./rdma/rdmatest/fakesysfs)
-PLUGIN_DIR=$work/plugin PLUGIN_BINARY=$work/bin/rdma-macvlan bash "$here/plugin.sh" build
-for e in "${engines[@]}"; do
-	swarm_run "$e"
-done
-summary
+select_engines --both "$@"
+e2e_preflight nsenter:util-linux
+suite_start swarm rdma-macvlan fakesysfs
+make_plugin_dir "$work/plugin"
+run_engines swarm_run

@@ -24,29 +24,15 @@
 set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/.." && pwd)
-IMAGE=rdma-macvlan-test/busybox:latest
-CMD_TIMEOUT=${E2E_CMD_TIMEOUT:-90}
-LOG_LINES=${E2E_LOG_LINES:-40}
-HCA=mlx5_0
-PLUGIN=rdma-macvlan:latest
-# What test containers run: a sleep that exits at once on SIGTERM (a plain sleep as PID 1 ignores
-# it, so every stop and every dockerd shutdown would wait for the engine's 10 s timeout).
-SLEEPER=(sh -c 'trap "exit 0" TERM; sleep 3600 & wait')
-
 # shellcheck source=scripts/lib/e2e.sh
 source "$here/lib/e2e.sh"
 
 # ---------------------------------------------------------------------------------------------
-# State of the current run; teardown undoes exactly what is recorded here.
+# State of the current run beyond the harness's (rdir, ddir, links); teardown undoes it.
 work=""          # temp dir of the whole suite (binaries, plugin dir)
-rdir=""          # temp dir of one run
-ddir=""          # the private dockerd's dir (scripts/dockerd.sh)
-links=()         # host links this run created (one end of each veth pair)
 legacy_pid=""    # the legacy daemon this run started
 legacy_sock=""   # its socket under /run/docker/plugins
 gwbridge_ours="" # swarm init made docker_gwbridge in the host netns
-run_failed=""
 
 stop_legacy() {
 	if [[ -n $legacy_pid ]]; then
@@ -58,91 +44,21 @@ stop_legacy() {
 	return 0
 }
 
-# teardown removes everything of the current run, whatever state it is in. Idempotent.
-teardown() {
-	local l ids
-	set +e
-	trap - ERR
-	[[ -n $rdir ]] && say "teardown of $rdir"
-	export DOCKER_HOST=unix://$ddir/docker.sock
-	if [[ -n $ddir && -S $ddir/docker.sock ]] && timeout 10 docker info >/dev/null 2>&1; then
-		timeout 30 docker swarm leave --force >/dev/null 2>&1
-		ids=$(timeout 30 docker ps -aq 2>/dev/null)
-		# shellcheck disable=SC2086 # one word per container
-		[[ -n $ids ]] && timeout 60 docker rm -f $ids >/dev/null 2>&1
-		ids=$(timeout 30 docker network ls -q --filter type=custom 2>/dev/null)
-		# shellcheck disable=SC2086 # one word per network
-		[[ -n $ids ]] && timeout 60 docker network rm $ids >/dev/null 2>&1
-	fi
+# teardown_hook: the harness's teardown runs it once the engine is emptied.
+teardown_hook() {
 	stop_legacy
-	if [[ -n $ddir ]]; then
-		say "stopping the private dockerd"
-		bash "$here/dockerd.sh" stop "$ddir" 2>/dev/null || say "warning: dockerd.sh stop $ddir failed"
-		ddir=""
-	fi
-	unset DOCKER_HOST
 	if [[ -n $gwbridge_ours ]] && ip link show docker_gwbridge >/dev/null 2>&1; then
 		ip link del docker_gwbridge
 	fi
 	gwbridge_ours=""
-	for l in "${links[@]}"; do
-		ip link del "$l" 2>/dev/null
-	done
-	links=()
-	if [[ -n $rdir ]]; then
-		rm -rf --one-file-system "$rdir"
-		say "teardown done"
-	fi
-	rdir=""
-	trap on_err ERR
-	set -e
 }
-
-summary() {
-	local t
-	tag="summary"
-	for t in "${timings[@]}"; do printf '# time %s\n' "$t"; done
-	printf '%d passed, %d failed\n' "$PASSED" "$FAILED"
-	summary_done=1
-}
-
-on_exit() {
-	local rc=$?
-	trap - EXIT ERR
-	if ((rc == 130)) && [[ -z $summary_done ]]; then
-		fail "interrupted"
-	elif ((rc != 0)) && [[ -z $summary_done ]]; then
-		fail "aborted: a step outside the checks failed (exit $rc; see the lines above)"
-		[[ -n $rdir ]] && show_logs
-	fi
-	teardown
-	[[ -n $work ]] && rm -rf --one-file-system "$work"
-	[[ -n $summary_done ]] || summary
-	((rc == 0)) || exit "$rc"
-	((FAILED == 0)) || exit 1
-}
-summary_done=""
-timings=()
-trap on_exit EXIT
-trap 'exit 130' INT TERM
-# on_err says where a step outside the checks failed.
-on_err() { say "command failed (exit $?): $BASH_COMMAND"; }
-trap on_err ERR
+e2e_traps
 
 # ---------------------------------------------------------------------------------------------
 # Helpers of a run.
 
-# status prints the plugin's /v1/status as lines (see e2e/rmvstatus).
-status() { "$work/bin/rmvstatus" -socket "$sock"; }
-
 # ep_line IP prints the status line of the endpoint with IPv4 address IP.
 ep_line() { status | awk -v ip="ipv4=$1" '$1 == "endpoint" { for (i = 4; i <= NF; i++) if ($i == ip) print }'; }
-
-# net_line NID prints the status line of network NID.
-net_line() { status | awk -v id="$1" '$1 == "network" && $2 == id'; }
-
-# field NAME LINE prints the value of NAME=... in LINE.
-field() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p" | head -n 1; }
 
 # ep_has IP REGEX: the endpoint with IP exists and its line matches REGEX.
 ep_has() {
@@ -151,16 +67,6 @@ ep_has() {
 	[[ -n $l ]] || { echo "no endpoint with ipv4 $1 in /v1/status:"; status; return 1; }
 	grep -Eq -- "$2" <<<"$l" || { echo "endpoint line does not match /$2/: $l"; return 1; }
 }
-
-# net_endpoints NID N: network NID is listed with N endpoints.
-net_endpoints() {
-	local l
-	l=$(net_line "$1")
-	[[ -n $l ]] || { echo "network $1 not in /v1/status:"; status; return 1; }
-	[[ $(field endpoints "$l") == "$2" ]] || { echo "want $2 endpoints: $l"; return 1; }
-}
-
-cpid() { dk inspect -f '{{.State.Pid}}' "$1"; }
 
 # has_addr CONTAINER IP/LEN MTU: eth0 in CONTAINER has the address and the MTU.
 has_addr() {
@@ -179,42 +85,7 @@ is_macvlan() {
 	grep -qE "macvlan mode $2( |$)" <<<"$out" || { echo "eth0 of $1 is not a macvlan in $2 mode: $out"; return 1; }
 }
 
-pings() { dk exec "$1" ping -c 2 -W 2 "$2"; }
-
-# no_host_link NAME...: none of the links exists in the host netns, and no macvlan hangs off the
-# parent there.
-no_host_link() {
-	local l bad=""
-	for l in "$@"; do
-		ip link show dev "$l" >/dev/null 2>&1 && bad+=" $l"
-	done
-	[[ -z $bad ]] || { echo "host links still there:$bad"; return 1; }
-	l=$(ip -o link show type macvlan | grep -F "@$parent:" || true)
-	[[ -z $l ]] || { echo "macvlan children of $parent in the host netns: $l"; return 1; }
-}
-
-# refused DESC WANT... -- CMD...: CMD fails and its output (the docker CLI's) contains every WANT.
-refused() {
-	local desc=$1 out w miss=""
-	local -a want=()
-	shift
-	while [[ $1 != -- ]]; do want+=("$1"); shift; done
-	shift
-	if out=$("$@" 2>&1); then
-		fail "$desc: accepted, want a refusal" "$out"
-		return 0
-	fi
-	for w in "${want[@]}"; do grep -qF -- "$w" <<<"$out" || miss+=" '$w'"; done
-	if [[ -z $miss ]]; then pass "$desc" "docker said: $out"; else fail "$desc: the CLI does not show$miss" "$out"; fi
-}
-
 state_files() { find "$rdir/state/networks" "$rdir/state/endpoints" -type f 2>/dev/null; }
-
-no_endpoint_state() {
-	local f
-	f=$(find "$rdir/state/endpoints" -type f 2>/dev/null)
-	[[ -z $f ]] || { echo "endpoint state left: $f"; return 1; }
-}
 
 cdi_spec() { printf '%s\n' "$rdir/cdi/rdma-macvlan-$HCA.json"; }
 
@@ -234,36 +105,8 @@ no_cdi_spec() {
 	[[ -z $l ]] || { echo "$rdir/cdi still has: $l"; return 1; }
 }
 
-# running NAME: the container runs.
-running() { [[ $(dk inspect -f '{{.State.Running}}' "$1" 2>&1) == true ]]; }
-
-# run_c NAME IP [ARGS...]: a detached busybox sleeping on the run's network.
-run_c() {
-	local name=$1 ip=$2
-	shift 2
-	dk run -d --name "$name" --network "$net" --ip "$ip" "$@" "$IMAGE" "${SLEEPER[@]}" >/dev/null
-}
-
 # ifname_of IP: the host-side name of the endpoint's link, from the status.
 ifname_of() { field ifname "$(ep_line "$1")"; }
-
-# restart_dockerd stops the private dockerd by its pid (containerd keeps running) and starts the
-# same command line again, keeping its data root; scripts/dockerd.sh stop finds the new pid.
-restart_dockerd() {
-	local pid path t0
-	local -a argv
-	pid=$(cat "$ddir/dockerd.spawned")
-	[[ $(readlink "/proc/$pid/exe") == */dockerd ]] || { echo "pid $pid is not our dockerd"; return 1; }
-	mapfile -d '' -t argv <"/proc/$pid/cmdline"
-	path=$(tr '\0' '\n' <"/proc/$pid/environ" | sed -n 's/^PATH=//p')
-	t0=$(date +%s%N)
-	stop_pid "$pid" 40
-	say "dockerd stopped in $((($(date +%s%N) - t0) / 1000000)) ms; starting it again"
-	PATH=$path setsid "${argv[@]}" </dev/null >>"$ddir/dockerd.log" 2>&1 &
-	printf '%s\n' "$!" >"$ddir/dockerd.spawned"
-	poll 60 docker info --format '{{.ServerVersion}}' >/dev/null || { echo "dockerd did not answer again"; return 1; }
-	say "dockerd answers again after $((($(date +%s%N) - t0) / 1000000)) ms"
-}
 
 # stop_legacy_clean stops the legacy daemon with SIGTERM and wants what a user relies on: exit
 # status 0 and its socket removed by the daemon itself.
@@ -286,16 +129,6 @@ start_legacy() {
 	poll 15 status >/dev/null || { echo "legacy daemon does not answer on $legacy_sock"; tail -n 20 "$rdir/legacy.log"; return 1; }
 }
 
-show_logs() {
-	if [[ $mode == legacy && -f $rdir/legacy.log ]]; then
-		detail "last lines of the legacy daemon's log:" "$(tail -n "$LOG_LINES" "$rdir/legacy.log")"
-	fi
-	if [[ -n $ddir && -f $ddir/dockerd.log ]]; then
-		detail "last lines of dockerd's log (plugin lines are prefixed with its id):" \
-			"$(grep -iE 'error|warn|rdma|plugin' "$ddir/dockerd.log" | grep -v 'IPv4 forwarding' | tail -n "$LOG_LINES")"
-	fi
-}
-
 # ---------------------------------------------------------------------------------------------
 # Predicates of single checks. They read the run's variables (bash scoping is dynamic).
 
@@ -311,8 +144,6 @@ vlan_created() {
 	out=$(ip -d link show dev "$parent.42") || return 1
 	grep -q 'vlan protocol 802.1Q id 42 ' <<<"$out" || { echo "$out"; return 1; }
 }
-
-link_absent() { ! ip link show dev "$1" 2>/dev/null; }
 
 refused_left_nothing() {
 	local l
@@ -385,8 +216,6 @@ listed_after_restart() {
 	net_endpoints "$nid" 2 && ep_has "$ip1" "ifname=$if1 .*rdma_ready=true gids=${idx1// /,} " && ep_has "$ip2" "ifname=$if2 "
 }
 
-stop_and_rm() { dk stop -t 1 "$1" >/dev/null && dk rm "$1" >/dev/null; }
-
 no_endpoints() { net_endpoints "$nid" 0 && no_endpoint_state; }
 
 # links_gone IFNAME...: the links are gone and the network has no endpoint left.
@@ -416,25 +245,18 @@ svc_removed() { dk service rm "$1" >/dev/null && poll 30 no_task_containers "$1"
 
 nets_removed() { poll 30 dk network rm "$1" >/dev/null && poll 30 dk network rm "$2" >/dev/null; }
 
-# entries DIR: the names in DIR, one a line, sorted; nothing when DIR is missing.
-entries() { { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null || true; } | sort; }
-
 # ---------------------------------------------------------------------------------------------
 # One run: engine $1, mode $2.
 e2e_run() {
 	engine=$1 mode=$2
-	local id sub sub2 ip1 ip2 ip3 ip4 ipr nid out idx1 idx2 if1 if2 if3 if4 t0 plugin_id="" pdir rd
-	local swaddr n peer swlink swpeer lsock
+	local id sub sub2 ip1 ip2 ip3 ip4 ipr nid out idx1 idx2 if1 if2 if3 if4 t0 plugin_id="" rd
+	local swaddr peer swlink swpeer lsock
 	local -a extra=()
 	tag="$engine/$mode"
 	run_failed=""
 	t0=$(date +%s)
 
-	# Unique names: 4 hex digits, checked against the links there are.
-	for ((n = 0; n < 20; n++)); do
-		id=$(od -An -N2 -tx2 /dev/urandom | tr -d ' \n')
-		ip -o link show | grep -qF "rmve$id" || break
-	done
+	new_id rmve
 	parent=rmve${id}p peer=rmve${id}q swlink=rmve${id}s swpeer=rmve${id}t
 	net=rmv-e2e-$id
 	sub=10.231.$((0x${id:0:2} % 120 * 2 + 1))
@@ -442,31 +264,20 @@ e2e_run() {
 	ip1=$sub.11 ip2=$sub.12 ip3=$sub.13 ip4=$sub.14 ipr=$sub.21 ips1=$sub2.31 ips2=$sub2.32
 	swaddr=198.18.$((0x${id:0:2})).$((0x${id:2:2} % 250 + 2))
 	rdir=$(mktemp -d /tmp/rmv-e2e.XXXXXX)
-	ddir=$rdir/d
 	mkdir -p "$rdir/state" "$rdir/cdi"
 	say "run $id: parent $parent, subnet $sub.0/24, dir $rdir"
 
 	# The parent: a veth pair, both ends up; its fake RDMA tree carries its name and MAC.
-	ip link add "$parent" type veth peer name "$peer"
-	links+=("$parent")
-	ip link set "$parent" up
-	ip link set "$peer" up
-	"$work/bin/fakesysfs" -root "$rdir/sysfs" -kind mlx5 -hca "$HCA" -netdev "$parent" \
-		-mac "$(cat "/sys/class/net/$parent/address")"
+	veth_parent "$parent" "$peer"
+	fake_hca "$rdir/sysfs" "$HCA" "$parent"
 
 	# The current engine reads CDI specs from the plugin's cdi dir, so --device can be checked.
 	[[ $engine == current ]] && extra=(-- --cdi-spec-dir "$rdir/cdi")
-	out=$(bash "$here/dockerd.sh" start "$ddir" "$engine" "${extra[@]}")
-	eval "$out"
-	say "dockerd $(dk version -f '{{.Server.Version}} (API {{.Server.APIVersion}})') ready"
-	bash "$here/mkimage.sh"
+	engine_up "$rdir/d" "$engine" "${extra[@]}"
 
 	if [[ $mode == managed ]]; then
 		drv=$PLUGIN
-		PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" create
-		dk plugin set "$PLUGIN" state.source="$rdir/state" cdi.source="$rdir/cdi" \
-			sysfs.source="$rdir/sysfs/sys" RDMA_MACVLAN_LOG_LEVEL=debug
-		PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" install
+		plugin_up "$work/plugin" "$rdir/state" "$rdir/cdi" "$rdir/sysfs/sys" RDMA_MACVLAN_LOG_LEVEL=debug
 		plugin_id=$(dk plugin inspect -f '{{.Id}}' "$PLUGIN")
 		sock=/run/docker/plugins/$plugin_id/rdma-macvlan.sock
 	else
@@ -606,7 +417,7 @@ e2e_run() {
 	# --- private dockerd restarted ------------------------------------------------------------
 	if run_c "$net-r" "$ipr" --restart always; then
 		pass "a --restart always container starts"
-		check_here "dockerd stopped and started again (same data root)" restart_dockerd
+		check_here "dockerd stopped and started again (same data root)" restart_dockerd "$ddir"
 		check "the --restart always container is back, with $ipr/24 and MTU 1400" poll 30 restarted_back
 		check "the network is still usable: a new container starts on it and pings the restarted one" new_pings_restarted
 		check "/v1/status after the dockerd restart: both containers' endpoints" poll 10 net_endpoints "$nid" 2
@@ -626,10 +437,7 @@ e2e_run() {
 	if ! link_absent docker_gwbridge; then
 		fail "swarm: the host has a docker_gwbridge already (another engine's); not touching it"
 	else
-		ip link add "$swlink" type veth peer name "$swpeer"
-		links+=("$swlink")
-		ip link set "$swlink" up
-		ip link set "$swpeer" up
+		veth_parent "$swlink" "$swpeer"
 		ip addr add "$swaddr/32" dev "$swlink"
 		if out=$(dk swarm init --advertise-addr "$swaddr" --listen-addr "$swaddr:2377" --data-path-addr "$swaddr" 2>&1); then
 			gwbridge_ours=1
@@ -647,12 +455,11 @@ e2e_run() {
 	say "teardown"
 	# --- teardown and leftovers -----------------------------------------------------------------
 	[[ -z $run_failed ]] || show_logs
-	pdir=${plugin_id:+/run/docker/plugins/$plugin_id}
 	rd=$rdir lsock=$legacy_sock
 	teardown
 	legacy_sock=""
-	check "nothing left: links, namespaces, processes, mounts, plugin socket and dir, temp dir" \
-		leftovers "$id" "$rd" "$pdir" "$lsock"
+	check "nothing left: links, namespaces, processes, mounts, plugin socket, dir and process, temp dir" \
+		run_leftovers "$id" "$rd" "$plugin_id" "$lsock"
 	say "run took $(($(date +%s) - t0)) s"
 	timings+=("$engine/$mode: $(($(date +%s) - t0)) s")
 }
@@ -733,56 +540,36 @@ replicas_running() {
 
 no_task_containers() { [[ -z $(dk ps -aq --filter "label=com.docker.swarm.service.name=$1") ]]; }
 
-# leftovers ID RUNDIR PLUGIN-DIR LEGACY-SOCKET: fails listing what of a run is still on the
-# machine. Other engines and tests may run on the same host at the same time: only what carries
-# this run's id or lives under its paths counts.
-leftovers() {
-	local id=$1 d=$2 pdir=$3 lsock=$4 out=""
-	out+=$(ip -o link show | awk -F': ' -v id="rmve$id" 'index($2, id) {print "link " $2}')
-	[[ -z $gw_before_any ]] && ! link_absent docker_gwbridge && out+=$'\nlink docker_gwbridge'
-	out+=$(ip netns list 2>/dev/null | grep -F -e "$id" -e "$d" | sed 's/^/\nnetns /')
-	out+=$(findmnt -rn -o TARGET | grep -F -- "$d" | sed 's/^/\nmount /')
-	out+=$(pgrep -af -- "$d" | sed 's/^/\nprocess /')
-	[[ -e $d ]] && out+=$'\ndir '$d
-	[[ -n $pdir && -e $pdir ]] && out+=$'\nplugin dir '$pdir
-	[[ -n $lsock && -e $lsock ]] && out+=$'\nplugin socket '$lsock
-	out=$(sed '/^$/d' <<<"$out")
-	[[ -z $out ]] || { printf '%s\n' "$out"; return 1; }
+# run_leftovers ID RUNDIR PLUGIN-ID LEGACY-SOCKET: the harness's leftovers, and also the legacy
+# socket and a docker_gwbridge that was not there before the suite.
+run_leftovers() {
+	local out="" rc=0
+	out=$(leftovers "rmve$1" "$2" "$3") || rc=1
+	[[ -z $gw_before_any ]] && ! link_absent docker_gwbridge && { out+=$'\nlink docker_gwbridge'; rc=1; }
+	[[ -n $4 && -e $4 ]] && { out+=$'\nplugin socket '$4; rc=1; }
+	((rc == 0)) || { sed '/^$/d' <<<"$out"; return 1; }
 }
 
 # ---------------------------------------------------------------------------------------------
-engines=("$@")
-((${#engines[@]})) || engines=(debian current)
+select_engines --both "$@"
 read -r -a modes <<<"${E2E_MODES:-managed legacy}"
-for e in "${engines[@]}"; do
-	[[ $e == debian || $e == current ]] || die "unknown engine '$e' (want: debian, current)"
-done
 for m in "${modes[@]}"; do
 	[[ $m == managed || $m == legacy ]] || die "unknown mode '$m' in E2E_MODES (want: managed, legacy)"
 done
-[[ $(id -u) -eq 0 ]] || die "needs root (links, namespaces, a private dockerd)"
-command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
-command -v go >/dev/null || die "go not found"
-command -v nsenter >/dev/null || die "nsenter not found (util-linux)"
+e2e_preflight nsenter:util-linux
 
-say "engines: ${engines[*]}; modes: ${modes[*]}"
-bash "$here/engines.sh" install "${engines[@]}"
+say "modes: ${modes[*]}"
 gw_before_any=""
 ip link show docker_gwbridge >/dev/null 2>&1 && gw_before_any=1
+suite_start e2e rdma-macvlan fakesysfs rmvstatus
+make_plugin_dir "$work/plugin"
 
-work=$(mktemp -d /tmp/rmv-e2e-work.XXXXXX)
-say "building the daemon, fakesysfs and rmvstatus from the working tree"
-(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/bin/rdma-macvlan" ./cmd/rdma-macvlan &&
-	go build -o "$work/bin/fakesysfs" ./rdma/rdmatest/fakesysfs &&
-	go build -o "$work/bin/rmvstatus" ./e2e/rmvstatus)
-PLUGIN_DIR=$work/plugin PLUGIN_BINARY=$work/bin/rdma-macvlan bash "$here/plugin.sh" build
-
-for e in "${engines[@]}"; do
+# e2e_engine ENGINE: a run on ENGINE in each mode.
+e2e_engine() {
+	local m
 	for m in "${modes[@]}"; do
-		e2e_run "$e" "$m"
-		# A run that stopped early has not torn down yet.
+		e2e_run "$1" "$m"
 		teardown
 	done
-done
-summary
-[[ $FAILED -eq 0 ]] || exit 1
+}
+run_engines e2e_engine

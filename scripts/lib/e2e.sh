@@ -1,25 +1,46 @@
 # shellcheck shell=bash
-# run_failed is read by the sourcing scripts; rdir is theirs.
+# The sourcing scripts read run_failed, IMAGE, SLEEPER, LOG_LINES, ...; they set rdir, work, here.
 # shellcheck disable=SC2034,SC2154
 # lib/e2e.sh: the harness the end-to-end scripts share (sourced, never run). It gives:
 #   - output: say (progress on fd 3, the script's stderr), die, detail, pass, fail, skip; every
 #     check prints `ok - [TAG] ...` or `not ok - [TAG] ...` and counts in PASSED / FAILED;
 #   - checks: check, check_v, check_here, refused; poll; now_ms, took;
-#   - processes and the engine: dk (the docker CLI with a deadline), stop_pid;
-#   - small predicates: link_absent, entries.
-# What it reads from the sourcing script: tag (the run's label), rdir (a temp dir of the run, for
-# check_here), CMD_TIMEOUT (seconds a docker command may take; default 90). It sets PASSED,
-# FAILED, run_failed and t_start, and opens fd 3 on the script's stderr.
+#   - the suite: select_engines, e2e_preflight, build_bins, make_plugin_dir, e2e_traps (teardown,
+#     summary, exit status), new_id;
+#   - a run: veth_parent, fake_hca, engine_up (a private dockerd of scripts/dockerd.sh with the
+#     test image), plugin_up (the managed plugin on the run's dirs), restart_dockerd, teardown
+#     (engines, links, namespaces, the run's dir), leftovers, show_logs;
+#   - the docker CLI and the plugin: dk (the docker CLI with a deadline), status, net_line,
+#     ep_lines, field, net_endpoints, cpid, pings, running, run_c, stop_and_rm;
+#   - small predicates: link_absent, no_host_link, entries, no_endpoint_state.
+# What it reads from the sourcing script: here (its directory), tag (the run's label), rdir (a
+# temp dir of the run), work (the suite's temp dir), CMD_TIMEOUT (seconds a docker command may
+# take; default E2E_CMD_TIMEOUT or 90). It sets PASSED, FAILED, run_failed and t_start, and keeps
+# the script's stdout on fd 4 and its stderr on fd 3.
+
+# shellcheck source=scripts/lib/proc.sh
+source "$here/lib/proc.sh"
+
+repo=$(cd "$here/.." && pwd)
+IMAGE=rdma-macvlan-test/busybox:latest
+PLUGIN=rdma-macvlan:latest
+HCA=mlx5_0
+# What test containers run: a sleep that exits at once on SIGTERM (a plain sleep as PID 1 ignores
+# it, so every stop and every dockerd shutdown would wait for the engine's 10 s timeout).
+SLEEPER=(sh -c 'trap "exit 0" TERM; sleep 3600 & wait')
+CMD_TIMEOUT=${CMD_TIMEOUT:-${E2E_CMD_TIMEOUT:-90}}
+# Lines of daemon logs shown after a failed run.
+LOG_LINES=${E2E_LOG_LINES:-40}
 
 PASSED=0
 FAILED=0
 run_failed=""
 t_start=$(date +%s)
 tag=${tag:-setup}
-CMD_TIMEOUT=${CMD_TIMEOUT:-90}
 
-# Progress goes to fd 3, the script's stderr, also from steps whose output a check captures.
-exec 3>&2
+# Progress goes to fd 3, the script's stderr, also from steps whose output a check captures; fd 4
+# keeps the script's stdout for the summary of a run interrupted inside such a step.
+exec 3>&2 4>&1
 say() { printf '%s +%4ds [%s] %s\n' "$(date +%H:%M:%S)" "$(($(date +%s) - t_start))" "$tag" "$*" >&3; }
 die() { say "error: $*"; exit 1; }
 
@@ -94,22 +115,6 @@ dk() {
 	timeout -k 5 "$CMD_TIMEOUT" "${DOCKER_CLI:-docker}" "$@" 2> >(grep -v 'IPv4 forwarding is disabled' >&2 || true)
 }
 
-# stop_pid PID SECONDS: SIGTERM, SIGKILL at the deadline; only for pids the script started.
-stop_pid() {
-	local pid=$1 secs=$2 i
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for ((i = 0; i < secs * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.1
-	done
-	say "pid $pid still there after ${secs}s: SIGKILL"
-	kill -KILL "$pid" 2>/dev/null || true
-	for ((i = 0; i < 50; i++)); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.1
-	done
-}
-
 # refused DESC WANT... -- CMD...: CMD fails and its output (the docker CLI's) contains every WANT.
 refused() {
 	local desc=$1 out w miss=""
@@ -117,7 +122,7 @@ refused() {
 	shift
 	while [[ $1 != -- ]]; do want+=("$1"); shift; done
 	shift
-	if out=$("$@" 2>&1); then
+	if out=$("$@" 2>&1 </dev/null); then
 		fail "$desc: accepted, want a refusal" "$out"
 		return 0
 	fi
@@ -130,31 +135,343 @@ link_absent() { ! ip link show dev "$1" 2>/dev/null; }
 # entries DIR: the names in DIR, one a line, sorted; nothing when DIR is missing.
 entries() { { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null || true; } | sort; }
 
-# restart_dockerd DIR stops the private dockerd of scripts/dockerd.sh in DIR by its pid
-# (containerd keeps running) and starts the same command line again, in the same network
-# namespace, keeping its data root; scripts/dockerd.sh stop finds the new pid.
-restart_dockerd() {
-	local dir=$1 pid path t0
-	local -a argv pre=()
+# dockerd_down DIR stops the private dockerd of scripts/dockerd.sh in DIR by its pid (containerd
+# and, with --live-restore, the containers keep running) and keeps in dockerd_argv, dockerd_path
+# and dockerd_pre what dockerd_up DIR needs to start the same command line again, in the same
+# network namespace, keeping its data root (scripts/dockerd.sh stop finds the new pid).
+dockerd_argv=()
+dockerd_path=""
+dockerd_pre=()
+dockerd_down() {
+	local dir=$1 pid t0
 	pid=$(cat "$dir/dockerd.spawned")
 	[[ $(readlink "/proc/$pid/exe") == */dockerd ]] || { echo "pid $pid is not our dockerd"; return 1; }
-	mapfile -d '' -t argv <"/proc/$pid/cmdline"
-	path=$(tr '\0' '\n' <"/proc/$pid/environ" | sed -n 's/^PATH=//p')
-	[[ -s $dir/netns ]] && pre=(nsenter "--net=/run/netns/$(cat "$dir/netns")")
-	t0=$(date +%s%N)
-	stop_pid "$pid" 40
-	say "dockerd stopped in $((($(date +%s%N) - t0) / 1000000)) ms; starting it again"
-	PATH=$path setsid "${pre[@]}" "${argv[@]}" </dev/null >>"$dir/dockerd.log" 2>&1 &
+	mapfile -d '' -t dockerd_argv <"/proc/$pid/cmdline"
+	dockerd_path=$(tr '\0' '\n' <"/proc/$pid/environ" | sed -n 's/^PATH=//p')
+	dockerd_pre=()
+	[[ -s $dir/netns ]] && dockerd_pre=(nsenter "--net=/run/netns/$(cat "$dir/netns")")
+	t0=$(now_ms)
+	stop_pid "$pid" 40 "dockerd (pid $pid)"
+	kill -0 "$pid" 2>/dev/null && { echo "dockerd $pid did not stop"; return 1; }
+	say "dockerd stopped in $(($(now_ms) - t0)) ms"
+}
+dockerd_up() {
+	local dir=$1 t0
+	t0=$(now_ms)
+	PATH=$dockerd_path setsid "${dockerd_pre[@]}" "${dockerd_argv[@]}" </dev/null >>"$dir/dockerd.log" 2>&1 &
 	printf '%s\n' "$!" >"$dir/dockerd.spawned"
 	poll 60 env DOCKER_HOST="unix://$dir/docker.sock" docker info --format '{{.ServerVersion}}' >/dev/null ||
 		{ echo "dockerd did not answer again"; return 1; }
-	say "dockerd answers again after $((($(date +%s%N) - t0) / 1000000)) ms"
+	say "dockerd answers again after $(($(now_ms) - t0)) ms"
+}
+restart_dockerd() { dockerd_down "$1" && dockerd_up "$1"; }
+
+# ---------------------------------------------------------------------------------------------
+# The suite.
+
+# select_engines [--both] [ENGINE...]: sets engines to the engines named (debian, current), or by
+# default to debian and, when scripts/engines.sh has built it (or with --both: always, then
+# scripts/engines.sh install builds it), current.
+engines=()
+select_engines() {
+	local e both=""
+	[[ ${1:-} == --both ]] && { both=1; shift; }
+	engines=("$@")
+	if ((${#engines[@]} == 0)); then
+		engines=(debian)
+		if [[ -n $both ]] || bash "$here/engines.sh" bindir >/dev/null 2>&1; then
+			engines+=(current)
+		else
+			printf '# skip - the current engine is not built (scripts/engines.sh install current): debian only\n'
+		fi
+	fi
+	for e in "${engines[@]}"; do
+		[[ $e == debian || $e == current ]] || die "unknown engine '$e' (want: debian, current)"
+	done
 }
 
-# e2e_traps installs the exit handling of a suite: on any exit the sourcing script's teardown
-# runs, $work (the suite's temp dir, if set) goes, and the summary (`# time` lines from the
-# timings array, then `N passed, N failed`) is printed once; an interrupt or a step failing
-# outside the checks counts as a failed check. The exit status is 1 when a check failed.
+# e2e_preflight COMMAND:WHERE...: root, Go (also from /usr/local/go/bin) and each COMMAND are
+# there; WHERE says where a missing one comes from.
+e2e_preflight() {
+	local c
+	[[ $(id -u) -eq 0 ]] || die "needs root (links, namespaces, private dockerds)"
+	command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
+	command -v go >/dev/null || die "go not found (install Go, or put it in /usr/local/go)"
+	for c in "$@"; do
+		command -v "${c%%:*}" >/dev/null || die "${c%%:*} not found (${c#*:})"
+	done
+}
+
+# build_bins NAME...: builds the repository's programs into $work/bin: rdma-macvlan, rdma-exec and
+# docker-rdma (static; docker-rdma with version BUILD_VERSION when set), fakesysfs, rmvstatus and
+# elfcheck.
+build_bins() {
+	local n pkg
+	local -a flags
+	mkdir -p "$work/bin"
+	say "building $* from the working tree"
+	for n in "$@"; do
+		flags=()
+		case $n in
+		rdma-macvlan | rdma-exec) pkg=./cmd/$n flags=(-trimpath -ldflags '-s -w') ;;
+		docker-rdma)
+			pkg=./cmd/$n flags=(-trimpath)
+			[[ -z ${BUILD_VERSION:-} ]] ||
+				flags+=(-ldflags "-X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$BUILD_VERSION")
+			;;
+		fakesysfs) pkg=./rdma/rdmatest/fakesysfs ;;
+		rmvstatus) pkg=./e2e/rmvstatus ;;
+		elfcheck) pkg=./internal/elfcheck ;;
+		*) die "build_bins: unknown program $n" ;;
+		esac
+		if [[ $pkg == ./cmd/* ]]; then
+			(cd "$repo" && CGO_ENABLED=0 go build "${flags[@]}" -o "$work/bin/$n" "$pkg")
+		else
+			(cd "$repo" && go build -o "$work/bin/$n" "$pkg")
+		fi
+	done
+}
+
+# suite_start NAME PROGRAM...: the selected engines installed (scripts/engines.sh install), the
+# suite's temp dir $work (/tmp/rmv-NAME-work.*, removed at exit) and the PROGRAMs built into it.
+suite_start() {
+	local name=$1
+	shift
+	say "engines: ${engines[*]}"
+	bash "$here/engines.sh" install "${engines[@]}"
+	work=$(mktemp -d "/tmp/rmv-$name-work.XXXXXX")
+	build_bins "$@"
+}
+
+# run_engines FUNC: FUNC ENGINE for each selected engine, each followed by teardown (a run that
+# stopped early has not torn down yet), then the summary.
+run_engines() {
+	local e
+	for e in "${engines[@]}"; do
+		"$1" "$e"
+		teardown
+	done
+	summary
+}
+
+# make_plugin_dir DIR: the managed plugin's dir (scripts/plugin.sh build) with $work/bin/rdma-macvlan.
+make_plugin_dir() { PLUGIN_DIR=$1 PLUGIN_BINARY=$work/bin/rdma-macvlan bash "$here/plugin.sh" build; }
+
+# new_id PREFIX: sets id to 4 hex digits that no link and no network namespace with PREFIX uses.
+new_id() {
+	local n
+	for ((n = 0; n < 20; n++)); do
+		id=$(od -An -N2 -tx2 /dev/urandom | tr -d ' \n')
+		ip -o link show | grep -qF "$1$id" || ip netns list | grep -qF "$1$id" || break
+	done
+}
+
+# ---------------------------------------------------------------------------------------------
+# A run: what it made is recorded here, and teardown undoes exactly that.
+rdir=""   # temp dir of one run
+ddir=""   # the last private dockerd's dir (scripts/dockerd.sh)
+ddirs=()  # every private dockerd's dir
+links=()  # host links the run created (one end of each veth pair)
+nss=()    # network namespaces the run created
+
+# veth_parent NAME PEER: a veth pair in the host netns, both ends up, as a RoCE parent.
+veth_parent() {
+	ip link add "$1" type veth peer name "$2"
+	links+=("$1")
+	ip link set "$1" up
+	ip link set "$2" up
+}
+
+# fake_hca ROOT HCA NETDEV [ARGS...]: a fake mlx5 sysfs tree under ROOT (rdma/rdmatest/fakesysfs)
+# with HCA on the host link NETDEV, carrying its MAC.
+fake_hca() {
+	local root=$1 hca=$2 nd=$3
+	shift 3
+	"$work/bin/fakesysfs" build -root "$root" -kind mlx5 -hca "$hca" -netdev "$nd" \
+		-mac "$(cat "/sys/class/net/$nd/address")" "$@"
+}
+
+# engine_up DIR ENGINE [ARGS...]: a private dockerd (scripts/dockerd.sh start DIR ENGINE ARGS),
+# DOCKER_HOST pointed at it, and the test image.
+engine_up() {
+	local dir=$1 env
+	ddirs+=("$dir")
+	ddir=$dir
+	env=$(bash "$here/dockerd.sh" start "$@") || return 1
+	eval "$env"
+	say "dockerd $(dk version -f '{{.Server.Version}} (API {{.Server.APIVersion}})') ready in $dir"
+	bash "$here/mkimage.sh"
+}
+
+# plugin_up DIR STATE CDI SYSFS [SETTING...]: the managed plugin from plugin dir DIR created, its
+# mounts set to STATE, CDI and SYSFS (plus SETTINGs), enabled (scripts/plugin.sh create, install).
+plugin_up() {
+	local dir=$1
+	PLUGIN_DIR=$dir bash "$here/plugin.sh" create
+	dk plugin set "$PLUGIN" state.source="$2" cdi.source="$3" sysfs.source="$4" "${@:5}"
+	PLUGIN_DIR=$dir bash "$here/plugin.sh" install
+}
+
+# engine_clean DIR: when the dockerd in DIR answers: out of any swarm, no container, no network.
+engine_clean() {
+	local ids
+	[[ -S $1/docker.sock ]] || return 0
+	export DOCKER_HOST=unix://$1/docker.sock
+	timeout 10 docker info >/dev/null 2>&1 || return 0
+	timeout 30 docker swarm leave --force >/dev/null 2>&1
+	ids=$(timeout 30 docker ps -aq 2>/dev/null)
+	# shellcheck disable=SC2086 # one word per container
+	[[ -n $ids ]] && timeout 120 docker rm -f $ids >/dev/null 2>&1
+	ids=$(timeout 30 docker network ls -q --filter type=custom 2>/dev/null)
+	# shellcheck disable=SC2086 # one word per network
+	[[ -n $ids ]] && timeout 60 docker network rm $ids >/dev/null 2>&1
+	return 0
+}
+
+# teardown removes everything of the current run, whatever state it is in; idempotent. The
+# engines are emptied, then the script's teardown_hook (if it has one) runs, then the engines
+# stop and the links, namespaces and the run's dir go.
+teardown() {
+	local d
+	set +e
+	trap - ERR
+	[[ -n $rdir ]] && say "teardown of $rdir"
+	for d in "${ddirs[@]}"; do engine_clean "$d"; done
+	unset DOCKER_HOST
+	declare -F teardown_hook >/dev/null && teardown_hook
+	for d in "${ddirs[@]}"; do
+		say "stopping the private dockerd in $d"
+		bash "$here/dockerd.sh" stop "$d" 2>/dev/null || say "warning: dockerd.sh stop $d failed"
+	done
+	ddirs=()
+	ddir=""
+	for d in "${links[@]}"; do ip link del "$d" 2>/dev/null; done
+	links=()
+	# Links moved into them go with them.
+	for d in "${nss[@]}"; do ip netns del "$d" 2>/dev/null; done
+	nss=()
+	if [[ -n $rdir ]]; then
+		rm -rf --one-file-system "$rdir"
+		say "teardown done"
+	fi
+	rdir=""
+	trap on_err ERR
+	set -e
+}
+
+# show_logs: the last lines of the legacy daemon's log ($rdir/legacy.log) and of dockerd's.
+show_logs() {
+	if [[ -n $rdir && -f $rdir/legacy.log ]]; then
+		detail "last lines of the legacy daemon's log:" "$(tail -n "$LOG_LINES" "$rdir/legacy.log")"
+	fi
+	if [[ -n $ddir && -f $ddir/dockerd.log ]]; then
+		detail "last lines of dockerd's log (plugin lines are prefixed with its id):" \
+			"$(grep -iE 'error|warn|rdma|plugin' "$ddir/dockerd.log" | grep -v 'IPv4 forwarding' | tail -n "$LOG_LINES")"
+	fi
+}
+
+# leftovers LINK-PREFIX RUNDIR [PLUGIN-ID...]: fails listing what of a run is still on the
+# machine: links named LINK-PREFIX*, network namespaces, mounts and processes naming RUNDIR,
+# RUNDIR itself, each managed plugin's dir under /run/docker/plugins and process. Other tests may
+# run on the same host at the same time: only what carries the run's names or paths counts.
+leftovers() {
+	local pfx=$1 d=$2 out="" p
+	shift 2
+	out+=$(ip -o link show | awk -F': ' -v id="$pfx" 'index($2, id) {print "link " $2}')
+	out+=$(ip netns list 2>/dev/null | grep -F -e "$pfx" -e "$d" | sed 's/^/\nnetns /')
+	out+=$(findmnt -rn -o TARGET | grep -F -- "$d" | sed 's/^/\nmount /')
+	out+=$(pgrep -af -- "$d" | sed 's/^/\nprocess /')
+	[[ -e $d ]] && out+=$'\ndir '$d
+	for p in "$@"; do
+		[[ -n $p ]] || continue
+		[[ -e /run/docker/plugins/$p ]] && out+=$'\nplugin dir /run/docker/plugins/'$p
+		grep -lF -- "$p" /proc/[0-9]*/cgroup >/dev/null 2>&1 && out+=$'\nplugin process of '${p:0:12}
+	done
+	out=$(sed '/^$/d' <<<"$out")
+	[[ -z $out ]] || { printf '%s\n' "$out"; return 1; }
+}
+
+# ---------------------------------------------------------------------------------------------
+# The docker CLI and the plugin in a run: they read the script's sock, net and parent.
+
+# status prints the plugin's /v1/status on $sock as lines (see e2e/rmvstatus).
+status() { "$work/bin/rmvstatus" -socket "$sock"; }
+
+# net_line NID prints the status line of network NID.
+net_line() { status | awk -v id="$1" '$1 == "network" && $2 == id'; }
+
+# ep_lines NID prints the status lines of the endpoints of network NID.
+ep_lines() { status | awk -v id="$1" '$1 == "endpoint" && $2 == id'; }
+
+# field NAME LINE prints the value of NAME=... in LINE.
+field() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p" | head -n 1; }
+
+# net_endpoints NID N: network NID is listed with N endpoints.
+net_endpoints() {
+	local l
+	l=$(net_line "$1")
+	[[ -n $l ]] || { echo "network $1 not in /v1/status:"; status; return 1; }
+	[[ $(field endpoints "$l") == "$2" ]] || { echo "want $2 endpoints: $l"; return 1; }
+}
+
+cpid() { dk inspect -f '{{.State.Pid}}' "$1"; }
+
+# cip NAME: the container's address on the run's network, from docker inspect.
+cip() { dk inspect -f "{{(index .NetworkSettings.Networks \"$net\").IPAddress}}" "$1"; }
+
+pings() { dk exec "$1" ping -c 2 -W 2 "$2"; }
+
+# running NAME: the container runs.
+running() { [[ $(dk inspect -f '{{.State.Running}}' "$1" 2>&1) == true ]]; }
+
+# run_c NAME IP [ARGS...] [-- CMD...]: a detached busybox on the run's network (default command:
+# the sleeper).
+run_c() {
+	local name=$1 ip=$2
+	local -a args=() cmd=("${SLEEPER[@]}")
+	shift 2
+	while (($#)); do
+		if [[ $1 == -- ]]; then
+			shift
+			cmd=("$@")
+			break
+		fi
+		args+=("$1")
+		shift
+	done
+	dk run -d --name "$name" --network "$net" --ip "$ip" "${args[@]}" "$IMAGE" "${cmd[@]}" >/dev/null
+}
+
+stop_and_rm() { dk stop -t 3 "$1" >/dev/null && dk rm "$1" >/dev/null; }
+
+# parent_children: the macvlan links on the run's parent in the host netns, one a line.
+parent_children() { ip -o link show type macvlan | grep -F "@$parent:" || true; }
+
+# no_host_link NAME...: none of the links exists in the host netns, and no macvlan hangs off the
+# parent there.
+no_host_link() {
+	local l bad=""
+	for l in "$@"; do
+		[[ -n $l ]] || continue
+		ip link show dev "$l" >/dev/null 2>&1 && bad+=" $l"
+	done
+	[[ -z $bad ]] || { echo "host links still there:$bad"; return 1; }
+	l=$(parent_children)
+	[[ -z $l ]] || { echo "macvlan children of $parent in the host netns: $l"; return 1; }
+}
+
+no_endpoint_state() {
+	local f
+	f=$(entries "$rdir/state/endpoints")
+	[[ -z $f ]] || { echo "endpoint state left: $f"; return 1; }
+}
+
+# ---------------------------------------------------------------------------------------------
+# e2e_traps installs the exit handling of a suite: on any exit the run's teardown runs, then the
+# script's suite_teardown (if it has one), $work (the suite's temp dir, if set) goes, and the
+# summary (`# time` lines from the timings array, then `N passed, N failed`) is printed once; an
+# interrupt or a step failing outside the checks counts as a failed check (with show_logs of the
+# run). The exit status is 1 when a check failed.
 summary_done=""
 timings=()
 summary() {
@@ -167,12 +484,15 @@ summary() {
 on_exit() {
 	local rc=$?
 	trap - EXIT ERR
+	exec 1>&4 2>&3
 	if ((rc == 130)) && [[ -z $summary_done ]]; then
 		fail "interrupted"
 	elif ((rc != 0)) && [[ -z $summary_done ]]; then
 		fail "aborted: a step outside the checks failed (exit $rc; see the lines above)"
+		[[ -n $rdir ]] && show_logs
 	fi
 	teardown
+	declare -F suite_teardown >/dev/null && suite_teardown
 	[[ -n ${work:-} ]] && rm -rf --one-file-system "$work"
 	[[ -n $summary_done ]] || summary
 	((rc == 0)) || exit "$rc"
@@ -268,23 +588,4 @@ readme_block() {
 		on == 1 && /^```/ { on = 2; next }
 		on == 2 && /^```/ { exit }
 		on == 2 { print }' "${repo:?}/README.md"
-}
-
-# select_engines [ENGINE...]: sets engines to the engines named (debian, current), or by default to
-# debian and, when scripts/engines.sh has built it, current.
-engines=()
-select_engines() {
-	local e
-	engines=("$@")
-	if ((${#engines[@]} == 0)); then
-		engines=(debian)
-		if bash "$here/engines.sh" bindir >/dev/null 2>&1; then
-			engines+=(current)
-		else
-			printf '# skip - the current engine is not built (scripts/engines.sh install current): debian only\n'
-		fi
-	fi
-	for e in "${engines[@]}"; do
-		[[ $e == debian || $e == current ]] || die "unknown engine '$e' (want: debian, current)"
-	done
 }
