@@ -14,17 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sandbox makes a namespace with a veth parent p0 (MTU 1500); it skips,
-// saying why, without root.
-func sandbox(t *testing.T) *netns.Handle {
-	t.Helper()
-	h := netnstest.New(t)
-	if err := netnstest.CreateVeth(h, "p0", "p0peer", 1500); err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
 func mustLink(t *testing.T, h *netns.Handle, name string) netns.Link {
 	t.Helper()
 	l, err := h.LinkByName(name)
@@ -47,7 +36,7 @@ func nsIno(t *testing.T, path string) uint64 {
 // New makes a namespace of its own: only a loopback in it, links made in it
 // invisible elsewhere, and the caller's threads left where they were.
 func TestPrivilegedNew(t *testing.T) {
-	a := sandbox(t)
+	a := netnstest.NewHost(t)
 	b, err := netns.New()
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +168,7 @@ func TestCurrentReadsOwnNamespace(t *testing.T) {
 // its parent; it refuses an unknown mode or a missing parent and leaves
 // nothing behind.
 func TestPrivilegedCreateMacvlan(t *testing.T) {
-	h := sandbox(t)
+	h := netnstest.NewHost(t)
 	p0 := mustLink(t, h, "p0")
 	mac, _ := net.ParseMAC("02:42:0a:00:00:07")
 	for _, mode := range []string{"bridge", "private", "vepa"} {
@@ -243,7 +232,7 @@ func TestPrivilegedCreateMacvlan(t *testing.T) {
 
 // SetUp brings a link up; DeleteLink removes it and is idempotent.
 func TestPrivilegedSetUpAndDeleteLink(t *testing.T) {
-	h := sandbox(t)
+	h := netnstest.NewHost(t)
 	if _, err := h.CreateMacvlan(netns.MacvlanSpec{Name: "mv0", Parent: "p0", Mode: "bridge"}); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +265,7 @@ func TestPrivilegedSetUpAndDeleteLink(t *testing.T) {
 
 // CreateVLAN makes an 802.1Q sub-interface, up, with its ID and lower link.
 func TestPrivilegedCreateVLAN(t *testing.T) {
-	h := sandbox(t)
+	h := netnstest.NewHost(t)
 	p0 := mustLink(t, h, "p0")
 	v, err := h.CreateVLAN("p0.42", "p0", 42, "rdma-macvlan test")
 	if errors.Is(err, unix.EOPNOTSUPP) {

@@ -12,7 +12,7 @@ import (
 // here) ends the list after the first: 134 IDs in a one-page batch. With
 // 400 containers' namespaces, every link must still be found.
 func TestPrivilegedPeerLinksBeyondOneBatch(t *testing.T) {
-	host := peerHost(t)
+	host := netnstest.NewHost(t)
 	const n = 400
 	for i := range n {
 		name := fmt.Sprintf("rmvmany%d", i)

@@ -1,7 +1,6 @@
 package netns_test
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -12,7 +11,7 @@ import (
 // A link moved into another namespace is found there through the
 // namespace ID its move gave, by its ifalias, until that namespace goes.
 func TestPrivilegedPeerLinks(t *testing.T) {
-	host := peerHost(t)
+	host := netnstest.NewHost(t)
 	const alias = "rdma-macvlan peer-test"
 	mk := func(name string) netns.Link {
 		t.Helper()
@@ -81,22 +80,4 @@ func TestPrivilegedPeerLinks(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// peerHost makes a namespace standing in for the host, with a veth parent p0;
-// it skips without root.
-func peerHost(t *testing.T) *netns.Handle {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP (needs root): creates network namespaces and links; run: sudo make test-root")
-	}
-	host, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(host.Close)
-	if err := netnstest.CreateVeth(host, "p0", "p0peer", 1500); err != nil {
-		t.Fatal(err)
-	}
-	return host
 }

@@ -55,14 +55,7 @@ func (w testLogWriter) Write(p []byte) (int, error) {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	requireRoot(t)
-	host, err := netns.New()
-	if err != nil {
-		t.Fatalf("new netns: %v", err)
-	}
-	t.Cleanup(host.Close) // the namespace and every link in it go with it
-	if err := netnstest.CreateVeth(host, "p0", "p0peer", 1500); err != nil {
-		t.Fatal(err)
-	}
+	host := netnstest.NewHost(t) // the namespace and every link in it go with the test
 	e := &env{t: t, host: host, stateDir: t.TempDir(), sysfs: t.TempDir(), cdiDir: t.TempDir(), sock: filepath.Join(t.TempDir(), "p.sock")}
 	e.addHCA("p0")
 	e.start()

@@ -218,14 +218,7 @@ func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 	if _, err := exec.LookPath("nsenter"); err != nil {
 		t.Skip("needs nsenter (util-linux)")
 	}
-	host, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(host.Close)
-	if err := netnstest.CreateVeth(host, "p0", "p0peer", 1500); err != nil {
-		t.Fatal(err)
-	}
+	host := netnstest.NewHost(t)
 	base := t.TempDir()
 	p0, err := host.LinkByName("p0")
 	if err != nil {

@@ -221,3 +221,14 @@ func New(t T) *netns.Handle {
 	t.Cleanup(h.Close)
 	return h
 }
+
+// NewHost is New with a veth pair p0 <-> p0peer (MTU 1500) in it: the
+// stand-in for a host with a RoCE parent p0 that most privileged tests use.
+func NewHost(t T) *netns.Handle {
+	t.Helper()
+	h := New(t)
+	if err := CreateVeth(h, "p0", "p0peer", 1500); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
