@@ -20,13 +20,21 @@
 #                            unmounts everything below DIR, removes the cgroups and host dirs
 #                            the engine created and DIR itself. Safe to run twice or after a
 #                            failed start.
+#   dockerd.sh halt DIR      shuts the engine down as a host shutdown does and keeps its disk:
+#                            dockerd (SIGTERM: it stops its containers and plugins), then
+#                            containerd; then removes what a reboot removes with the host's tmpfs
+#                            (its exec-root x/, containerd's state, the plugins' socket dirs under
+#                            /run/docker/plugins, every mount below DIR). data/ stays.
+#   dockerd.sh boot DIR      starts a halted DIR's containerd and dockerd again with the command
+#                            line of its start (engine, --netns, extra args), as a boot does, and
+#                            waits until `docker info` answers; prints the export line as start.
 #   dockerd.sh logs DIR [dockerd|containerd]   prints the daemon's log (default dockerd)
 #
 # Layout of DIR: data/ (--data-root), x/ (--exec-root), docker.sock, dockerd.pid (--pidfile),
 #   {dockerd,containerd}.spawned (pids as started), dockerd.log,
 #   daemon.json (the host's /etc/docker/daemon.json is never read), key.json, containerd/ (its own
 #   containerd: config, root, state, socket, log), env, engine, cgroup-parent, host-dirs,
-#   netns (the --netns NAME, when given).
+#   netns (the --netns NAME, when given), args (the extra dockerd arguments, NUL-separated).
 # Leaves behind: while running, the daemons; after stop, nothing. The engine itself puts managed
 #   plugins' sockets under /run/docker/plugins/<plugin-id>/ and containerd 1.6 its shim sockets
 #   under /run/containerd/s/ (both paths are fixed in the engines); stop removes this engine's
@@ -143,14 +151,11 @@ unmount_below() {
 	awk -v d="$dir/" 'index($5, d) == 1 {print "dockerd.sh: warning: still mounted: " $5}' /proc/self/mountinfo >&2
 }
 
-do_stop() {
-	local dir=$1 pid id name
+# shut_down DIR stops the engine in DIR and everything it left running, unmounts what is mounted
+# below DIR and removes its plugins' socket dirs; DIR itself stays.
+shut_down() {
+	local dir=$1 pid id
 	local -a plugin_ids=()
-	[[ -d $dir ]] || return 0
-	if [[ ! -e $dir/$MARKER ]]; then
-		say "warning: $dir was not made by dockerd.sh; not touching it"
-		return 1
-	fi
 	# Plugin ids before anything goes: their sockets and cgroups live outside DIR.
 	for id in "$dir"/data/plugins/*/; do
 		id=${id%/}
@@ -172,6 +177,16 @@ do_stop() {
 	kill_shims "$dir"
 	unmount_below "$dir"
 	for id in "${plugin_ids[@]}"; do rm -rf "/run/docker/plugins/$id"; done
+}
+
+do_stop() {
+	local dir=$1 name
+	[[ -d $dir ]] || return 0
+	if [[ ! -e $dir/$MARKER ]]; then
+		say "warning: $dir was not made by dockerd.sh; not touching it"
+		return 1
+	fi
+	shut_down "$dir"
 	if [[ -s $dir/host-dirs ]]; then
 		# Deepest first; only empty ones, and only those that did not exist before start.
 		while read -r name; do
@@ -180,6 +195,17 @@ do_stop() {
 	fi
 	rm -rf --one-file-system "$dir" || die "could not remove $dir (still mounted: $(findmnt -rn -o TARGET | grep -F "$dir/" | head -3 | tr '\n' ' '))"
 	say "stopped and removed $dir"
+}
+
+do_halt() {
+	local dir=$1
+	[[ -e $dir/$MARKER && -s $dir/engine ]] || die "$dir is not an engine of this script"
+	shut_down "$dir"
+	# What lives on the host's tmpfs on a real host (/run/docker, /run/containerd) and goes with a
+	# reboot: the exec-root and containerd's state.
+	rm -rf --one-file-system "$dir/x" "$dir/containerd/state" "$dir/containerd/containerd.sock" "$dir/docker.sock" "$dir/dockerd.pid"
+	mkdir -p "$dir/containerd/state"
+	say "halted $dir (data kept)"
 }
 
 write_containerd_config() {
@@ -234,19 +260,12 @@ failed_start() {
 }
 
 do_start() {
-	local dir=$1 engine=$2 netns=$3 dockerd path bindir pid d cpid ver
-	local -a pre=()
+	local dir=$1 engine=$2 netns=$3 dockerd d
 	shift 3
 	case $engine in
-	debian)
-		dockerd=/usr/sbin/dockerd
-		path=$SYS_PATH
-		;;
+	debian) dockerd=/usr/sbin/dockerd ;;
 	current)
-		bindir=$(bash "$here/engines.sh" bindir) || die "current engine not built: run scripts/engines.sh install current"
-		dockerd=$bindir/dockerd
-		# The new runc comes first for this engine only (containerd's shims find runc on PATH).
-		path=$bindir:$SYS_PATH
+		dockerd=$(bash "$here/engines.sh" bindir)/dockerd || die "current engine not built: run scripts/engines.sh install current"
 		;;
 	*) die "unknown engine '$engine' (want: debian, current)" ;;
 	esac
@@ -276,8 +295,6 @@ do_start() {
 	if [[ -n $netns ]]; then
 		[[ -e /run/netns/$netns ]] || die "network namespace $netns not found (/run/netns/$netns): create it first (ip netns add $netns)"
 		printf '%s\n' "$netns" >"$dir/netns"
-		# nsenter execs the daemon: the pid recorded below is the daemon's own.
-		pre=(nsenter "--net=/run/netns/$netns")
 	fi
 	# One cgroup parent per engine, so stop can find (and remove) everything its containers left.
 	printf '/rmv-%s\n' "$(printf '%s' "$dir" | sha256sum | cut -c1-12)" >"$dir/cgroup-parent"
@@ -289,10 +306,42 @@ do_start() {
 		printf '{}\n' >"$dir/daemon.json"
 	fi
 	write_containerd_config "$dir"
+	: >"$dir/args"
+	(($# == 0)) || printf '%s\0' "$@" >"$dir/args"
+	launch "$dir"
+	trap - EXIT
+}
+
+# launch DIR starts containerd and dockerd with DIR's recorded engine, network namespace and extra
+# arguments, waits until dockerd answers and prints the export line.
+launch() {
+	local dir=$1 engine netns="" dockerd path bindir pid cpid ver
+	local -a pre=() args=()
+	engine=$(cat "$dir/engine")
+	[[ -s $dir/netns ]] && netns=$(cat "$dir/netns")
+	[[ -s $dir/args ]] && mapfile -d '' -t args <"$dir/args"
+	case $engine in
+	debian)
+		dockerd=/usr/sbin/dockerd
+		path=$SYS_PATH
+		;;
+	current)
+		bindir=$(bash "$here/engines.sh" bindir) || die "current engine not built: run scripts/engines.sh install current"
+		dockerd=$bindir/dockerd
+		# The new runc comes first for this engine only (containerd's shims find runc on PATH).
+		path=$bindir:$SYS_PATH
+		;;
+	*) die "$dir/engine names an unknown engine '$engine'" ;;
+	esac
+	if [[ -n $netns ]]; then
+		[[ -e /run/netns/$netns ]] || die "network namespace $netns not found (/run/netns/$netns): create it first (ip netns add $netns)"
+		# nsenter execs the daemon: the pid recorded below is the daemon's own.
+		pre=(nsenter "--net=/run/netns/$netns")
+	fi
 
 	say "starting containerd for $dir"
 	PATH=$path setsid "${pre[@]}" /usr/bin/containerd --config "$dir/containerd/config.toml" \
-		</dev/null >"$dir/containerd/containerd.log" 2>&1 &
+		</dev/null >>"$dir/containerd/containerd.log" 2>&1 &
 	cpid=$!
 	printf '%s\n' "$cpid" >"$dir/containerd.spawned"
 	wait_for containerd 20 "$cpid" test -S "$dir/containerd/containerd.sock" || exit 1
@@ -309,15 +358,25 @@ do_start() {
 		--cgroup-parent "$(cat "$dir/cgroup-parent")" \
 		--iptables=false --ip-forward=false --ip-masq=false --bridge=none \
 		--userland-proxy=false --shutdown-timeout 3 \
-		"$@" </dev/null >"$dir/dockerd.log" 2>&1 &
+		"${args[@]}" </dev/null >>"$dir/dockerd.log" 2>&1 &
 	pid=$!
 	# Recorded at once (dockerd writes its --pidfile only later), so a failed start can be stopped.
 	printf '%s\n' "$pid" >"$dir/dockerd.spawned"
 	wait_for dockerd "$START_TIMEOUT" "$pid" docker_info "$dir" || exit 1
 	printf 'export DOCKER_HOST=unix://%s/docker.sock\n' "$dir" >"$dir/env"
-	trap - EXIT
 	say "ready after ${SECONDS}s: dockerd $(docker_info "$dir") (pid $pid) in $dir"
 	cat "$dir/env"
+}
+
+do_boot() {
+	local dir=$1
+	[[ -e $dir/$MARKER && -s $dir/engine ]] || die "$dir is not an engine of this script"
+	if pid_of "$dir" dockerd >/dev/null || pid_of "$dir" containerd >/dev/null; then
+		die "an engine already runs in $dir (halt it first: $0 halt $dir)"
+	fi
+	# A boot that fails leaves the engine as a failed boot leaves a host: the caller looks at the
+	# logs, then stops it.
+	launch "$dir"
 }
 
 cmd=${1:-}
@@ -348,6 +407,12 @@ stop)
 	(($# == 2)) || usage
 	dir=$(abs_dir "$2")
 	do_stop "$dir"
+	;;
+halt | boot)
+	(($# == 2)) || usage
+	[[ $(id -u) -eq 0 ]] || die "needs root"
+	dir=$(abs_dir "$2")
+	"do_$cmd" "$dir"
 	;;
 logs)
 	(($# >= 2)) || usage
