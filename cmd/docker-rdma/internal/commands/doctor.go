@@ -141,6 +141,7 @@ func (d *doctor) checkPlugins() {
 		ps := s.rdmaPlugins()
 		for i := range ps {
 			p := ps[i]
+			d.checkMounts(p)
 			if !p.Enabled {
 				d.add("plugin", statusFail, fmt.Sprintf("managed plugin %s (id %s) is disabled", p.Name, shortID(p.ID)), "docker plugin enable "+p.Name)
 				continue
@@ -209,6 +210,63 @@ func (d *doctor) checkPlugins() {
 			}
 		}
 	}
+}
+
+// Filesystems a reboot empties (statfs magic numbers).
+const (
+	tmpfsMagic = 0x01021994
+	ramfsMagic = 0x858458f6
+)
+
+// checkMounts checks that the host directories of plugin p's state and cdi
+// mounts exist and are on a disk. The engine cannot enable a plugin whose
+// mount source is missing, and when that happens at boot with a network on
+// the plugin, Docker 20.10 and the current engine panic at start-up. Only
+// on the engine's host: elsewhere the paths are not the engine's.
+func (d *doctor) checkMounts(p docker.Plugin) {
+	if local, _ := d.s.local(); !local || d.s.env.MountSource == nil {
+		return
+	}
+	for _, m := range []struct{ name, what, fix string }{
+		{"state", "its networks and endpoints", "/var/lib/rdma-macvlan"},
+		{"cdi", "its CDI specs", "/etc/cdi"},
+	} {
+		src := p.MountSource(m.name)
+		if src == "" {
+			continue
+		}
+		name := "mount " + m.name
+		reset := fmt.Sprintf("docker plugin disable -f %s && docker plugin set %s %s.source=%s && docker plugin enable %s", p.Name, p.Name, m.name, m.fix, p.Name)
+		st, magic, err := d.s.env.MountSource(src)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			fix := fmt.Sprintf("mkdir -p %s && docker plugin enable %s", src, p.Name)
+			if volatilePath(src) {
+				fix = "mkdir -p " + m.fix + " && " + reset
+			}
+			d.add(name, statusFail, fmt.Sprintf("plugin %s mounts %s from %s, which does not exist: Docker cannot enable the plugin, and at boot Docker then panics if a network uses it", p.Name, m.what, src), fix)
+			continue
+		case err != nil:
+			d.add(name, statusWarn, fmt.Sprintf("plugin %s mounts %s from %s: %v", p.Name, m.what, src, err), "run as root: sudo docker rdma doctor")
+			continue
+		case !st.IsDir():
+			d.add(name, statusFail, fmt.Sprintf("plugin %s mounts %s from %s, which is not a directory", p.Name, m.what, src), reset)
+			continue
+		}
+		if magic == tmpfsMagic || magic == ramfsMagic {
+			d.add(name, statusFail, fmt.Sprintf("plugin %s mounts %s from %s, on a tmpfs that a reboot empties: at the next boot Docker cannot enable the plugin, and panics if a network uses it", p.Name, m.what, src),
+				"mkdir -p "+m.fix+" && "+reset+" (or make sure "+src+" is created at every boot before Docker starts)")
+			continue
+		}
+		d.add(name, statusOK, fmt.Sprintf("plugin %s mounts %s from %s, on a disk", p.Name, m.what, src), "")
+	}
+}
+
+// volatilePath reports whether path is under /run (or /var/run, its usual
+// link), which a reboot empties: a missing source there is best replaced.
+func volatilePath(path string) bool {
+	p := filepath.Clean(path)
+	return p == "/run" || p == "/var/run" || strings.HasPrefix(p, "/run/") || strings.HasPrefix(p, "/var/run/")
 }
 
 // checkRDMA checks the RDMA devices, ports, GID tables, netns mode and

@@ -3,6 +3,7 @@ package commands
 import (
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -331,5 +332,107 @@ func TestDoctorImageIsNotAFlag(t *testing.T) {
 				t.Errorf("--image %q: docker %q was run", img, c)
 			}
 		}
+	}
+}
+
+// fakeMounts answers Env.MountSource for a few host paths: dirs on a disk,
+// dirs on a tmpfs, a file, and nothing else exists.
+type fakeMounts struct{ disk, tmpfs, files map[string]bool }
+
+func (f fakeMounts) stat(t *testing.T) func(string) (fs.FileInfo, int64, error) {
+	dir, err := os.Stat(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(p string) (fs.FileInfo, int64, error) {
+		switch {
+		case f.disk[p]:
+			return dir, 0xef53, nil // ext4
+		case f.tmpfs[p]:
+			return dir, tmpfsMagic, nil
+		case f.files[p]:
+			return fi, 0xef53, nil
+		}
+		return nil, 0, &fs.PathError{Op: "stat", Path: p, Err: fs.ErrNotExist}
+	}
+}
+
+// TestDoctorMountSources: a state or cdi source that is missing, not a
+// directory, or on a tmpfs (which a reboot empties, after which Docker
+// cannot enable the plugin and panics at start-up) fails, naming the path
+// and the fix; sources on a disk pass.
+func TestDoctorMountSources(t *testing.T) {
+	disk := map[string]bool{"/var/lib/rdma-macvlan": true, "/etc/cdi": true, "/srv/state": true}
+	for _, tc := range []struct {
+		name, state, cdi string
+		enabled          bool
+		want             map[string]string // check name -> status
+		detail, fix      []string
+	}{
+		{name: "defaults on a disk", state: "/var/lib/rdma-macvlan", cdi: "/etc/cdi", enabled: true,
+			want: map[string]string{"mount state": statusOK, "mount cdi": statusOK}},
+		{name: "cdi on the tmpfs of v0.1.0's default", state: "/var/lib/rdma-macvlan", cdi: "/var/run/cdi", enabled: true,
+			want:   map[string]string{"mount state": statusOK, "mount cdi": statusFail},
+			detail: []string{"/var/run/cdi, on a tmpfs that a reboot empties", "panics"},
+			fix:    []string{"mkdir -p /etc/cdi && docker plugin disable -f rdma-macvlan:latest && docker plugin set rdma-macvlan:latest cdi.source=/etc/cdi && docker plugin enable rdma-macvlan:latest"}},
+		{name: "missing cdi under /run", state: "/srv/state", cdi: "/run/cdi", enabled: false,
+			want:   map[string]string{"mount state": statusOK, "mount cdi": statusFail},
+			detail: []string{"/run/cdi, which does not exist: Docker cannot enable the plugin"},
+			fix:    []string{"mkdir -p /etc/cdi && docker plugin disable -f rdma-macvlan:latest && docker plugin set rdma-macvlan:latest cdi.source=/etc/cdi"}},
+		{name: "missing state on a disk", state: "/srv/gone", cdi: "/etc/cdi", enabled: false,
+			want:   map[string]string{"mount state": statusFail, "mount cdi": statusOK},
+			detail: []string{"its networks and endpoints from /srv/gone, which does not exist"},
+			fix:    []string{"mkdir -p /srv/gone && docker plugin enable rdma-macvlan:latest"}},
+		{name: "state is a file", state: "/srv/file", cdi: "/etc/cdi", enabled: true,
+			want:   map[string]string{"mount state": statusFail, "mount cdi": statusOK},
+			detail: []string{"/srv/file, which is not a directory"},
+			fix:    []string{"docker plugin set rdma-macvlan:latest state.source=/var/lib/rdma-macvlan"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.info("20.10.24")
+			w.plugin("rdma-macvlan:latest", pluginID, tc.enabled, map[string]string{"state": tc.state, "sysfs": "/sys", "cdi": tc.cdi})
+			w.daemon(pluginID, healthyStatus(t))
+			w.env.MountSource = fakeMounts{disk: disk, tmpfs: map[string]bool{"/var/run/cdi": true}, files: map[string]bool{"/srv/file": true}}.stat(t)
+			_, out := runDoctor(t, w, "--sysfs-root", rdmatest.MLX5(t, rdmatest.MLX5Options{}))
+			var got []check
+			for _, c := range out.Checks {
+				if strings.HasPrefix(c.Name, "mount ") {
+					got = append(got, c)
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("mount checks %+v, want %v", got, tc.want)
+			}
+			for _, c := range got {
+				if c.Status != tc.want[c.Name] {
+					t.Errorf("%s: status %s, want %s (%s)", c.Name, c.Status, tc.want[c.Name], c.Detail)
+				}
+				if c.Status != statusFail {
+					continue
+				}
+				if out.OK {
+					t.Errorf("doctor says OK with %s failing", c.Name)
+				}
+				for _, s := range tc.detail {
+					if !strings.Contains(c.Detail, s) {
+						t.Errorf("%s: detail %q lacks %q", c.Name, c.Detail, s)
+					}
+				}
+				for _, s := range tc.fix {
+					if !strings.Contains(c.Fix, s) {
+						t.Errorf("%s: fix %q lacks %q", c.Name, c.Fix, s)
+					}
+				}
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ package commands
 import (
 	"context"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,22 +42,40 @@ type Env struct {
 	// Executable is the path of this program, to find rdma-exec next to
 	// it; nil looks only at the installed path.
 	Executable func() (string, error)
+	// MountSource describes a host directory a plugin mounts: what stat
+	// says of it and the statfs magic of the filesystem it is on, for
+	// doctor's check that the plugin's mount sources survive a reboot; nil
+	// skips that check.
+	MountSource func(path string) (fs.FileInfo, int64, error)
 }
 
 // System is the real environment.
 func System() *Env {
 	return &Env{
-		Stdin:      os.Stdin,
-		Stdout:     os.Stdout,
-		Stderr:     os.Stderr,
-		Getenv:     os.Getenv,
-		PluginsDir: "/run/docker/plugins",
-		DevRoot:    "/",
-		Hostname:   os.Hostname,
-		UID:        os.Getuid(),
-		DieBy:      DieBy,
-		Executable: os.Executable,
+		Stdin:       os.Stdin,
+		Stdout:      os.Stdout,
+		Stderr:      os.Stderr,
+		Getenv:      os.Getenv,
+		PluginsDir:  "/run/docker/plugins",
+		DevRoot:     "/",
+		Hostname:    os.Hostname,
+		UID:         os.Getuid(),
+		DieBy:       DieBy,
+		Executable:  os.Executable,
+		MountSource: mountSource,
 	}
+}
+
+func mountSource(path string) (fs.FileInfo, int64, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return fi, 0, err
+	}
+	return fi, int64(st.Type), nil
 }
 
 // reexecEnv is how the docker CLI tells a CLI plugin which docker binary
