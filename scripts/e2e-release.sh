@@ -70,7 +70,13 @@ upgrade_to() {
 	block=$(readme_block upgrade | grep -vE '^(P|NEW)=')
 	[[ -n $block ]] || { echo "README has no e2e:upgrade block"; return 1; }
 	printf '%s\n' "$block"
-	P=$PLUGIN NEW=$1 bash -euo pipefail -c "$block"
+	# The block makes /etc/cdi and cleans /var/run/cdi: on this host's copies only, in a mount
+	# namespace of its own with a fresh /run and /etc behind an overlay in the run's dir.
+	mkdir -p "$rdir/etc-upper" "$rdir/etc-work"
+	P=$PLUGIN NEW=$1 unshare --mount --propagation private -- bash -euo pipefail -c "
+		mount -t tmpfs rmv-run /run
+		mount -t overlay rmv-etc -o lowerdir=/etc,upperdir=$rdir/etc-upper,workdir=$rdir/etc-work /etc
+		$block"
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ do_create() {
 
 # host_dirs prints the sources of the plugin's state and cdi mounts as they are set now.
 host_dirs() {
-	docker plugin inspect -f '{{range .Settings.Mounts}}{{.Name}} {{.Source}}{{"\n"}}{{end}}' "$NAME" |
+	docker plugin inspect -f '{{range .Config.Mounts}}{{.Name}} {{.Source}}{{"\n"}}{{end}}' "$NAME" |
 		awk '$1 == "state" || $1 == "cdi" {print $2}'
 }
 
@@ -95,7 +95,7 @@ do_install() {
 		[[ -n $d ]] || continue
 		mkdir -p "$d"
 	done < <(host_dirs)
-	src=$(docker plugin inspect -f '{{range .Settings.Mounts}}{{if eq .Name "sysfs"}}{{.Source}}{{end}}{{end}}' "$NAME")
+	src=$(docker plugin inspect -f '{{range .Config.Mounts}}{{if eq .Name "sysfs"}}{{.Source}}{{end}}{{end}}' "$NAME")
 	[[ -d $src ]] || die "sysfs mount source $src does not exist"
 	if enabled; then
 		say "$NAME is enabled already"

@@ -50,7 +50,7 @@ note "rxe0 port 1: $(find /sys/class/infiniband/$HCA/ports/1/gids -mindepth 1 | 
 
 step "Starting Docker $(dockerd --version | awk '{print $3}' | tr -d ,) (private dockerd, containerd, runc)"
 mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
-mkdir -p /var/lib/rdma-macvlan /var/run/cdi "$DOCKER_CONFIG/cli-plugins"
+mkdir -p /var/lib/rdma-macvlan /etc/cdi "$DOCKER_CONFIG/cli-plugins"
 install -m 0755 $R/bin/docker-rdma "$DOCKER_CONFIG/cli-plugins/docker-rdma"
 # docker rdma run mounts rdma-exec from where make install-cli puts it.
 install -D -m 0755 $R/bin/rdma-exec /usr/local/lib/rdma-macvlan/rdma-exec

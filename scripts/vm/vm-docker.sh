@@ -108,7 +108,7 @@ fi
 [ "$(cat /sys/class/infiniband/$HCA/ports/$PORT/gid_attrs/ndevs/0 2>/dev/null)" = $PARENT ] ||
   abort "setup: rxe0 is on p0" "$(rdma link show)"
 mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup || abort "setup: mount cgroup2"
-mkdir -p /var/lib/rdma-macvlan /var/run/cdi "$DOCKER_CONFIG/cli-plugins"
+mkdir -p /var/lib/rdma-macvlan /etc/cdi "$DOCKER_CONFIG/cli-plugins"
 install -m 0755 $R/bin/docker-rdma "$DOCKER_CONFIG/cli-plugins/docker-rdma"
 # docker rdma run mounts rdma-exec from where make install-cli puts it.
 install -D -m 0755 $R/bin/rdma-exec /usr/local/lib/rdma-macvlan/rdma-exec
@@ -405,7 +405,7 @@ done
 check "docker network rm rn4 rn6" dk network rm rn4 rn6
 links=$(ip -o link show | awk -F': ' '$2 ~ /^rmv/ {print $2}')
 if [ -z "$links" ]; then pass "no rmv* link left in the host namespace"; else fail "no rmv* link left" "$links"; fi
-if [ ! -e /var/run/cdi/rdma-macvlan-$HCA.json ]; then pass "no CDI spec left"; else fail "no CDI spec left" "$(ls /var/run/cdi)"; fi
+if [ ! -e /etc/cdi/rdma-macvlan-$HCA.json ]; then pass "no CDI spec left"; else fail "no CDI spec left" "$(ls /etc/cdi)"; fi
 left=$(find /var/lib/rdma-macvlan -name '*.json' 2>/dev/null)
 if [ -z "$left" ]; then pass "no network or endpoint state left"; else fail "no network or endpoint state left" "$left"; fi
 

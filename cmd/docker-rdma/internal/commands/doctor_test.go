@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -373,6 +374,7 @@ func TestDoctorMountSources(t *testing.T) {
 	disk := map[string]bool{"/var/lib/rdma-macvlan": true, "/etc/cdi": true, "/srv/state": true}
 	for _, tc := range []struct {
 		name, state, cdi string
+		staleCDI         string // what Settings.Mounts still shows, if it lags
 		enabled          bool
 		want             map[string]string // check name -> status
 		detail, fix      []string
@@ -383,6 +385,9 @@ func TestDoctorMountSources(t *testing.T) {
 			want:   map[string]string{"mount state": statusOK, "mount cdi": statusFail},
 			detail: []string{"/var/run/cdi, on a tmpfs that a reboot empties", "panics"},
 			fix:    []string{"mkdir -p /etc/cdi && docker plugin disable -f rdma-macvlan:latest && docker plugin set rdma-macvlan:latest cdi.source=/etc/cdi && docker plugin enable rdma-macvlan:latest"}},
+		{name: "set after an upgrade: Config.Mounts counts, not the stale Settings", state: "/var/lib/rdma-macvlan", cdi: "/var/run/cdi", staleCDI: "/etc/cdi", enabled: true,
+			want:   map[string]string{"mount state": statusOK, "mount cdi": statusFail},
+			detail: []string{"/var/run/cdi, on a tmpfs"}},
 		{name: "missing cdi under /run", state: "/srv/state", cdi: "/run/cdi", enabled: false,
 			want:   map[string]string{"mount state": statusOK, "mount cdi": statusFail},
 			detail: []string{"/run/cdi, which does not exist: Docker cannot enable the plugin"},
@@ -399,7 +404,12 @@ func TestDoctorMountSources(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t)
 			w.info("20.10.24")
-			w.plugin("rdma-macvlan:latest", pluginID, tc.enabled, map[string]string{"state": tc.state, "sysfs": "/sys", "cdi": tc.cdi})
+			mounts := map[string]string{"state": tc.state, "sysfs": "/sys", "cdi": tc.cdi}
+			stale := maps.Clone(mounts)
+			if tc.staleCDI != "" {
+				stale["cdi"] = tc.staleCDI
+			}
+			w.pluginStale("rdma-macvlan:latest", pluginID, tc.enabled, mounts, stale)
 			w.daemon(pluginID, healthyStatus(t))
 			w.env.MountSource = fakeMounts{disk: disk, tmpfs: map[string]bool{"/var/run/cdi": true}, files: map[string]bool{"/srv/file": true}}.stat(t)
 			_, out := runDoctor(t, w, "--sysfs-root", rdmatest.MLX5(t, rdmatest.MLX5Options{}))

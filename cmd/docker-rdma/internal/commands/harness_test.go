@@ -184,6 +184,24 @@ func (w *world) setNetworks() {
 
 // plugin adds a managed network plugin.
 func (w *world) plugin(name, id string, enabled bool, mounts map[string]string) {
+	w.pluginStale(name, id, enabled, mounts, mounts)
+}
+
+// pluginStale adds a plugin whose inspect shows the sources it mounts
+// (Config.Mounts) and stale ones under Settings.Mounts, as an engine does
+// after `docker plugin set` on an installed or upgraded plugin.
+func (w *world) pluginStale(name, id string, enabled bool, mounts, stale map[string]string) {
+	w.plugins = append(w.plugins, map[string]any{
+		"Id": id, "Name": name, "Enabled": enabled,
+		"Config": map[string]any{"Entrypoint": []string{"/rdma-macvlan"},
+			"Interface": map[string]any{"Types": []string{"docker.networkdriver/1.0"}, "Socket": "rdma-macvlan.sock"},
+			"Mounts":    mountList(mounts)},
+		"Settings": map[string]any{"Mounts": mountList(stale), "Env": []string{}},
+	})
+	w.setPlugins()
+}
+
+func mountList(mounts map[string]string) []map[string]any {
 	var ms []map[string]any
 	keys := make([]string, 0, len(mounts))
 	for k := range mounts {
@@ -193,13 +211,7 @@ func (w *world) plugin(name, id string, enabled bool, mounts map[string]string) 
 	for _, k := range keys {
 		ms = append(ms, map[string]any{"Name": k, "Source": mounts[k], "Destination": "/" + k})
 	}
-	w.plugins = append(w.plugins, map[string]any{
-		"Id": id, "Name": name, "Enabled": enabled,
-		"Config": map[string]any{"Entrypoint": []string{"/rdma-macvlan"},
-			"Interface": map[string]any{"Types": []string{"docker.networkdriver/1.0"}, "Socket": "rdma-macvlan.sock"}},
-		"Settings": map[string]any{"Mounts": ms, "Env": []string{}},
-	})
-	w.setPlugins()
+	return ms
 }
 
 func (w *world) setPlugins() {

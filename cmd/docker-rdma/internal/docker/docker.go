@@ -235,6 +235,7 @@ type Plugin struct {
 			Types  []string
 			Socket string
 		}
+		Mounts []PluginMount
 	}
 	Settings struct {
 		Mounts []PluginMount
@@ -249,11 +250,17 @@ type PluginMount struct {
 	Destination string
 }
 
-// MountSource returns the source of the plugin's mount called name.
+// MountSource returns the source of the plugin's mount called name as the
+// engine mounts it: from Config.Mounts, where `docker plugin set` writes.
+// Settings.Mounts can lag behind: after `docker plugin install` or
+// `upgrade` it keeps the sources of that moment whatever is set later
+// (seen on Docker 20.10 and the current engine).
 func (p Plugin) MountSource(name string) string {
-	for _, m := range p.Settings.Mounts {
-		if m.Name == name {
-			return m.Source
+	for _, ms := range [][]PluginMount{p.Config.Mounts, p.Settings.Mounts} {
+		for _, m := range ms {
+			if m.Name == name {
+				return m.Source
+			}
 		}
 	}
 	return ""
