@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -165,7 +167,8 @@ func (s *Server) dropped1(evicted bool) {
 }
 
 // post is the part every protocol call shares: POST only (as Docker's plugin
-// client sends them), and the answer's write bounded by writeTimeout.
+// client sends them), a JSON body (see jsonContentType), and the answer's
+// write bounded by writeTimeout.
 func (s *Server) post(op string, fn http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -177,8 +180,33 @@ func (s *Server) post(op string, fn http.HandlerFunc) http.HandlerFunc {
 			_ = json.NewEncoder(w).Encode(network.NewErrorResponse(fmt.Sprintf("%s takes POST, not %s: the plugin protocol posts every call", op, abbreviate([]byte(r.Method)))))
 			return
 		}
+		if ct := r.Header.Get("Content-Type"); !jsonContentType(ct) {
+			s.writing(w)
+			s.log.WithFields(logrus.Fields{"op": op, "content_type": abbreviate([]byte(ct))}).Warn("request refused: not JSON")
+			w.Header().Set("Content-Type", sdk.DefaultContentTypeV1_1)
+			w.WriteHeader(http.StatusUnsupportedMediaType)
+			_ = json.NewEncoder(w).Encode(network.NewErrorResponse(fmt.Sprintf("%s request has Content-Type %q: the plugin protocol's body is JSON; send it with Content-Type application/json (curl: -H 'Content-Type: application/json'), or none", op, abbreviate([]byte(ct)))))
+			return
+		}
 		fn(w, r)
 	}
+}
+
+// jsonContentType reports whether a request's Content-Type header allows
+// its body to be JSON: none (Docker's plugin client, moby's pkg/plugins,
+// sends none, only Accept: application/vnd.docker.plugins.v1.2+json),
+// application/json, or a JSON-based type such as
+// application/vnd.docker.plugins.v1.2+json. A form or text type is refused:
+// nothing that speaks the protocol sends one.
+func jsonContentType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
 }
 
 // readBody reads a request's whole body, at most maxBodyBytes, while the
