@@ -2,6 +2,7 @@ package plugin_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -263,4 +265,94 @@ func TestConnectionTimeouts(t *testing.T) {
 		}
 		t.Logf("the daemon gave up after %d of %d answers", got, sent)
 	})
+}
+
+// routes are every path the daemon serves, with the method it takes.
+var routes = func() [][2]string {
+	r := [][2]string{{http.MethodPost, "/Plugin.Activate"}, {http.MethodPost, "/NetworkDriver.GetCapabilities"}, {http.MethodGet, plugin.StatusPath}}
+	for _, op := range decodedCalls {
+		r = append(r, [2]string{http.MethodPost, "/NetworkDriver." + op})
+	}
+	return r
+}()
+
+// TestUnreadBodyCut: on every route, a request whose Content-Length
+// announces a body that never comes, or comes a byte at a time, ends
+// within the request's time limit: answered or not, the connection is
+// closed. (Handlers that have no use for the body must still not leave the
+// HTTP server waiting for it without a deadline.) Every request is sent at
+// once; each route's outcome is its own subtest.
+func TestUnreadBodyCut(t *testing.T) {
+	const limit = 300 * time.Millisecond
+	_, sock := socketServer(t, func(s *plugin.Server) { s.SetLimits(plugin.DefaultMaxConns, limit, 2*limit, limit, limit) })
+	within := 2*limit + 3*time.Second
+	type outcome struct {
+		name   string
+		err    error // of the client's own doing
+		open   bool  // still open after within
+		took   time.Duration
+		answer []byte
+	}
+	var cases []*outcome
+	var wg sync.WaitGroup
+	for _, rt := range routes {
+		for _, trickle := range []bool{false, true} {
+			o := &outcome{name: rt[0] + " " + rt[1] + ", body never sent"}
+			if trickle {
+				o.name = rt[0] + " " + rt[1] + ", body sent a byte at a time"
+			}
+			cases = append(cases, o)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := net.Dial("unix", sock)
+				if err != nil {
+					o.err = err
+					return
+				}
+				defer c.Close()
+				start := time.Now()
+				if _, err := io.WriteString(c, rt[0]+" "+rt[1]+" HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+					o.err = err
+					return
+				}
+				stop := make(chan struct{})
+				defer close(stop)
+				if trickle {
+					go func() {
+						for i := 0; i < 1000; i++ {
+							select {
+							case <-stop:
+								return
+							case <-time.After(20 * time.Millisecond):
+							}
+							if _, err := io.WriteString(c, " "); err != nil {
+								return
+							}
+						}
+					}()
+				}
+				_ = c.SetReadDeadline(start.Add(within))
+				o.answer, err = io.ReadAll(c)
+				o.took = time.Since(start)
+				var ne net.Error
+				o.open = errors.As(err, &ne) && ne.Timeout()
+			}()
+		}
+	}
+	wg.Wait()
+	for _, o := range cases {
+		t.Run(o.name, func(t *testing.T) {
+			if o.err != nil {
+				t.Fatal(o.err)
+			}
+			if o.open {
+				t.Fatalf("connection neither closed nor done within %s (answer so far: %.200q)", within, o.answer)
+			}
+			if len(o.answer) > 0 && (!bytes.Contains(o.answer, []byte("request did not arrive in full within 600ms (")) || !bytes.Contains(o.answer, []byte(" of 1000 body bytes)"))) {
+				t.Errorf("answer %.300q does not say the request did not arrive in time", o.answer)
+			}
+			t.Logf("closed after %s, answer %.300q", o.took.Round(time.Millisecond), o.answer)
+		})
+	}
 }

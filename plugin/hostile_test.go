@@ -193,6 +193,9 @@ func TestPrivilegedHostileInput(t *testing.T) {
 		{"IPv4 without prefix", "CreateEndpoint", addr("10.20.0.9", ""), []string{`address "10.20.0.9" from IPAM is not in CIDR form`}},
 		{"IPv4 octet 300", "CreateEndpoint", addr("10.20.0.300/24", ""), []string{`address "10.20.0.300/24" from IPAM is not in CIDR form`}},
 		{"IPv6 not an address", "CreateEndpoint", addr("10.20.0.9/24", "fd00::zz/64"), []string{`address "fd00::zz/64" from IPAM is not in CIDR form`}},
+		{"IPv6 address as IPv4", "CreateEndpoint", addr("fd00::9/64", ""), []string{`address "fd00::9/64" from IPAM is an IPv6 address in the IPv4 field (Address)`}},
+		{"IPv4-mapped address as IPv4", "CreateEndpoint", addr("::ffff:10.20.0.9/120", ""), []string{`"::ffff:10.20.0.9/120" from IPAM is an IPv6 address in the IPv4 field`}},
+		{"IPv4 address as IPv6", "CreateEndpoint", addr("10.20.0.9/24", "10.20.0.10/24"), []string{`address "10.20.0.10/24" from IPAM is an IPv4 address in the IPv6 field (AddressIPv6)`}},
 		{"pool not an address", "CreateNetwork", pool("banana", ""), []string{`"banana"`, "CIDR"}},
 		{"gateway not an address", "CreateNetwork", pool("10.22.0.0/24", "10.22.0.999/24"), []string{`"10.22.0.999/24"`, "gateway"}},
 
@@ -259,6 +262,14 @@ func TestPrivilegedHostileInput(t *testing.T) {
 			[]string{"field Options.com.docker.network.generic is given more than once"}},
 		{"endpoint ID twice", "DeleteEndpoint", raw(`{"NetworkID":"` + nid + `","EndpointID":"` + newEP + `","EndpointID":"` + eid + `"}`),
 			[]string{"field EndpointID is given more than once"}},
+
+		// Nesting no encoder of the protocol writes, costing the decoder
+		// memory per level. (TestDeepNestingRefused sends 1 MiB ones.)
+		{"40 KB of nested IPAM data", "CreateNetwork", raw(`{"NetworkID":"` + newNet + `","IPv4Data":` + nested(20000) + `}`), []string{tooDeep}},
+		{"40 KB of nested lists", "CreateEndpoint", raw(nested(20000)), []string{tooDeep}},
+		{"nested endpoint options", "CreateEndpoint", raw(`{"NetworkID":"` + nid + `","EndpointID":"` + newEP + `","Options":{"x":` + nested(5000) + `}}`), []string{tooDeep}},
+		{"nested objects in a join", "Join", raw(strings.Repeat(`{"SandboxKey":`, 10000) + `"/x"` + strings.Repeat("}", 10000)), []string{tooDeep}},
+		{"33 levels in a delete", "DeleteEndpoint", raw(`{"NetworkID":"` + nid + `","EndpointID":"` + newEP + `","Pad":` + nested(32) + `}`), []string{tooDeep}},
 	}
 
 	wantLinks, wantState, wantCDI := linkNames(t, e.host), treeDump(t, e.stateDir), treeDump(t, e.cdiDir)
@@ -319,6 +330,29 @@ func TestPrivilegedHostileInput(t *testing.T) {
 			}
 			if got := treeDump(t, e.stateDir); got != wantState {
 				t.Errorf("state changed:\n%s", lineDiff(wantState, got))
+			}
+		})
+	}
+	// Bodies that say they are not JSON: refused, nothing done. Docker's
+	// plugin client sends no Content-Type; JSON types are accepted.
+	for _, ct := range []string{"application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "text/plain"} {
+		t.Run("CreateNetwork as "+ct, func(t *testing.T) {
+			resp, err := hc.Post("http://plugin/NetworkDriver.CreateNetwork", ct, bytes.NewReader(create))
+			e.must(err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnsupportedMediaType {
+				_ = e.c.Call("DeleteNetwork", map[string]string{"NetworkID": newNet}, nil)
+				t.Fatalf("%s: HTTP %d %s, want 415", ct, resp.StatusCode, body)
+			}
+			if !strings.Contains(string(body), "CreateNetwork request has Content-Type") || !strings.Contains(string(body), "application/json") {
+				t.Errorf("answer %s does not name the type and how to send JSON", body)
+			}
+			if got := treeDump(t, e.stateDir); got != wantState {
+				t.Errorf("state changed:\n%s", lineDiff(wantState, got))
+			}
+			if got := linkNames(t, e.host); !slices.Equal(got, wantLinks) {
+				t.Errorf("links changed: %v, want %v", got, wantLinks)
 			}
 		})
 	}

@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -165,10 +167,12 @@ func (s *Server) dropped1(evicted bool) {
 }
 
 // post is the part every protocol call shares: POST only (as Docker's plugin
-// client sends them), and the answer's write bounded by writeTimeout.
+// client sends them), a JSON body (see jsonContentType), and the answer's
+// write bounded by writeTimeout.
 func (s *Server) post(op string, fn http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
+			s.writing(w)
 			w.Header().Set("Allow", http.MethodPost)
 			s.log.WithFields(logrus.Fields{"op": op, "method": abbreviate([]byte(r.Method))}).Warn("request refused: not POST")
 			w.Header().Set("Content-Type", sdk.DefaultContentTypeV1_1)
@@ -176,31 +180,79 @@ func (s *Server) post(op string, fn http.HandlerFunc) http.HandlerFunc {
 			_ = json.NewEncoder(w).Encode(network.NewErrorResponse(fmt.Sprintf("%s takes POST, not %s: the plugin protocol posts every call", op, abbreviate([]byte(r.Method)))))
 			return
 		}
+		if ct := r.Header.Get("Content-Type"); !jsonContentType(ct) {
+			s.writing(w)
+			s.log.WithFields(logrus.Fields{"op": op, "content_type": abbreviate([]byte(ct))}).Warn("request refused: not JSON")
+			w.Header().Set("Content-Type", sdk.DefaultContentTypeV1_1)
+			w.WriteHeader(http.StatusUnsupportedMediaType)
+			_ = json.NewEncoder(w).Encode(network.NewErrorResponse(fmt.Sprintf("%s request has Content-Type %q: the plugin protocol's body is JSON; send it with Content-Type application/json (curl: -H 'Content-Type: application/json'), or none", op, abbreviate([]byte(ct)))))
+			return
+		}
 		fn(w, r)
 	}
 }
 
-// answering bounds the write of an answer: a client that does not read
-// cannot hold the connection. It also ends the request body's deadline, so
-// a call that takes long (waiting for start-up or a GID watch) is not cut.
+// jsonContentType reports whether a request's Content-Type header allows
+// its body to be JSON: none (Docker's plugin client, moby's pkg/plugins,
+// sends none, only Accept: application/vnd.docker.plugins.v1.2+json),
+// application/json, or a JSON-based type such as
+// application/vnd.docker.plugins.v1.2+json. A form or text type is refused:
+// nothing that speaks the protocol sends one.
+func jsonContentType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+// readBody reads a request's whole body, at most maxBodyBytes, while the
+// connection's read deadline (bodyTimeout from the request's first byte)
+// still holds: every route reads its body before it answers, so a body
+// announced and never sent, or sent slowly, ends the request at that
+// deadline whatever the route. (The HTTP server would otherwise read the
+// rest itself after the handler, with no deadline once answering cleared
+// it.)
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, op string) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, &driver.BadRequestError{Msg: fmt.Sprintf("%s request is larger than %d bytes: nothing Docker sends is that large", op, maxBodyBytes)}
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, &driver.BadRequestError{Msg: fmt.Sprintf("%s request did not arrive in full within %s (%d of %d body bytes): send the whole request at once", op, s.bodyTimeout, len(body), r.ContentLength)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s request: %w", op, err)
+	}
+	return body, nil
+}
+
+// writing bounds the write of an answer: a client that does not read cannot
+// hold the connection.
+func (s *Server) writing(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.writeTimeout))
+}
+
+// answering bounds the write of an answer (see writing). It also ends the
+// request's read deadline, so a call that takes long (waiting for start-up
+// or a GID watch) is not cut: call it only once the body is read.
 func (s *Server) answering(w http.ResponseWriter) {
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	s.writing(w)
 }
 
 // route registers a protocol call whose handler needs the driver.
 func (s *Server) route(path string, fn func(d *driver.Driver, body []byte) (any, error)) {
 	op := path[len("/NetworkDriver."):]
 	s.mux.HandleFunc(path, s.post(op, func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			s.fail(w, op, &driver.BadRequestError{Msg: fmt.Sprintf("%s request is larger than %d bytes: nothing Docker sends is that large", op, maxBodyBytes)})
-			return
-		}
+		body, err := s.readBody(w, r, op)
 		if err != nil {
-			s.fail(w, op, fmt.Errorf("read %s request: %w", op, err))
+			s.writing(w)
+			s.fail(w, op, err)
 			return
 		}
 		done, ok := busy(r.Context())
@@ -213,6 +265,7 @@ func (s *Server) route(path string, fn func(d *driver.Driver, body []byte) (any,
 		select {
 		case <-s.ready:
 		case <-time.After(readyWait):
+			s.writing(w)
 			s.fail(w, op, errors.New("rdma-macvlan is still starting: retry in a moment"))
 			return
 		case <-r.Context().Done():
@@ -241,26 +294,45 @@ func (s *Server) fail(w http.ResponseWriter, op string, err error) {
 }
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("/Plugin.Activate", s.post("Plugin.Activate", func(w http.ResponseWriter, _ *http.Request) {
+	s.mux.HandleFunc("/Plugin.Activate", s.post("Plugin.Activate", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := s.readBody(w, r, "Plugin.Activate"); err != nil {
+			s.writing(w)
+			s.fail(w, "Plugin.Activate", err)
+			return
+		}
 		s.answering(w)
 		w.Header().Set("Content-Type", sdk.DefaultContentTypeV1_1)
 		fmt.Fprintln(w, manifest)
 	}))
 	// Capabilities are static: answer them even while starting up.
-	s.mux.HandleFunc("/NetworkDriver.GetCapabilities", s.post("GetCapabilities", func(w http.ResponseWriter, _ *http.Request) {
+	s.mux.HandleFunc("/NetworkDriver.GetCapabilities", s.post("GetCapabilities", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := s.readBody(w, r, "GetCapabilities"); err != nil {
+			s.writing(w)
+			s.fail(w, "GetCapabilities", err)
+			return
+		}
 		s.answering(w)
 		c := driver.GetCapabilities()
 		sdk.EncodeResponse(w, &capabilitiesResponse{Scope: c.Scope, ConnectivityScope: c.ConnectivityScope, GwAllocChecker: c.GatewayAllocCheck}, false)
 	}))
 	s.mux.HandleFunc(StatusPath, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
+			s.writing(w)
 			w.Header().Set("Allow", http.MethodGet)
 			http.Error(w, StatusPath+" takes GET", http.StatusMethodNotAllowed)
+			return
+		}
+		// A GET has no body; one announced is read (and dropped) within
+		// the request's deadline like any other.
+		if _, err := s.readBody(w, r, "GET "+StatusPath); err != nil {
+			s.writing(w)
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		select {
 		case <-s.ready:
 		default:
+			s.writing(w)
 			http.Error(w, "rdma-macvlan is still starting", http.StatusServiceUnavailable)
 			return
 		}

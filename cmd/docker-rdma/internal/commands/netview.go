@@ -47,6 +47,8 @@ type netView struct {
 	Status *api.Network
 	netFacts
 	Nodes []api.Device
+	// nodesFrom says where Nodes were read, for an error about one of them.
+	nodesFrom string
 	// sys is the sysfs tree the facts were read from, nil when none was.
 	sys *rdma.Sysfs
 }
@@ -84,6 +86,10 @@ func (v *netView) fromStatus(ns *api.Network) {
 		GIDTable: ns.GIDTable, CDIDevice: ns.CDIDevice, GIDCheck: firstNonEmpty(ns.GIDCheck, v.GIDCheck), GIDCheckNote: ns.GIDCheckNote,
 		Source: "daemon", Problems: append([]string(nil), ns.Problems...)}
 	v.Nodes = ns.Devices
+	v.nodesFrom = "the daemon's status"
+	if v.Backend != nil {
+		v.nodesFrom += " on socket " + v.Backend.Socket
+	}
 	if ns.HCA == "" {
 		v.Problems = append(v.Problems, "the daemon has no RDMA device for this network")
 	}
@@ -150,6 +156,7 @@ func (s *session) fallback(v *netView, rdmaDevice string) {
 			}
 			for _, n := range d.ContainerEdits.DeviceNodes {
 				v.Nodes = append(v.Nodes, api.Device{Path: n.Path, Major: uint32(n.Major), Minor: uint32(n.Minor)})
+				v.nodesFrom = "the CDI spec of " + rdma.CDIDeviceName(specName)
 			}
 		}
 		v.CDIDevice = rdma.CDIDeviceName(specName)
@@ -223,6 +230,7 @@ func (v *netView) sysfsFacts(sys *rdma.Sysfs, hca string, port int) {
 	}
 	for _, n := range nodes {
 		v.Nodes = append(v.Nodes, api.Device{Path: n.Path, Major: n.Major, Minor: n.Minor})
+		v.nodesFrom = "sysfs under " + sys.Root
 	}
 	if mode, err := sys.NetnsModeFromSysfs(); err == nil {
 		v.NetnsMode = mode

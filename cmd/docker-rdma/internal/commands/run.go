@@ -3,9 +3,11 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
 
 // exitRunFailed is docker run's status when docker itself (not the
@@ -205,11 +207,32 @@ func (s *session) addDevices(devs *runflags.Devices, v *netView, mode string) er
 		return fmt.Errorf("%w: %s (pass --device yourself, or run docker rdma as root so it can ask the daemon)", errNoDevices, strings.Join(why, "; "))
 	}
 	for _, n := range v.Nodes {
+		if !rdmaNode(n.Path) {
+			return fmt.Errorf("device %q named by %s is not an RDMA device node (%s/NAME) and is not passed to docker run: check that rdma-macvlan wrote it (docker rdma doctor), or pass --device yourself",
+				n.Path, v.nodesFrom, rdma.DevDir)
+		}
 		if !contains(devs.Nodes, n.Path) {
 			devs.Nodes = append(devs.Nodes, n.Path)
 		}
 	}
 	return nil
+}
+
+// rdmaNode reports whether path names a node directly in /dev/infiniband,
+// written cleanly (no .., no //) and with a plain name: what docker run
+// --device then reads as a host path and nothing more (a colon would start
+// a container path or permissions).
+func rdmaNode(path string) bool {
+	dir, name := filepath.Split(path)
+	if dir != rdma.DevDir+"/" || filepath.Clean(path) != path || name == "." || name == ".." || name == "" {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func contains(list []string, s string) bool {

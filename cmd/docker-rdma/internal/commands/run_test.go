@@ -2,6 +2,7 @@ package commands
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -363,6 +364,80 @@ func TestRunDualPortHCA(t *testing.T) {
 		}
 		if out := w.stdout.String(); !strings.Contains(out, "mlx4_0 port 2") || !strings.Contains(out, "rdma-macvlan/hca=mlx4_0-p2") {
 			t.Errorf("inspect does not show mlx4_0 port 2 and its CDI device:\n%s", out)
+		}
+	})
+}
+
+// TestRunRefusesDevicesOutsideInfiniband: the device nodes docker rdma run
+// hands to docker run come from the daemon's socket (or a CDI spec on
+// disk). Whatever serves them, only plain nodes in /dev/infiniband go to
+// a container: anything else is refused with the path and where it came
+// from, and docker run is not run.
+func TestRunRefusesDevicesOutsideInfiniband(t *testing.T) {
+	status := readFixture(t, "status.json")
+	for _, bad := range []string{
+		"/dev/sda",
+		"/dev/infiniband/../sda",
+		"/dev/infiniband/../../etc/shadow",
+		"/dev/infiniband//uverbs0",
+		"/dev/infiniband/./uverbs0",
+		"/dev/infiniband/sub/uverbs0",
+		"dev/infiniband/uverbs0",
+		"/dev/infiniband",
+		"/dev/infiniband/",
+		"/dev/infiniband/uverbs0:/dev/sda",
+		"/dev/infiniband/uverbs0:rwm",
+		"/dev/infinibandx/uverbs0",
+		"/dev/infiniband/uverbs0\n--privileged",
+	} {
+		t.Run(bad, func(t *testing.T) {
+			w := newWorld(t)
+			w.info("20.10.24")
+			w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": "/sys", "cdi": t.TempDir()})
+			quoted, _ := json.Marshal(bad)
+			sock := w.daemon(pluginID, []byte(strings.Replace(string(status), `"/dev/infiniband/uverbs0"`, string(quoted), 1)))
+			w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "ens3np0"}, nil)
+			w.docker.onFirst("run", "", "", 0)
+			if rc := w.run("run", "--no-wait", "--net", "roce", "img"); rc != exitRunFailed {
+				t.Errorf("status %d, want %d; stderr:\n%s", rc, exitRunFailed, w.stderr.String())
+			}
+			t.Logf("stderr: %s", w.stderr.String())
+			for _, want := range []string{fmt.Sprintf("device %q", bad), "socket " + sock, "not an RDMA device node (/dev/infiniband/NAME) and is not passed to docker run"} {
+				if !strings.Contains(w.stderr.String(), want) {
+					t.Errorf("stderr does not say %q:\n%s", want, w.stderr.String())
+				}
+			}
+			if c := w.docker.lastCall("run"); c != nil {
+				t.Errorf("docker run was run: %q", c)
+			}
+		})
+	}
+	t.Run("from a CDI spec", func(t *testing.T) {
+		cdi := t.TempDir()
+		spec := `{"cdiVersion":"0.5.0","kind":"rdma-macvlan/hca","devices":[{"name":"mlx5_7","containerEdits":{"deviceNodes":[{"path":"/dev/sda","type":"b","major":8,"minor":0}]}}]}`
+		if err := os.WriteFile(filepath.Join(cdi, "rdma-macvlan-mlx5_7.json"), []byte(spec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		w := newWorld(t)
+		w.info("20.10.24")
+		w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": "/nonexistent/sys", "cdi": cdi})
+		w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "ens9"}, nil)
+		if rc := w.run("run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != exitRunFailed {
+			t.Errorf("status %d, want %d; stdout %q", rc, exitRunFailed, w.stdout.String())
+		}
+		for _, want := range []string{`device "/dev/sda"`, "the CDI spec of rdma-macvlan/hca=mlx5_7"} {
+			if !strings.Contains(w.stderr.String(), want) {
+				t.Errorf("stderr does not say %q:\n%s", want, w.stderr.String())
+			}
+		}
+	})
+	t.Run("nodes in /dev/infiniband pass", func(t *testing.T) {
+		w := standardWorld(t)
+		if rc := w.run("run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 {
+			t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+		}
+		if !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0 --device /dev/infiniband/rdma_cm ") {
+			t.Errorf("printed %q", w.stdout.String())
 		}
 	})
 }
