@@ -85,6 +85,11 @@ mutant write-in-place internal/atomicfile/atomicfile.go './driver/ ./internal/at
 mutant failed-write-leaves-temp internal/atomicfile/atomicfile.go './driver/ ./internal/atomicfile/' '' \
   '_ = os.Remove(tmp)' \
   '_ = tmp'
+# Files of the state and CDI directories: what is not a regular file is
+# refused before it is opened (a device, a FIFO, a socket).
+mutant safefile-opens-special-files internal/safefile/safefile.go './internal/safefile/' '' \
+  'os.Lstat(path); err == nil &&' \
+  'os.Lstat(path); false && err == nil &&'
 # Join re-creates a link lost since CreateEndpoint.
 mutant join-does-not-recreate-link driver/joinleave.go "$unit" '' \
   'err := d.ensureLink(e, log)' \
