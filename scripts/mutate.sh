@@ -90,6 +90,11 @@ mutant failed-write-leaves-temp internal/atomicfile/atomicfile.go './driver/ ./i
 mutant safefile-opens-special-files internal/safefile/safefile.go './internal/safefile/' '' \
   'os.Lstat(path); err == nil &&' \
   'os.Lstat(path); false && err == nil &&'
+# The CDI directory is shared: a file of another kind at a spec's path is
+# not the plugin's to replace or remove.
+mutant cdi-adopts-other-kinds rdma/cdi.go './rdma/ ./driver/' '' \
+  'if spec.Kind != CDIKind {' \
+  'if false && spec.Kind != CDIKind {'
 # Join re-creates a link lost since CreateEndpoint.
 mutant join-does-not-recreate-link driver/joinleave.go "$unit" '' \
   'err := d.ensureLink(e, log)' \
