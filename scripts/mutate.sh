@@ -95,6 +95,17 @@ mutant safefile-opens-special-files internal/safefile/safefile.go './internal/sa
 mutant cdi-adopts-other-kinds rdma/cdi.go './rdma/ ./driver/' '' \
   'if spec.Kind != CDIKind {' \
   'if false && spec.Kind != CDIKind {'
+# CDI file I/O never holds the driver's lock.
+mutant cdi-write-under-lock driver/network.go "$unit" 'TestCDIFileIOHoldsNoLock' \
+  'if err := d.writeCDI(*rinfo, log); err != nil {' \
+  'if err := func() error { d.mu.Lock(); defer d.mu.Unlock(); return d.writeCDI(*rinfo, log) }(); err != nil {'
+# DeleteNetwork runs alone among the calls that change the networks: it
+# never removes the spec of a port a racing CreateNetwork takes up.
+mutant delete-network-unserialized driver/network.go "$unit" 'TestCDISpecFollowsRacingNetworks' \
+  'defer d.netsMu.Unlock()
+	log := d.logFor("DeleteNetwork"' \
+  'd.netsMu.Unlock()
+	log := d.logFor("DeleteNetwork"'
 # Join re-creates a link lost since CreateEndpoint.
 mutant join-does-not-recreate-link driver/joinleave.go "$unit" '' \
   'err := d.ensureLink(e, log)' \
