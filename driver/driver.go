@@ -96,6 +96,20 @@ type Driver struct {
 	fullEvery   time.Duration
 	gcTimer     *time.Timer // deletes endpoints never joined after a restart
 
+	// netsMu is held by the calls that change which networks exist
+	// (CreateNetwork, DeleteNetwork) and by the start-up reconciliation of
+	// CDI specs, for their whole length: which CDI specs must exist
+	// changes only under it. So these calls read, write and remove CDI
+	// specs holding netsMu and not mu: the CDI directory is shared with
+	// other producers, and its I/O never holds up the calls that only
+	// need mu (/v1/status, the endpoint calls). Taken before mu, never
+	// while holding it.
+	netsMu sync.Mutex
+	// cdiIO, if not nil, is called before each file operation in the CDI
+	// directory, with what it is about to do and the path: tests stall
+	// it there, as a slow or hung file system would.
+	cdiIO func(op, path string)
+
 	mu        sync.Mutex
 	networks  map[string]*Network      // guarded by mu
 	endpoints map[string]*Endpoint     // guarded by mu
@@ -198,6 +212,9 @@ func New(cfg Config) (*Driver, error) {
 		st.close()
 		return nil, err
 	}
+	// The CDI directory is shared with other producers: its files are
+	// read and written without d.mu.
+	d.reconcileCDI(d.logFor("restore", nil))
 	return d, nil
 }
 

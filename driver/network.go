@@ -24,8 +24,11 @@ type CreateNetworkRequest struct {
 }
 
 // CreateNetwork validates the options and the parent, creates the VLAN
-// sub-interface when the parent is IFNAME.VLAN and missing, and records the
-// network. On any error nothing is left behind.
+// sub-interface when the parent is IFNAME.VLAN and missing, writes the CDI
+// spec of the parent's HCA port and records the network. On any error
+// nothing is left behind. It holds d.netsMu throughout, and d.mu to check
+// the request against the other networks and to record the network, not
+// across the CDI file I/O.
 func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 	if err := checkID("network", req.NetworkID); err != nil {
 		return err
@@ -40,44 +43,17 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 	if err := checkSubnets(req.IPv6, true); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.netsMu.Lock()
+	defer d.netsMu.Unlock()
 	log := d.logFor("CreateNetwork", logrus.Fields{"nid": ShortID(req.NetworkID), "parent": opts.Parent})
-
-	if n, ok := d.networks[req.NetworkID]; ok {
-		// A repeated CreateNetwork (a retry, or a network restored from
-		// state that its creator asks for again) is answered as done;
-		// one asking for other settings is refused.
-		log.WithField("mode", n.Mode).Debug("network already known")
-		return sameNetwork(n, opts, req)
-	}
-	if err := d.checkParentConflicts(opts.Parent, opts.Mode); err != nil {
+	d.mu.Lock()
+	n, plan, err := d.planNetwork(req, opts, log)
+	d.mu.Unlock()
+	if err != nil || n == nil {
 		return err
 	}
-
-	plan, err := d.planParent(opts.Parent)
-	if err != nil {
-		return err
-	}
-	// Without -o mtu the containers take the parent's MTU at the time each
-	// of them starts, as with the built-in macvlan: the network records 0.
-	mtu := opts.MTU
-	if mtu > plan.mtu {
-		return invalidf("mtu %d is larger than the MTU %d of parent %q: use -o mtu=%d or less, or raise the parent's MTU (ip link set %s mtu %d)",
-			mtu, plan.mtu, opts.Parent, plan.mtu, plan.mtuOf, mtu)
-	}
-	if eff := cmp.Or(mtu, plan.mtu); (req.EnableIPv6 || len(req.IPv6) > 0) && eff < minMTUIPv6 {
-		return invalidf("mtu %d is too small for IPv6 (at least %d): raise -o mtu or the parent's MTU, or create the network without IPv6",
-			eff, minMTUIPv6)
-	}
-	netdev := opts.Parent
-	if plan.vlan != nil && plan.vlan.Lower != "" {
-		netdev = plan.vlan.Lower // RDMA devices sit below the VLAN
-	}
-	rinfo, err := d.detectRDMA(opts.Parent, netdev, opts.RDMADevice, log)
-	if err != nil {
-		return err
-	}
+	// No other call adds or removes a network until this one returns
+	// (d.netsMu): what planNetwork found stays true without d.mu.
 	created := false
 	if plan.createVLAN {
 		if err := d.createVLAN(opts.Parent, plan.vlan); err != nil {
@@ -93,12 +69,69 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 			}
 		}()
 	}
-	vlan := plan.vlan
+	rinfo := n.RDMA
+	if err := d.writeCDI(*rinfo, log); err != nil {
+		return err
+	}
+	crashPoint("create-network:cdi-written")
+	d.mu.Lock()
+	err = d.store.saveNetwork(n)
+	if err == nil {
+		crashPoint("create-network:state-written")
+		d.networks[n.ID] = n
+	}
+	d.mu.Unlock()
+	if err != nil {
+		d.removeCDIUnlessUsed(rinfo.cdiName(), n.ID, log)
+		return fmt.Errorf("save network %s: %w", ShortID(n.ID), err)
+	}
+	log.WithFields(logrus.Fields{"mode": n.Mode, "mtu": n.MTU, "vlan_created": created, "ibdev": rinfo.HCA, "port": rinfo.Port}).Info("network created")
+	return nil
+}
 
-	n := &Network{
+// planNetwork checks a CreateNetwork against the networks there are and the
+// host, changing nothing, and returns the network to create and how its
+// parent is to be made. It returns no network for a repeated CreateNetwork
+// of a known network (answered as done). Caller holds d.mu.
+func (d *Driver) planNetwork(req CreateNetworkRequest, opts NetworkOptions, log *logrus.Entry) (*Network, parentPlan, error) {
+	if n, ok := d.networks[req.NetworkID]; ok {
+		// A repeated CreateNetwork (a retry, or a network restored from
+		// state that its creator asks for again) is answered as done;
+		// one asking for other settings is refused.
+		log.WithField("mode", n.Mode).Debug("network already known")
+		return nil, parentPlan{}, sameNetwork(n, opts, req)
+	}
+	if err := d.checkParentConflicts(opts.Parent, opts.Mode); err != nil {
+		return nil, parentPlan{}, err
+	}
+
+	plan, err := d.planParent(opts.Parent)
+	if err != nil {
+		return nil, parentPlan{}, err
+	}
+	// Without -o mtu the containers take the parent's MTU at the time each
+	// of them starts, as with the built-in macvlan: the network records 0.
+	mtu := opts.MTU
+	if mtu > plan.mtu {
+		return nil, parentPlan{}, invalidf("mtu %d is larger than the MTU %d of parent %q: use -o mtu=%d or less, or raise the parent's MTU (ip link set %s mtu %d)",
+			mtu, plan.mtu, opts.Parent, plan.mtu, plan.mtuOf, mtu)
+	}
+	if eff := cmp.Or(mtu, plan.mtu); (req.EnableIPv6 || len(req.IPv6) > 0) && eff < minMTUIPv6 {
+		return nil, parentPlan{}, invalidf("mtu %d is too small for IPv6 (at least %d): raise -o mtu or the parent's MTU, or create the network without IPv6",
+			eff, minMTUIPv6)
+	}
+	netdev := opts.Parent
+	if plan.vlan != nil && plan.vlan.Lower != "" {
+		netdev = plan.vlan.Lower // RDMA devices sit below the VLAN
+	}
+	rinfo, err := d.detectRDMA(opts.Parent, netdev, opts.RDMADevice, log)
+	if err != nil {
+		return nil, parentPlan{}, err
+	}
+	return &Network{
 		ID:         req.NetworkID,
 		Parent:     opts.Parent,
-		VLAN:       vlan,
+		VLAN:       plan.vlan,
 		Mode:       opts.Mode,
 		MTU:        mtu,
 		RDMADevice: opts.RDMADevice,
@@ -110,19 +143,7 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 		Internal:   req.Internal,
 		Options:    optionMap(req.Options),
 		Created:    time.Now().UTC(),
-	}
-	if err := d.writeCDI(n, log); err != nil {
-		return err
-	}
-	crashPoint("create-network:cdi-written")
-	if err := d.store.saveNetwork(n); err != nil {
-		d.removeCDIUnlessUsed(rinfo.cdiName(), n.ID, log)
-		return fmt.Errorf("save network %s: %w", ShortID(n.ID), err)
-	}
-	crashPoint("create-network:state-written")
-	d.networks[n.ID] = n
-	log.WithFields(logrus.Fields{"mode": n.Mode, "mtu": n.MTU, "vlan_created": created, "ibdev": rinfo.HCA, "port": rinfo.Port}).Info("network created")
-	return nil
+	}, plan, nil
 }
 
 // checkSubnets refuses IPAM data that is not what Docker's IPAM sends: pools
@@ -269,18 +290,36 @@ func (d *Driver) ownsVLAN(name string) bool {
 
 // DeleteNetwork removes the network, the links of any endpoints it still has
 // and, with the last network using it, the VLAN sub-interface the driver
-// created. An unknown network is not an error.
+// created and the CDI spec of its HCA port. An unknown network is not an
+// error. It holds d.netsMu throughout, and d.mu for all but the CDI file
+// I/O.
 func (d *Driver) DeleteNetwork(nid string) error {
 	if err := checkID("network", nid); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.netsMu.Lock()
+	defer d.netsMu.Unlock()
 	log := d.logFor("DeleteNetwork", logrus.Fields{"nid": ShortID(nid)})
+	d.mu.Lock()
+	n, err := d.deleteNetworkLocked(nid, log)
+	d.mu.Unlock()
+	if err != nil || n == nil {
+		return err
+	}
+	if n.RDMA != nil {
+		d.removeCDIUnlessUsed(n.RDMA.cdiName(), nid, log)
+	}
+	log.WithField("parent", n.Parent).Info("network deleted")
+	return nil
+}
+
+// deleteNetworkLocked is DeleteNetwork but for the CDI spec: it returns the
+// network it deleted, nil if there was none. Caller holds d.mu.
+func (d *Driver) deleteNetworkLocked(nid string, log *logrus.Entry) (*Network, error) {
 	n, ok := d.networks[nid]
 	if !ok {
 		log.Debug("network not known; nothing to delete")
-		return nil
+		return nil, nil
 	}
 	// Endpoints being created or changed are waited for, then deleted.
 	for {
@@ -303,30 +342,24 @@ func (d *Driver) DeleteNetwork(nid string) error {
 			}
 			d.release(id)
 			if err != nil {
-				return err
+				return nil, err
 			}
 		}
-		if d.networks[nid] != n {
-			return nil // deleted by a concurrent call while we waited
-		}
+		// No other call deletes the network meanwhile (d.netsMu).
 	}
 	if n.VLAN != nil && n.VLAN.Created && !d.parentUsedByOthers(n) {
 		if err := d.deleteOwnedVLAN(n); err != nil {
-			return err
+			return nil, err
 		}
 		log.WithField("parent", n.Parent).Info("vlan sub-interface deleted")
 		crashPoint("delete-network:vlan-deleted")
 	}
 	if err := d.store.deleteNetwork(nid); err != nil {
-		return fmt.Errorf("delete state of network %s: %w", ShortID(nid), err)
+		return nil, fmt.Errorf("delete state of network %s: %w", ShortID(nid), err)
 	}
 	crashPoint("delete-network:state-deleted")
 	delete(d.networks, nid)
-	if n.RDMA != nil {
-		d.removeCDIUnlessUsed(n.RDMA.cdiName(), nid, log)
-	}
-	log.WithField("parent", n.Parent).Info("network deleted")
-	return nil
+	return n, nil
 }
 
 func (d *Driver) parentUsedByOthers(n *Network) bool {

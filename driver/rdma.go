@@ -108,39 +108,51 @@ func (d *Driver) overrideRDMA(parent, netdev, override string, detectErr error) 
 		override, parent, strings.Join(names, ", "))
 }
 
-// writeCDI writes the CDI spec of n's HCA port: its uverbs and rdma_cm
+// writeCDI writes the CDI spec of the HCA port r: its uverbs and rdma_cm
 // nodes and the port's environment. It refuses to replace a spec another
-// instance wrote (see ownCDI).
-func (d *Driver) writeCDI(n *Network, log *logrus.Entry) error {
-	name := n.RDMA.cdiName()
+// instance wrote, or what is no spec of this plugin (see ownCDI). Caller
+// holds d.netsMu and not d.mu.
+func (d *Driver) writeCDI(r NetworkRDMA, log *logrus.Entry) error {
+	name := r.cdiName()
 	if err := d.ownCDI(name); err != nil {
 		return err
 	}
-	nodes, err := d.rdma.DeviceNodes(n.RDMA.HCA)
+	nodes, err := d.rdma.DeviceNodes(r.HCA)
 	if errors.Is(err, rdma.ErrNoRdmaCM) {
-		log.WithField("ibdev", n.RDMA.HCA).Warn("no rdma_cm device (rdma_ucm not loaded): librdmacm applications will fail in containers; load it with modprobe rdma_ucm")
+		log.WithField("ibdev", r.HCA).Warn("no rdma_cm device (rdma_ucm not loaded): librdmacm applications will fail in containers; load it with modprobe rdma_ucm")
 	} else if err != nil {
-		return fmt.Errorf("device nodes of %s: %w", n.RDMA.HCA, err)
+		return fmt.Errorf("device nodes of %s: %w", r.HCA, err)
 	}
-	path, err := rdma.WriteCDISpec(d.cdiDir, rdma.CDIDevice{Name: name, HCA: n.RDMA.HCA, Port: n.RDMA.Port, Nodes: nodes, Netdev: n.RDMA.Netdev, Owner: d.owner})
+	d.beforeCDIIO("write", rdma.CDISpecPath(d.cdiDir, name))
+	path, err := rdma.WriteCDISpec(d.cdiDir, rdma.CDIDevice{Name: name, HCA: r.HCA, Port: r.Port, Nodes: nodes, Netdev: r.Netdev, Owner: d.owner})
 	if err != nil {
 		return fmt.Errorf("write CDI spec for %s in %s: %w (check --cdi-dir, or the plugin's cdi mount)", name, d.cdiDir, err)
 	}
-	log.WithFields(logrus.Fields{"ibdev": n.RDMA.HCA, "port": n.RDMA.Port, "cdi_device": name, "file": path}).Debug("cdi spec written")
+	log.WithFields(logrus.Fields{"ibdev": r.HCA, "port": r.Port, "cdi_device": name, "file": path}).Debug("cdi spec written")
 	return nil
+}
+
+func (d *Driver) beforeCDIIO(op, path string) {
+	if d.cdiIO != nil {
+		d.cdiIO(op, path)
+	}
 }
 
 // ownCDI checks that the spec of the CDI device name is this instance's to
 // write or remove: there is none, or it carries this instance's mark, or no
 // mark at all (written by a version before the mark; adopted). A spec of
 // another instance is a conflict: both would publish the same CDI device,
-// which the engine refuses to resolve.
+// which the engine refuses to resolve. So is anything at the spec's path
+// that is not a spec of this plugin (a link, a FIFO, a directory, a file
+// too long or of another kind): it is never read, replaced nor removed.
+// Caller holds d.netsMu and not d.mu.
 func (d *Driver) ownCDI(name string) error {
-	spec, ok, err := rdma.ReadCDISpec(d.cdiDir, name)
 	path := rdma.CDISpecPath(d.cdiDir, name)
+	d.beforeCDIIO("read", path)
+	spec, ok, err := rdma.ReadCDISpec(d.cdiDir, name)
 	switch {
 	case errors.Is(err, rdma.ErrForeignCDISpec):
-		return conflictf("%v: remove %s if nothing else wrote it, then try again", err, path)
+		return conflictf("%v: move it away if nothing else uses it, then try again", err)
 	case err != nil:
 		return err
 	case !ok, spec.Owner() == "", spec.Owner() == d.owner:
@@ -162,9 +174,13 @@ func (d *Driver) cdiUsedByOthers(name, except string) bool {
 }
 
 // removeCDIUnlessUsed removes the spec of the CDI device name when no
-// network but except uses it and it is this instance's. Caller holds d.mu.
+// network but except uses it and it is this instance's. Caller holds
+// d.netsMu, so that no network takes the name up meanwhile, and not d.mu.
 func (d *Driver) removeCDIUnlessUsed(name, except string, log *logrus.Entry) {
-	if d.cdiUsedByOthers(name, except) {
+	d.mu.Lock()
+	used := d.cdiUsedByOthers(name, except)
+	d.mu.Unlock()
+	if used {
 		return
 	}
 	log = log.WithField("cdi_device", name)
@@ -172,6 +188,7 @@ func (d *Driver) removeCDIUnlessUsed(name, except string, log *logrus.Entry) {
 		log.WithError(err).Warn("CDI spec left in place")
 		return
 	}
+	d.beforeCDIIO("remove", rdma.CDISpecPath(d.cdiDir, name))
 	if err := rdma.RemoveCDISpec(d.cdiDir, name); err != nil {
 		log.WithError(err).Warn("could not remove CDI spec")
 		return
@@ -179,47 +196,65 @@ func (d *Driver) removeCDIUnlessUsed(name, except string, log *logrus.Entry) {
 	log.Info("cdi spec removed")
 }
 
+// fillCDINames gives the records of versions before per-port CDI device
+// names the name of their HCA port. Caller holds d.mu.
+func (d *Driver) fillCDINames(log *logrus.Entry) {
+	for _, n := range d.networks {
+		if n.RDMA == nil || n.RDMA.CDIName != "" {
+			continue
+		}
+		name, err := d.rdma.CDIName(n.RDMA.HCA, n.RDMA.Port)
+		if err != nil {
+			log.WithError(err).WithField("nid", ShortID(n.ID)).Warn("cannot tell the CDI device name of the network's HCA port; keeping the HCA's name")
+			name = n.RDMA.HCA
+		}
+		n.RDMA.CDIName = name
+	}
+}
+
 // reconcileCDI rewrites the specs of restored networks (the device numbers
 // may have changed across a reboot) and removes specs of this instance that
 // no network uses any more (left by a crash, or named per HCA by an older
 // version). Networks are taken in ID order, so the same state gives the
-// same specs whatever the map order. Caller holds d.mu.
+// same specs whatever the map order. It holds d.netsMu throughout, and d.mu
+// only to look at the networks: the files are read and written without it.
 func (d *Driver) reconcileCDI(log *logrus.Entry) {
-	ids := make([]string, 0, len(d.networks))
+	d.netsMu.Lock()
+	defer d.netsMu.Unlock()
+	type port struct {
+		nid string
+		r   NetworkRDMA
+	}
+	var ports []port
+	d.mu.Lock()
 	for id, n := range d.networks {
 		if n.RDMA != nil {
-			ids = append(ids, id)
+			ports = append(ports, port{id, *n.RDMA})
 		}
 	}
-	sort.Strings(ids)
+	d.mu.Unlock()
+	sort.Slice(ports, func(i, j int) bool { return ports[i].nid < ports[j].nid })
+	used := map[string]bool{}
 	written := map[string]bool{}
-	for _, id := range ids {
-		n := d.networks[id]
-		if n.RDMA.CDIName == "" {
-			// A record of a version before per-port names.
-			name, err := d.rdma.CDIName(n.RDMA.HCA, n.RDMA.Port)
-			if err != nil {
-				log.WithError(err).WithField("nid", ShortID(n.ID)).Warn("cannot tell the CDI device name of the network's HCA port; keeping the HCA's name")
-				name = n.RDMA.HCA
-			}
-			n.RDMA.CDIName = name
-		}
-		name := n.RDMA.CDIName
+	for _, p := range ports {
+		name := p.r.cdiName()
+		used[name] = true
 		if written[name] {
 			continue
 		}
-		if err := d.writeCDI(n, log); err != nil {
-			log.WithError(err).WithField("nid", ShortID(n.ID)).Error("could not rewrite CDI spec")
+		if err := d.writeCDI(p.r, log); err != nil {
+			log.WithError(err).WithField("nid", ShortID(p.nid)).Error("could not rewrite CDI spec")
 			continue
 		}
 		written[name] = true
 	}
+	d.beforeCDIIO("list", d.cdiDir)
 	names, err := rdma.CDISpecNames(d.cdiDir)
 	if err != nil {
 		log.WithError(err).Warn("could not list CDI specs")
 	}
 	for _, name := range names {
-		if !d.cdiUsedByOthers(name, "") {
+		if !used[name] {
 			d.removeCDIUnlessUsed(name, "", log)
 		}
 	}

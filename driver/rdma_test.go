@@ -219,8 +219,9 @@ func TestRDMACDISpecLifecycle(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	stale := rdma.CDISpecPath(d.cdiDir, "mlx5_9")
-	if err := os.WriteFile(stale, []byte("{}"), 0o644); err != nil {
+	stale, err := rdma.WriteCDISpec(d.cdiDir, rdma.CDIDevice{HCA: "mlx5_9", Port: 1, Owner: d.owner,
+		Nodes: []rdma.DeviceNode{{Path: "/dev/infiniband/uverbs9", Major: 231, Minor: 201}}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	foreign := filepath.Join(d.cdiDir, "vendor-gpu.json")

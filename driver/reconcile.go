@@ -126,7 +126,8 @@ func (d *Driver) restore() error {
 			d.restoreVLAN(n, log)
 		}
 	}
-	d.reconcileCDI(log)
+	// The CDI specs are reconciled after, without d.mu (see New).
+	d.fillCDINames(log)
 	d.collectGone(log)
 	for _, e := range d.endpoints {
 		// Watches do not survive a restart: resume those that were running.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/rdma-macvlan/rdma-macvlan/internal/atomicfile"
+	"github.com/rdma-macvlan/rdma-macvlan/internal/safefile"
 	"golang.org/x/sys/unix"
 )
 
@@ -81,7 +81,7 @@ func openStore(dir string) (*store, error) {
 		if fi, err := os.Lstat(d); err != nil {
 			return nil, fmt.Errorf("state directory %s: %w", d, err)
 		} else if !fi.IsDir() {
-			return nil, fmt.Errorf("state directory %s is a %s, not a directory: move it away (rdma-macvlan creates it)", d, fileKind(fi.Mode()))
+			return nil, fmt.Errorf("state directory %s is a %s, not a directory: move it away (rdma-macvlan creates it)", d, safefile.Kind(fi.Mode()))
 		}
 	}
 	path := filepath.Join(dir, "lock")
@@ -108,33 +108,19 @@ const (
 )
 
 // openStateFile opens a file of the state directory the only way the
-// daemon does: never through a symbolic link (O_NOFOLLOW), never blocking
-// on a FIFO or a device (O_NONBLOCK), and only if it is a regular file.
-// size, if not 0, bounds the file's length.
+// daemon does (see safefile.Open): never through a symbolic link, never
+// blocking on a FIFO or a device, and only if it is a regular file. size,
+// if not 0, bounds the file's length.
 func openStateFile(path string, flags int, size int64) (*os.File, error) {
-	fd, err := unix.Open(path, flags|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
-	if errors.Is(err, unix.ELOOP) {
-		target, _ := os.Readlink(path)
-		return nil, &stateFileError{path: path, what: fmt.Sprintf("is a symbolic link (to %q)", target)}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, &os.PathError{Op: "open", Path: path, Err: err})
-	}
-	f := os.NewFile(uintptr(fd), path)
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("stat %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, &stateFileError{path: path, what: "is a " + fileKind(fi.Mode())}
-	}
-	if size > 0 && fi.Size() > size {
-		f.Close()
-		return nil, &stateFileError{path: path, what: fmt.Sprintf("is %d bytes long, more than the %d it can be", fi.Size(), size), tooLarge: true}
-	}
-	return f, nil
+	f, err := safefile.Open(path, flags, 0o600, size)
+	return f, stateFileErr(err)
+}
+
+// readStateFile reads a regular file of at most size bytes (see
+// openStateFile).
+func readStateFile(path string, size int64) ([]byte, error) {
+	data, err := safefile.Read(path, size)
+	return data, stateFileErr(err)
 }
 
 // stateFileError is a file of the state directory that is not what the
@@ -149,38 +135,14 @@ func (e *stateFileError) Error() string {
 	return fmt.Sprintf("state file %s %s: rdma-macvlan only uses regular files it wrote itself; move it away (rdma-macvlan makes a new one)", e.path, e.what)
 }
 
-// readStateFile reads a regular file of at most size bytes (see
-// openStateFile).
-func readStateFile(path string, size int64) ([]byte, error) {
-	f, err := openStateFile(path, os.O_RDONLY, size)
-	if err != nil {
-		return nil, err
+// stateFileErr turns a file safefile refused into a stateFileError, which
+// says what to do about it.
+func stateFileErr(err error) error {
+	var bad *safefile.Error
+	if errors.As(err, &bad) {
+		return &stateFileError{path: bad.Path, what: bad.What, tooLarge: bad.TooLarge}
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, size+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if int64(len(data)) > size {
-		return nil, &stateFileError{path: path, what: fmt.Sprintf("is more than the %d bytes it can be", size), tooLarge: true}
-	}
-	return data, nil
-}
-
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	case m.IsDir():
-		return "directory"
-	}
-	return "special file"
+	return err
 }
 
 // instanceID returns the ID of this state directory, creating it on first

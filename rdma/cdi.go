@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/rdma-macvlan/rdma-macvlan/internal/atomicfile"
+	"github.com/rdma-macvlan/rdma-macvlan/internal/safefile"
 )
 
 const (
@@ -141,22 +142,39 @@ func CDISpecNames(dir string) ([]string, error) {
 	return names, nil
 }
 
+// MaxCDISpecBytes bounds the spec files ReadCDISpec reads. A spec this
+// plugin writes holds one device, its few device nodes and its environment:
+// about 1 KiB.
+const MaxCDISpecBytes = 64 << 10
+
 // ReadCDISpec reads the spec of the device name in dir; ok is false when
-// there is none.
+// there is none. The CDI directory is shared with other CDI producers, so
+// the file is read only if it is a regular file of at most MaxCDISpecBytes,
+// not through a symbolic link and without blocking (see safefile.Read);
+// anything else at the spec's path, and a spec of another kind, is an
+// error wrapping ErrForeignCDISpec.
 func ReadCDISpec(dir, name string) (spec CDISpec, ok bool, err error) {
 	if err := checkCDIName(name); err != nil {
 		return CDISpec{}, false, err
 	}
 	path := CDISpecPath(dir, name)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := safefile.Read(path, MaxCDISpecBytes)
+	var bad *safefile.Error
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return CDISpec{}, false, nil
-	}
-	if err != nil {
+	case errors.As(err, &bad) && bad.TooLarge:
+		return CDISpec{}, true, fmt.Errorf("CDI spec file %v, %w", bad, ErrForeignCDISpec)
+	case errors.As(err, &bad):
+		return CDISpec{}, true, fmt.Errorf("CDI spec file %v, %w (rdma-macvlan writes only regular files there)", bad, ErrForeignCDISpec)
+	case err != nil:
 		return CDISpec{}, false, fmt.Errorf("read CDI spec %s: %w", path, err)
 	}
 	if err := json.Unmarshal(data, &spec); err != nil {
 		return CDISpec{}, true, fmt.Errorf("CDI spec %s is not a CDI spec (%v): %w", path, err, ErrForeignCDISpec)
+	}
+	if spec.Kind != CDIKind {
+		return CDISpec{}, true, fmt.Errorf("CDI spec %s is of kind %q, not %q: %w", path, spec.Kind, CDIKind, ErrForeignCDISpec)
 	}
 	return spec, true, nil
 }

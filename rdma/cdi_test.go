@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
@@ -300,5 +301,127 @@ func assertOnlyFiles(t *testing.T, dir string, want ...string) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%s holds %q, want %q", dir, got, want)
+	}
+}
+
+// TestReadCDISpecRefusesWhatThePluginDidNotWrite: the CDI directory is
+// shared with other CDI producers, so ReadCDISpec reads only a regular
+// file of at most MaxCDISpecBytes, not through a symbolic link, without
+// blocking on a FIFO, and says of anything else at a spec's path that it
+// is not one of this plugin's specs.
+func TestReadCDISpecRefusesWhatThePluginDidNotWrite(t *testing.T) {
+	cases := []struct {
+		name  string
+		plant func(t *testing.T, path string)
+		want  string
+	}{
+		{"FIFO", func(t *testing.T, path string) {
+			if err := syscall.Mkfifo(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				// Lets a reader stuck on it (a failed test) go on.
+				if fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					syscall.Close(fd)
+				}
+			})
+		}, "is a FIFO"},
+		{"symlink to /dev/zero", func(t *testing.T, path string) {
+			if err := os.Symlink("/dev/zero", path); err != nil {
+				t.Fatal(err)
+			}
+		}, `is a symbolic link (to "/dev/zero")`},
+		{"symlink to a spec", func(t *testing.T, path string) {
+			written, err := rdma.WriteCDISpec(t.TempDir(), mlx5CDIDevice())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(written, path); err != nil {
+				t.Fatal(err)
+			}
+		}, "is a symbolic link"},
+		{"directory", func(t *testing.T, path string) {
+			if err := os.Mkdir(path, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, "is a directory"},
+		{"file of 1.5 GB (sparse)", func(t *testing.T, path string) {
+			if err := os.WriteFile(path, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(path, 1536<<20); err != nil {
+				t.Fatal(err)
+			}
+		}, fmt.Sprintf("is 1610612736 bytes long, more than the %d", rdma.MaxCDISpecBytes)},
+		{"not JSON", func(t *testing.T, path string) {
+			if err := os.WriteFile(path, []byte("garbage\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "is not a CDI spec"},
+		{"spec of another kind", func(t *testing.T, path string) {
+			if err := os.WriteFile(path, []byte(`{"cdiVersion":"0.6.0","kind":"example.com/nic","devices":[]}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, `is of kind "example.com/nic", not "rdma-macvlan/hca"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := rdma.CDISpecPath(dir, "mlx5_0")
+			c.plant(t, path)
+			type result struct {
+				ok  bool
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				_, ok, err := rdma.ReadCDISpec(dir, "mlx5_0")
+				done <- result{ok, err}
+			}()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("ReadCDISpec of a %s did not return within 20 s", c.name)
+			}
+			if !r.ok || !errors.Is(r.err, rdma.ErrForeignCDISpec) || !strings.Contains(r.err.Error(), path) || !strings.Contains(r.err.Error(), c.want) {
+				t.Fatalf("ReadCDISpec = ok %v, %v; want an ErrForeignCDISpec naming %s and saying %q", r.ok, r.err, path, c.want)
+			}
+		})
+	}
+	// What the plugin writes is read; a missing spec is none.
+	dir := t.TempDir()
+	if _, err := rdma.WriteCDISpec(dir, mlx5CDIDevice()); err != nil {
+		t.Fatal(err)
+	}
+	if spec, ok, err := rdma.ReadCDISpec(dir, "mlx5_0"); err != nil || !ok || spec.Owner() != mlx5CDIDevice().Owner {
+		t.Fatalf("ReadCDISpec of a written spec = %+v, %v, %v", spec, ok, err)
+	}
+	if _, ok, err := rdma.ReadCDISpec(dir, "mlx5_1"); err != nil || ok {
+		t.Fatalf("ReadCDISpec of a missing spec = %v, %v; want none", ok, err)
+	}
+}
+
+// TestWriteCDISpecReplacesALinkNotItsTarget: a symbolic link at a spec's
+// path is replaced by the spec (WriteCDISpec renames a new file over the
+// path); what the link pointed at is not written.
+func TestWriteCDISpecReplacesALinkNotItsTarget(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "target")
+	if err := os.WriteFile(target, []byte("not a spec\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := rdma.CDISpecPath(dir, "mlx5_0")
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rdma.WriteCDISpec(dir, mlx5CDIDevice()); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(target); string(data) != "not a spec\n" {
+		t.Fatalf("the link's target was written: %q", data)
+	}
+	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("the spec's path after the write: %v, %v; want a regular file", fi, err)
 	}
 }

@@ -85,6 +85,27 @@ mutant write-in-place internal/atomicfile/atomicfile.go './driver/ ./internal/at
 mutant failed-write-leaves-temp internal/atomicfile/atomicfile.go './driver/ ./internal/atomicfile/' '' \
   '_ = os.Remove(tmp)' \
   '_ = tmp'
+# Files of the state and CDI directories: what is not a regular file is
+# refused before it is opened (a device, a FIFO, a socket).
+mutant safefile-opens-special-files internal/safefile/safefile.go './internal/safefile/' '' \
+  'os.Lstat(path); err == nil &&' \
+  'os.Lstat(path); false && err == nil &&'
+# The CDI directory is shared: a file of another kind at a spec's path is
+# not the plugin's to replace or remove.
+mutant cdi-adopts-other-kinds rdma/cdi.go './rdma/ ./driver/' '' \
+  'if spec.Kind != CDIKind {' \
+  'if false && spec.Kind != CDIKind {'
+# CDI file I/O never holds the driver's lock.
+mutant cdi-write-under-lock driver/network.go "$unit" 'TestCDIFileIOHoldsNoLock' \
+  'if err := d.writeCDI(*rinfo, log); err != nil {' \
+  'if err := func() error { d.mu.Lock(); defer d.mu.Unlock(); return d.writeCDI(*rinfo, log) }(); err != nil {'
+# DeleteNetwork runs alone among the calls that change the networks: it
+# never removes the spec of a port a racing CreateNetwork takes up.
+mutant delete-network-unserialized driver/network.go "$unit" 'TestCDISpecFollowsRacingNetworks' \
+  'defer d.netsMu.Unlock()
+	log := d.logFor("DeleteNetwork"' \
+  'd.netsMu.Unlock()
+	log := d.logFor("DeleteNetwork"'
 # Join re-creates a link lost since CreateEndpoint.
 mutant join-does-not-recreate-link driver/joinleave.go "$unit" '' \
   'err := d.ensureLink(e, log)' \
