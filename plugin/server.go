@@ -167,9 +167,10 @@ func (s *Server) dropped1(evicted bool) {
 }
 
 // post is the part every protocol call shares: POST only (as Docker's plugin
-// client sends them), a JSON body (see jsonContentType), and the answer's
-// write bounded by writeTimeout.
-func (s *Server) post(op string, fn http.HandlerFunc) http.HandlerFunc {
+// client sends them), a JSON body (see jsonContentType) read whole within the
+// request's deadline (see readBody) and handed to fn, and the answer's write
+// bounded by writeTimeout.
+func (s *Server) post(op string, fn func(w http.ResponseWriter, r *http.Request, body []byte)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			s.writing(w)
@@ -188,7 +189,12 @@ func (s *Server) post(op string, fn http.HandlerFunc) http.HandlerFunc {
 			_ = json.NewEncoder(w).Encode(network.NewErrorResponse(fmt.Sprintf("%s request has Content-Type %q: the plugin protocol's body is JSON; send it with Content-Type application/json (curl: -H 'Content-Type: application/json'), or none", op, abbreviate([]byte(ct)))))
 			return
 		}
-		fn(w, r)
+		body, err := s.readBody(w, r, op)
+		if err != nil {
+			s.fail(w, op, err)
+			return
+		}
+		fn(w, r, body)
 	}
 }
 
@@ -211,7 +217,8 @@ func jsonContentType(ct string) bool {
 
 // readBody reads a request's whole body, at most maxBodyBytes, while the
 // connection's read deadline (bodyTimeout from the request's first byte)
-// still holds: every route reads its body before it answers, so a body
+// still holds: every route (post, and GET /v1/status) reads its body before
+// it answers, so a body
 // announced and never sent, or sent slowly, ends the request at that
 // deadline whatever the route. (The HTTP server would otherwise read the
 // rest itself after the handler, with no deadline once answering cleared
@@ -248,13 +255,7 @@ func (s *Server) answering(w http.ResponseWriter) {
 // route registers a protocol call whose handler needs the driver.
 func (s *Server) route(path string, fn func(d *driver.Driver, body []byte) (any, error)) {
 	op := path[len("/NetworkDriver."):]
-	s.mux.HandleFunc(path, s.post(op, func(w http.ResponseWriter, r *http.Request) {
-		body, err := s.readBody(w, r, op)
-		if err != nil {
-			s.writing(w)
-			s.fail(w, op, err)
-			return
-		}
+	s.mux.HandleFunc(path, s.post(op, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		done, ok := busy(r.Context())
 		if !ok {
 			return // closed for a newcomer before the call started
@@ -265,7 +266,6 @@ func (s *Server) route(path string, fn func(d *driver.Driver, body []byte) (any,
 		select {
 		case <-s.ready:
 		case <-time.After(readyWait):
-			s.writing(w)
 			s.fail(w, op, errors.New("rdma-macvlan is still starting: retry in a moment"))
 			return
 		case <-r.Context().Done():
@@ -282,8 +282,9 @@ func (s *Server) route(path string, fn func(d *driver.Driver, body []byte) (any,
 }
 
 // fail logs a failed call once and answers Docker with the error's text,
-// which the docker CLI shows to the user.
+// which the docker CLI shows to the user, within writeTimeout.
 func (s *Server) fail(w http.ResponseWriter, op string, err error) {
+	s.writing(w)
 	entry := s.log.WithField("op", op).WithError(err)
 	if driver.IsRefusal(err) {
 		entry.Warn("request refused")
@@ -294,23 +295,13 @@ func (s *Server) fail(w http.ResponseWriter, op string, err error) {
 }
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("/Plugin.Activate", s.post("Plugin.Activate", func(w http.ResponseWriter, r *http.Request) {
-		if _, err := s.readBody(w, r, "Plugin.Activate"); err != nil {
-			s.writing(w)
-			s.fail(w, "Plugin.Activate", err)
-			return
-		}
+	s.mux.HandleFunc("/Plugin.Activate", s.post("Plugin.Activate", func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 		s.answering(w)
 		w.Header().Set("Content-Type", sdk.DefaultContentTypeV1_1)
 		fmt.Fprintln(w, manifest)
 	}))
 	// Capabilities are static: answer them even while starting up.
-	s.mux.HandleFunc("/NetworkDriver.GetCapabilities", s.post("GetCapabilities", func(w http.ResponseWriter, r *http.Request) {
-		if _, err := s.readBody(w, r, "GetCapabilities"); err != nil {
-			s.writing(w)
-			s.fail(w, "GetCapabilities", err)
-			return
-		}
+	s.mux.HandleFunc("/NetworkDriver.GetCapabilities", s.post("GetCapabilities", func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 		s.answering(w)
 		c := driver.GetCapabilities()
 		sdk.EncodeResponse(w, &capabilitiesResponse{Scope: c.Scope, ConnectivityScope: c.ConnectivityScope, GwAllocChecker: c.GatewayAllocCheck}, false)
