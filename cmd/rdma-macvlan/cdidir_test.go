@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -10,9 +9,7 @@ import (
 	"time"
 
 	"github.com/docker/go-plugins-helpers/network"
-	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
-	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )
 
 // TestPrivilegedDaemonWithFIFOsInCDIDir: the CDI directory is shared with
@@ -22,22 +19,7 @@ import (
 // of a new network, CreateNetwork is refused with the file's name and the
 // fix, and /v1/status asked meanwhile answers.
 func TestPrivilegedDaemonWithFIFOsInCDIDir(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces and links); run: sudo make test-root")
-	}
-	if _, err := exec.LookPath("nsenter"); err != nil {
-		t.Skip("needs nsenter (util-linux)")
-	}
-	host := netnstest.NewHost(t)
-	base := t.TempDir()
-	p0, err := host.LinkByName("p0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &daemon{t: t, bin: buildDaemon(t), host: host, sock: filepath.Join(base, "run", "rdma-macvlan.sock"),
-		stateDir: filepath.Join(base, "state"), sysfs: rdmatest.MLX5(t, rdmatest.MLX5Options{Netdev: "p0", MAC: p0.MAC.String()}),
-		cdiDir: filepath.Join(base, "cdi")}
-	t.Cleanup(func() { _ = d.stop(syscall.SIGKILL) })
+	d := hostDaemon(t)
 	fifo := func(name string) string {
 		t.Helper()
 		path := filepath.Join(d.cdiDir, "rdma-macvlan-"+name+".json")

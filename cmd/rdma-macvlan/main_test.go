@@ -211,7 +211,12 @@ func TestVersionFlag(t *testing.T) {
 	}
 }
 
-func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
+// hostDaemon is the daemon binary (not started yet) on a namespace with a
+// veth parent p0 and a fake mlx5 tree for it, its socket, state and CDI
+// directories in a temp dir that none of them exists in yet; it is killed
+// when the test ends. It skips the test without root or nsenter.
+func hostDaemon(t *testing.T) *daemon {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (network namespaces and links); run: sudo make test-root")
 	}
@@ -228,6 +233,11 @@ func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 		stateDir: filepath.Join(base, "state"), sysfs: rdmatest.MLX5(t, rdmatest.MLX5Options{Netdev: "p0", MAC: p0.MAC.String()}),
 		cdiDir: filepath.Join(base, "cdi")}
 	t.Cleanup(func() { _ = d.stop(syscall.SIGKILL) })
+	return d
+}
+
+func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
+	d := hostDaemon(t)
 	d.start()
 	c := plugin.NewClient(d.sock)
 	must := func(err error) {
@@ -264,7 +274,7 @@ func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 	t.Cleanup(ctr.Close)
 	ip, ipnet, _ := net.ParseCIDR("10.8.0.2/24")
 	ipnet.IP = ip
-	must(netnstest.MoveInto(host, ctr, jr.InterfaceName.SrcName, "eth0", nil, ipnet))
+	must(netnstest.MoveInto(d.host, ctr, jr.InterfaceName.SrcName, "eth0", nil, ipnet))
 
 	// SIGTERM: a clean exit that leaves the container's link alone.
 	if err := d.stop(syscall.SIGTERM); err != nil {
@@ -284,13 +294,13 @@ func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 	_ = d.stop(syscall.SIGKILL)
 	d.start() // the stale socket file is replaced
 	must(c.Call("Join", network.JoinRequest{NetworkID: nid, EndpointID: eid2, SandboxKey: "/sb/2"}, &jr))
-	if l, err := host.LinkByName(driver.LinkName(eid2)); err != nil || l.MTU != 1400 {
+	if l, err := d.host.LinkByName(driver.LinkName(eid2)); err != nil || l.MTU != 1400 {
 		t.Fatalf("second endpoint's link after kill -9: %+v %v", l, err)
 	}
 
 	// Finish both life cycles.
 	must(c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid1}, nil))
-	must(netnstest.MoveBack(ctr, host, "eth0", driver.LinkName(eid1)))
+	must(netnstest.MoveBack(ctr, d.host, "eth0", driver.LinkName(eid1)))
 	for _, eid := range []string{eid1, eid2} {
 		if eid == eid2 {
 			must(c.Call("Leave", network.LeaveRequest{NetworkID: nid, EndpointID: eid}, nil))
@@ -298,7 +308,7 @@ func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 		must(c.Call("DeleteEndpoint", network.DeleteEndpointRequest{NetworkID: nid, EndpointID: eid}, nil))
 	}
 	must(c.Call("DeleteNetwork", network.DeleteNetworkRequest{NetworkID: nid}, nil))
-	links, err := host.Links()
+	links, err := d.host.Links()
 	must(err)
 	for _, l := range links {
 		if strings.HasPrefix(l.Name, driver.LinkPrefix) {
