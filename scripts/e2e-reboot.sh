@@ -92,8 +92,11 @@ reboot_host() {
 	inns mount -t tmpfs -o mode=0755 rmv-run /run
 	if ! out=$(inns bash "$here/dockerd.sh" boot "$ddir" 2>&1); then
 		echo "$out"
-		echo "--- end of dockerd's log:"
-		grep -v 'IPv4 forwarding' "$ddir/dockerd.log" | grep -E -A12 'panic|level=(error|fatal)' | tail -n 40
+		# What the engine said about its plugins at this boot, and its panic if it had one.
+		echo "--- dockerd's log of this boot:"
+		awk '/msg="Starting up"/ { boot = "" } { boot = boot $0 "\n" } END { printf "%s", boot }' "$ddir/dockerd.log" |
+			grep -E 'level=(error|fatal).*(plugin|mount)' | tail -n 5
+		grep -E -m1 -A6 '^panic' "$ddir/dockerd.log" || true
 		return 1
 	fi
 }
@@ -113,6 +116,13 @@ mounts_are() {
 
 # plugin_sock: the plugin's socket inside the namespace.
 plugin_sock() { printf '/run/docker/plugins/%s/rdma-macvlan.sock\n' "$(dk plugin inspect -f '{{.Id}}' "$PLUGIN")"; }
+
+# rebooted DESC: the check that a reboot brings dockerd back up; fails (and the caller ends the
+# engine's run: nothing after it can be checked) when it does not.
+rebooted() {
+	check "$1" reboot_host
+	dk info >/dev/null 2>&1 || { fail "the engine is down after the reboot: the rest of this engine's run is not run"; return 1; }
+}
 
 # after_boot C...: what a host that rebooted must show: the plugin enabled and answering, each
 # container C running again with its address on the network, the CDI spec in /etc/cdi, and a new
@@ -135,9 +145,6 @@ after_boot() {
 		dk run -d --name "new$1" --net "$net" "${devs[@]}" "$IMAGE" "${SLEEPER[@]}"
 	check "after the reboot: /v1/status lists $(($# + 1)) endpoints" net_endpoints "$nid" $(($# + 1))
 }
-
-# readme_line BLOCK PATTERN: the line of README block BLOCK that matches PATTERN (grep -E).
-readme_line() { readme_block "$1" | grep -E -m1 "$2"; }
 
 one_engine() {
 	local engine=$1 t0=$SECONDS out upgrade quick cmd
@@ -186,7 +193,7 @@ one_engine() {
 	check "after the upgrade: no spec of ours left in /var/run/cdi" bash -c "[[ -z \$(nsenter -t $holder -m -- ls -A /var/run/cdi) ]]"
 
 	# --- 2. a reboot ----------------------------------------------------------------------------
-	check "reboot: dockerd comes back up" reboot_host
+	rebooted "reboot: dockerd comes back up" || return 0
 	after_boot c1
 	dk rm -f c1 newc1 >/dev/null
 
@@ -208,7 +215,7 @@ one_engine() {
 	nid=$(dk network inspect -f '{{.Id}}' "$net")
 	check "--restart always container c2 on the network" \
 		dk run -d --name c2 --restart always --net "$net" "${devs[@]}" "$IMAGE" "${SLEEPER[@]}"
-	check "reboot: dockerd comes back up" reboot_host
+	rebooted "reboot: dockerd comes back up" || return 0
 	after_boot c2
 	dk rm -f newc2 >/dev/null
 
@@ -223,7 +230,7 @@ one_engine() {
 	check "docker rdma doctor names the missing source and the fix" \
 		bash -c "grep -F -A1 'mount cdi' <<<\"\$1\" | grep -F '/rmv-missing-$id, which does not exist' -A1 | grep -qF 'fix: mkdir -p /rmv-missing-$id'" _ "$out"
 	detail "$(grep -F -A1 'mount ' <<<"$out")"
-	check "reboot with the plugin disabled: dockerd comes back up" reboot_host
+	rebooted "reboot with the plugin disabled: dockerd comes back up" || return 0
 	dk plugin set "$PLUGIN" cdi.source=/etc/cdi
 	check "the plugin enabled again with cdi.source=/etc/cdi" dk plugin enable "$PLUGIN"
 	check "c2 starts again" dk start c2
