@@ -259,17 +259,29 @@ failed_start() {
 	do_stop "$dir" || true
 }
 
-do_start() {
-	local dir=$1 engine=$2 netns=$3 dockerd d
-	shift 3
-	case $engine in
-	debian) dockerd=/usr/sbin/dockerd ;;
-	current)
-		dockerd=$(bash "$here/engines.sh" bindir)/dockerd || die "current engine not built: run scripts/engines.sh install current"
+# engine_bin ENGINE sets dockerd (its binary) and path (the PATH it runs with) for ENGINE.
+engine_bin() {
+	local bindir
+	case $1 in
+	debian)
+		dockerd=/usr/sbin/dockerd
+		path=$SYS_PATH
 		;;
-	*) die "unknown engine '$engine' (want: debian, current)" ;;
+	current)
+		bindir=$(bash "$here/engines.sh" bindir) || die "current engine not built: run scripts/engines.sh install current"
+		dockerd=$bindir/dockerd
+		# The new runc comes first for this engine only (containerd's shims find runc on PATH).
+		path=$bindir:$SYS_PATH
+		;;
+	*) die "unknown engine '$1' (want: debian, current)" ;;
 	esac
-	[[ -x $dockerd ]] || die "$dockerd not found: run scripts/engines.sh install $engine"
+	[[ -x $dockerd ]] || die "$dockerd not found: run scripts/engines.sh install $1"
+}
+
+do_start() {
+	local dir=$1 engine=$2 netns=$3 dockerd path d
+	shift 3
+	engine_bin "$engine"
 	command -v containerd >/dev/null || [[ -x /usr/bin/containerd ]] || die "containerd not found: run scripts/engines.sh"
 	command -v docker >/dev/null || die "docker CLI not found on PATH"
 
@@ -315,24 +327,11 @@ do_start() {
 # launch DIR starts containerd and dockerd with DIR's recorded engine, network namespace and extra
 # arguments, waits until dockerd answers and prints the export line.
 launch() {
-	local dir=$1 engine netns="" dockerd path bindir pid cpid ver
+	local dir=$1 netns="" dockerd path pid cpid ver
 	local -a pre=() args=()
-	engine=$(cat "$dir/engine")
+	engine_bin "$(cat "$dir/engine")"
 	[[ -s $dir/netns ]] && netns=$(cat "$dir/netns")
 	[[ -s $dir/args ]] && mapfile -d '' -t args <"$dir/args"
-	case $engine in
-	debian)
-		dockerd=/usr/sbin/dockerd
-		path=$SYS_PATH
-		;;
-	current)
-		bindir=$(bash "$here/engines.sh" bindir) || die "current engine not built: run scripts/engines.sh install current"
-		dockerd=$bindir/dockerd
-		# The new runc comes first for this engine only (containerd's shims find runc on PATH).
-		path=$bindir:$SYS_PATH
-		;;
-	*) die "$dir/engine names an unknown engine '$engine'" ;;
-	esac
 	if [[ -n $netns ]]; then
 		[[ -e /run/netns/$netns ]] || die "network namespace $netns not found (/run/netns/$netns): create it first (ip netns add $netns)"
 		# nsenter execs the daemon: the pid recorded below is the daemon's own.
