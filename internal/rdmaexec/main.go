@@ -25,6 +25,12 @@ const ContainerPath = "/.rdma-macvlan/rdma-exec"
 // container's own /sys is the real one.
 const EnvSysfsRoot = "RDMA_EXEC_SYSFS_ROOT"
 
+// EnvTiming set to 1 makes rdma-exec say on stderr, before it execs the
+// workload, how long it waited for the GID entries and how many looks at
+// the tables that took (make bench reads it). Like EnvSysfsRoot, it is
+// removed from the workload's environment.
+const EnvTiming = "RDMA_EXEC_TIMING"
+
 // Usage is rdma-exec's help.
 const Usage = `Usage: rdma-exec [OPTIONS] -- COMMAND [ARG...]
 
@@ -78,7 +84,8 @@ func Main(args []string, sys *Sys) int {
 		fmt.Fprintf(sys.Stderr, "rdma-exec: %v\n%s", err, Usage)
 		return ExitUsage
 	}
-	env := withoutVar(sys.Environ, EnvSysfsRoot)
+	timing, _ := lookup(sys.Environ, EnvTiming)
+	env := withoutVar(withoutVar(sys.Environ, EnvSysfsRoot), EnvTiming)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var got os.Signal
@@ -94,7 +101,12 @@ func Main(args []string, sys *Sys) int {
 		}()
 	}
 	if len(cfg.Networks) > 0 {
+		// Each look at the tables lists the interfaces once.
+		looks, ifaces := 0, cfg.Ifaces
+		cfg.Ifaces = func() ([]Iface, error) { looks++; return ifaces() }
+		t0 := time.Now()
 		ports, err := Wait(ctx, cfg)
+		waited := time.Since(t0)
 		if err != nil {
 			if ctx.Err() != nil && got != nil {
 				fmt.Fprintf(sys.Stderr, "rdma-exec: %v while waiting for the container's GID entries: the workload was not started\n", got)
@@ -105,6 +117,10 @@ func Main(args []string, sys *Sys) int {
 			}
 			fmt.Fprintf(sys.Stderr, "rdma-exec: %v\n", err)
 			return ExitNotReady
+		}
+		if timing == "1" {
+			fmt.Fprintf(sys.Stderr, "rdma-exec: GID entries ready after %.3f ms (%d %s)\n",
+				float64(waited)/float64(time.Millisecond), looks, plural(looks, "look", "looks"))
 		}
 		env = Export(env, ports, cfg.Choice, sys.Stderr)
 	}
@@ -263,6 +279,13 @@ func lookup(env []string, name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func withoutVar(env []string, name string) []string {

@@ -157,3 +157,42 @@ func TestExecErrors(t *testing.T) {
 		}
 	}
 }
+
+// With RDMA_EXEC_TIMING=1 the helper says how long it waited and how many
+// looks that took (the entry appears only after 300 ms here, so the wait
+// cannot be shorter and takes more than one look), and the workload does
+// not see the variable. Without it, nothing is said.
+func TestExecReportsWait(t *testing.T) {
+	root := rdmatest.MLX5(t, rdmatest.MLX5Options{})
+	args := []string{"--net", "name=roce,hca=mlx5_0,port=1,subnet=127.0.0.0/8", "--timeout", "20s", "--", self(t), "0"}
+	cmd, stdout, stderr := runHelper(t, []string{EnvSysfsRoot + "=" + root, EnvTiming + "=1"}, args...)
+	time.Sleep(300 * time.Millisecond)
+	if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "127.0.0.1", "lo"); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitCode(t, cmd); code != 0 {
+		t.Fatalf("status %d; stderr %s", code, stderr)
+	}
+	var ms float64
+	var looks int
+	var unit string
+	line := strings.TrimSpace(stderr.String())
+	if n, err := fmt.Sscanf(line, "rdma-exec: GID entries ready after %f ms (%d %s", &ms, &looks, &unit); n != 3 || err != nil {
+		t.Fatalf("stderr %q: no wait reported (%v)", line, err)
+	}
+	if ms < 300 || looks < 2 || unit != "looks)" {
+		t.Errorf("stderr %q: the entry appeared after 300 ms, so the wait is at least that and took more than one look", line)
+	}
+	if strings.Contains(stdout.String(), EnvTiming) {
+		t.Errorf("the workload sees %s:\n%s", EnvTiming, stdout)
+	}
+
+	cmd, _, stderr = runHelper(t, []string{EnvSysfsRoot + "=" + root}, args...)
+	if code := exitCode(t, cmd); code != 0 || strings.Contains(stderr.String(), "ready after") {
+		t.Fatalf("without %s: status %d, stderr %q; want 0 and no report", EnvTiming, code, stderr)
+	}
+	cmd, _, stderr = runHelper(t, []string{EnvSysfsRoot + "=" + root, EnvTiming + "=1"}, args...)
+	if code := exitCode(t, cmd); code != 0 || !strings.Contains(stderr.String(), "ready after ") || !strings.HasSuffix(stderr.String(), " (1 look)\n") {
+		t.Fatalf("entry already there: status %d, stderr %q; want 0 and one look reported", code, stderr)
+	}
+}
