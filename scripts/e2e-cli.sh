@@ -30,6 +30,8 @@ set -Eeuo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/lib/e2e.sh
 source "$here/lib/e2e.sh"
+# shellcheck source=scripts/lib/fakedev.sh
+source "$here/lib/fakedev.sh"
 CLI_DEBIAN=${DOCKER_CLI_DEBIAN:-/usr/bin/docker}
 CLI_CURRENT=${DOCKER_CLI_CURRENT:-/usr/local/bin/docker}
 MEMLOCK=8388608
@@ -69,27 +71,6 @@ teardown_hook() {
 }
 e2e_traps
 
-# setup_devices ROOT makes /dev/infiniband with the nodes of the fake tree under ROOT (and decoys
-# that must not reach containers) when the host has none; a host that has some must have the fake
-# tree's. (Called in a condition, so errexit is off: every step says when it fails.)
-setup_devices() {
-	local cm
-	cm=$(cat "$1/sys/class/misc/rdma_cm/dev") || return 1
-	if [[ -e /dev/infiniband ]]; then
-		say "/dev/infiniband exists: using the host's nodes, which must match the fake tree"
-		[[ $(stat -c '%t:%T' /dev/infiniband/uverbs0 2>/dev/null) == e7:c0 ]] || return 1
-		[[ $(stat -c '%t:%T' /dev/infiniband/rdma_cm 2>/dev/null) == "$(printf '%x:%x' "${cm%%:*}" "${cm##*:}")" ]] || return 1
-		return 0
-	fi
-	mkdir -m 0755 /dev/infiniband || return 1
-	made_dev=/dev/infiniband
-	mknod -m 0666 /dev/infiniband/uverbs0 c 231 192 &&
-		mknod -m 0666 /dev/infiniband/uverbs1 c 231 193 &&
-		mknod -m 0666 /dev/infiniband/rdma_cm c "${cm%%:*}" "${cm##*:}" &&
-		mknod -m 0600 /dev/infiniband/umad0 c 231 0 &&
-		mknod -m 0600 /dev/infiniband/issm0 c 231 64
-}
-
 # e2e ENGINE runs every check against one engine.
 e2e() {
 	local engine=$1 cli extra=() t0=$SECONDS sub cdi="" ip1 ip2 v2 i flags
@@ -116,7 +97,7 @@ e2e() {
 	veth_parent "$parent" "$peer"
 	fake_hca "$e/fs" mlx5_0 "$parent"
 	"$work/bin/fakesysfs" build -root "$e/fs" -kind mlx5 -hca mlx5_1 -netdev "rmvc${id}x" -mac 02:00:00:00:01:02 -pci 0000:04:00.0 -uverbs 1
-	if ! setup_devices "$e/fs"; then
+	if ! fake_dev_nodes "$e/fs"; then
 		fail "fake device nodes: /dev/infiniband could not be made, or exists without uverbs0 231:192 and the fake tree's rdma_cm"
 		return
 	fi

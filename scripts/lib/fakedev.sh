@@ -1,0 +1,29 @@
+# shellcheck shell=bash
+# The sourcing script reads made_dev.
+# shellcheck disable=SC2034
+# lib/fakedev.sh: the /dev/infiniband nodes of a fake sysfs tree (rdma/rdmatest/fakesysfs), for
+# scripts that run `docker rdma run` on a host without RDMA hardware (sourced, never run).
+# The sourcing script gives say (progress) and sets made_dev="" before the first call.
+
+# fake_dev_nodes ROOT makes /dev/infiniband with the nodes of the fake tree under ROOT (uverbs0
+# 231:192 and rdma_cm with the tree's numbers) and decoys that must not reach containers
+# (uverbs1, umad0, issm0) when the host has none, and sets made_dev to it: the caller removes it
+# when done. A host that has /dev/infiniband must have the fake tree's uverbs0 and rdma_cm (they
+# are used as they are, and left). Fails when neither holds; called in a condition (errexit is
+# off), so every step says when it fails.
+fake_dev_nodes() {
+	local cm
+	cm=$(cat "$1/sys/class/misc/rdma_cm/dev") || return 1
+	if mkdir -m 0755 /dev/infiniband 2>/dev/null; then
+		made_dev=/dev/infiniband
+		mknod -m 0666 /dev/infiniband/uverbs0 c 231 192 &&
+			mknod -m 0666 /dev/infiniband/uverbs1 c 231 193 &&
+			mknod -m 0666 /dev/infiniband/rdma_cm c "${cm%%:*}" "${cm##*:}" &&
+			mknod -m 0600 /dev/infiniband/umad0 c 231 0 &&
+			mknod -m 0600 /dev/infiniband/issm0 c 231 64
+		return
+	fi
+	say "/dev/infiniband exists: using the host's nodes, which must match the fake tree"
+	[[ $(stat -c '%t:%T' /dev/infiniband/uverbs0 2>/dev/null) == e7:c0 ]] || return 1
+	[[ $(stat -c '%t:%T' /dev/infiniband/rdma_cm 2>/dev/null) == "$(printf '%x:%x' "${cm%%:*}" "${cm##*:}")" ]] || return 1
+}
