@@ -92,7 +92,7 @@ e2e-reliability: ## 50 containers at once, dockerd --live-restore restart, plugi
 	bash scripts/engines.sh install
 	bash scripts/e2e-reliability.sh
 
-bench: ## benchmarks on real engines (root; about 10 min): prints a table, writes BENCHMARKS.md, docs/bench-*.png, docs/bench/
+bench: ## benchmarks on real engines (root; about 20 min; BENCH_PARTS for some parts): prints a table, keeps the run in docs/bench/runs/, writes BENCHMARKS.md, docs/bench-*.png
 	bash scripts/bench.sh
 
 fuzz: ## fuzz every target for FUZZTIME seconds each (a crashing input is left in testdata/fuzz)

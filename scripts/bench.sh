@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# bench.sh: the benchmarks of rdma-macvlan (`make bench`); writes BENCHMARKS.md and docs/bench-*.png.
+# bench.sh: the benchmarks of rdma-macvlan (`make bench`); writes BENCHMARKS.md, docs/bench-*.png and
+# docs/bench/runs/RUN/.
 #
 # 1. Container start: `docker run --rm` on rdma-macvlan (managed plugin, fake mlx5 sysfs for a veth
 #    parent) and on the built-in macvlan, same parent and engine, in interleaved pairs whose order
@@ -14,14 +15,25 @@
 #    wall time until every CLI has returned, errors, then `docker rm -f` of all of them at once and
 #    a look for leaks (containers, macvlan children of the parent and the plugin's links in the
 #    host netns, endpoints in the plugin's /v1/status and state directory). No traffic.
-# Then bench/cmd/report prints the table, writes BENCHMARKS.md, docs/bench-*.png and the raw
-# samples under docs/bench/.
+# 6. Starting RDMA-ready: `docker rdma run --rm` (the CLI plugin, with rdma-exec waiting in the
+#    container for its GID entries) against the `docker run --rm` that `docker rdma run --no-wait`
+#    would make (the same devices, CAP_IPC_LOCK and memlock), both on the rdma-macvlan network,
+#    in interleaved pairs whose order alternates, with the docker CLI of the engine's generation
+#    (scripts/e2e-cli.sh's setup: fake device nodes, the fake tree mounted into the container for
+#    rdma-exec); rdma-exec reports its wait (RDMA_EXEC_TIMING=1), and after each pair
+#    `docker rdma run --dry-run` times the CLI plugin's preparation alone.
+# Then bench/cmd/report prints the table of this run, stores its raw samples under
+# docs/bench/runs/RUN/ and writes BENCHMARKS.md from every stored run: the headline table holds,
+# for each target, the latest run that measured it (a run of some parts leaves the others' rows
+# as they were); older figures go under History. docs/bench-*.png are drawn from the runs the
+# sections show.
 #
 # Needs: root, Debian (apt), Go. Installs what is missing: Debian's Docker engine (via
 #   scripts/engines.sh), iperf3, gnuplot-nox. Never builds the current engine (slow); it is used
 #   when `scripts/engines.sh bindir` finds it.
-# Leaves behind: BENCHMARKS.md, docs/bench-*.png, docs/bench/*; nothing else of a run (links,
-#   engines, plugins, containers, processes, temporary directories), also when a step fails.
+# Leaves behind: BENCHMARKS.md, docs/bench-*.png, docs/bench/runs/RUN/; nothing else of a run
+#   (links, engines, plugins, containers, processes, temporary directories, /dev/infiniband when
+#   part 6 made it), also when a step fails.
 #
 # Usage: bench.sh [debian] [current]      (default: debian, and current when built)
 # Environment:
@@ -31,8 +43,11 @@
 #   BENCH_IPERF_SECONDS  seconds per iperf3 run after one omitted second of slow start (default 4)
 #   BENCH_OUT       where raw results go (default: a temporary directory, removed at the end)
 #   BENCH_NO_WRITE  1: print the table only; leave BENCHMARKS.md and docs/ alone
-#   BENCH_PARTS     which parts run (default "endpoints docker concurrent"): endpoints = 2.-3.,
-#                   docker = 1. and 4., concurrent = 5.
+#   BENCH_PARTS     which parts run (default "endpoints docker concurrent rdmarun"): endpoints =
+#                   2.-3., docker = 1. and 4., concurrent = 5., rdmarun = 6.
+#   BENCH_RDMA_PAIRS  interleaved pairs of part 6 per engine (default 30)
+#   DOCKER_CLI_DEBIAN, DOCKER_CLI_CURRENT  the docker CLI part 6 uses per engine (default
+#                   /usr/bin/docker, Debian's 20.10, and /usr/local/bin/docker)
 #   BENCH_CONC      containers started at once in part 5 (default 100)
 #   BENCH_CONC_ROUNDS  rounds of part 5 per engine, each runs both drivers (default 3)
 #   BENCH_COMMIT    the commit to name in the report (default: git rev-parse of this tree)
@@ -46,7 +61,12 @@ PAIRS=${BENCH_PAIRS:-40}
 CYCLES=${BENCH_CYCLES:-100}
 ROUNDS=${BENCH_ROUNDS:-9}
 IPERF_SECONDS=${BENCH_IPERF_SECONDS:-4}
-PARTS=${BENCH_PARTS:-endpoints docker concurrent}
+PARTS=${BENCH_PARTS:-endpoints docker concurrent rdmarun}
+RDMA_PAIRS=${BENCH_RDMA_PAIRS:-30}
+CLI_DEBIAN=${DOCKER_CLI_DEBIAN:-/usr/bin/docker}
+CLI_CURRENT=${DOCKER_CLI_CURRENT:-/usr/local/bin/docker}
+# Part 6's locked-memory limit: the engines here cannot go above 8 MiB.
+MEMLOCK=8388608
 CONC=${BENCH_CONC:-100}
 CONC_ROUNDS=${BENCH_CONC_ROUNDS:-3}
 # Addresses the timed runs cycle through (their GID entries fit an mlx5 table: 2 per address).
@@ -59,6 +79,9 @@ PLUGIN_NAME=rmvbench
 PLUGIN=$PLUGIN_NAME:latest
 # What long-lived containers run: a sleep that exits at once on SIGTERM.
 SLEEPER=(sh -c 'trap "exit 0" TERM; sleep 3600 & wait')
+
+# shellcheck source=scripts/lib/fakedev.sh
+source "$here/lib/fakedev.sh"
 
 t_start=$SECONDS
 say() { printf 'bench: [%4ds] %s\n' "$((SECONDS - t_start))" "$*" >&2; }
@@ -76,6 +99,7 @@ loadpid=""
 bgpids=()
 policy=""
 sock=""
+made_dev="" # /dev/infiniband when part 6 made it
 cleanup() {
 	local rc=$? p
 	set +e
@@ -85,6 +109,7 @@ cleanup() {
 		dir=""
 	fi
 	ip link del "$parent" 2>/dev/null
+	[[ -n $made_dev ]] && rm -rf "$made_dev"
 	if [[ -n $loadpid ]]; then kill "$loadpid" 2>/dev/null; wait "$loadpid" 2>/dev/null; fi
 	[[ -n $policy ]] && rm -f "$policy"
 	if [[ -n $work && -z ${BENCH_OUT:-} ]]; then rm -rf "$work"; fi
@@ -288,6 +313,74 @@ concurrent() {
 	done
 }
 
+# rdma_run ENGINE SUB SYSFS: part 6 on the engine's rdma-macvlan network (rmvb-rdma, 10.SUB.1.0/24,
+# GID entries of .10-.59 in the fake tree under SYSFS).
+rdma_run() {
+	local engine=$1 sub=$2 sysfs=$3 cli cfg dry i k order t0 t1 ms line waited looks kind ip
+	local -a plain=() fake=() cmd=()
+	case $engine in
+	debian) cli=$CLI_DEBIAN ;;
+	current) cli=$CLI_CURRENT ;;
+	esac
+	[[ -x $cli ]] || die "$engine: the docker CLI $cli is missing (DOCKER_CLI_${engine^^} names another)"
+	cfg=$work/cli-$engine
+	printf 'cli_%s=%s\n' "$engine" "$("$cli" version -f '{{.Client.Version}}' 2>/dev/null)" >>"$work/res/machine.env"
+	# docker rdma as the CLI plugin of a private config; rdma-exec where it looks: ../../rdma-macvlan/.
+	install -D -m 0755 "$work/bin/docker-rdma" "$cfg/config/cli-plugins/docker-rdma"
+	install -D -m 0755 "$work/bin/rdma-exec" "$cfg/rdma-macvlan/rdma-exec"
+	# A container's /sys is the real kernel's: the fake tree goes in at /rdma-fake for rdma-exec.
+	# Both commands get the same mount and variables.
+	fake=(-v "$sysfs:/rdma-fake:ro" -e RDMA_EXEC_SYSFS_ROOT=/rdma-fake -e RDMA_EXEC_TIMING=1)
+	# The docker run that docker rdma run makes without rdma-exec: its devices, IPC_LOCK, memlock.
+	dry=$(DOCKER_CONFIG=$cfg/config "$cli" rdma run --no-wait --dry-run --rm "${fake[@]}" --memlock "$MEMLOCK" --net rmvb-rdma "$IMAGE" true) ||
+		die "$engine: docker rdma run --no-wait --dry-run failed"
+	eval "plain=($dry)"
+	[[ ${plain[0]} == "$cli" && ${plain[1]} == run && $dry == *" --cap-add IPC_LOCK "* && $dry == *" --ulimit memlock=$MEMLOCK:$MEMLOCK "* ]] ||
+		die "$engine: unexpected docker command from docker rdma run --no-wait --dry-run: $dry"
+	say "$engine: docker run as docker rdma run makes it: $dry"
+	mkdir -p "$work/res/rdmarun-$engine"
+	# rdma_timed KIND PAIR POSITION IP: one command of the part, timed; appends to rdmarun.csv.
+	rdma_timed() {
+		local kind=$1 pair=$2 pos=$3 ip=$4 err=$work/res/rdmarun-$engine/$1-$2.err
+		case $kind in
+		docker-run) cmd=("${plain[0]}" run --ip "$ip" "${plain[@]:2}") ;;
+		rdma-run) cmd=("$cli" rdma run --rm --ip "$ip" "${fake[@]}" --memlock "$MEMLOCK" --net rmvb-rdma "$IMAGE" true) ;;
+		prep) cmd=("$cli" rdma run --dry-run --rm --ip "$ip" "${fake[@]}" --memlock "$MEMLOCK" --net rmvb-rdma "$IMAGE" true) ;;
+		esac
+		t0=$(now_us)
+		DOCKER_CONFIG=$cfg/config "${cmd[@]}" >/dev/null 2>"$err" </dev/null ||
+			die "$engine: ${cmd[*]} failed: $(grep -v 'IPv4 forwarding is disabled' "$err")"
+		t1=$(now_us)
+		ms=$(printf '%d.%03d' $(((t1 - t0) / 1000)) $(((t1 - t0) % 1000)))
+		waited="" looks=""
+		if [[ $kind == rdma-run ]]; then
+			line=$(grep -m1 '^rdma-exec: GID entries ready after ' "$err") || line=""
+			[[ $line =~ ^rdma-exec:\ GID\ entries\ ready\ after\ ([0-9.]+)\ ms\ \(([0-9]+)\ look ]] ||
+				die "$engine: rdma-exec did not report its wait (RDMA_EXEC_TIMING=1): $(cat "$err")"
+			waited=${BASH_REMATCH[1]} looks=${BASH_REMATCH[2]}
+		fi
+		printf '%s,%d,%s,%d,%s,%s,%s\n' "$engine" "$pair" "$kind" "$pos" "$ms" "$waited" "$looks" >>"$work/res/rdmarun.csv"
+	}
+	# Warm-up (not recorded): the CLI plugin, rdma-exec and the image in the page cache.
+	for i in 1 2; do
+		DOCKER_CONFIG=$cfg/config "$cli" rdma run --rm --ip "10.$sub.1.$((10 + i))" "${fake[@]}" --memlock "$MEMLOCK" --net rmvb-rdma "$IMAGE" true >/dev/null 2>&1 ||
+			die "$engine: docker rdma run (warm-up) failed: $(DOCKER_CONFIG=$cfg/config "$cli" rdma run --rm --ip "10.$sub.1.$((10 + i))" "${fake[@]}" --memlock "$MEMLOCK" --net rmvb-rdma "$IMAGE" true 2>&1)"
+		"${plain[0]}" run --ip "10.$sub.1.$((30 + i))" "${plain[@]:2}" >/dev/null 2>&1 || die "$engine: $dry (warm-up) failed"
+	done
+	say "$engine: $RDMA_PAIRS interleaved pairs of docker rdma run --rm and docker run --rm"
+	for ((i = 1; i <= RDMA_PAIRS; i++)); do
+		if ((i % 2)); then order=(rdma-run docker-run); else order=(docker-run rdma-run); fi
+		for k in 0 1; do
+			kind=${order[k]}
+			# Addresses with GID entries in the fake table: .10-.29 for one, .30-.49 for the other.
+			if [[ $kind == rdma-run ]]; then ip=10.$sub.1.$((10 + i % 20)); else ip=10.$sub.1.$((30 + i % 20)); fi
+			rdma_timed "$kind" "$i" $((k + 1)) "$ip"
+		done
+		rdma_timed prep "$i" 3 "10.$sub.1.$((10 + i % 20))"
+		((i % 10)) || say "$engine: $i pairs"
+	done
+}
+
 engine_bench() {
 	local engine=$1 mac sysfs i order d1 d2 t1 t2 sub host
 	local -A net_octet=([rdma]=1 [macvlan]=2)
@@ -303,7 +396,10 @@ engine_bench() {
 	mkdir -p "$work/state-$engine" "$work/cdi-$engine"
 
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/rmvb.XXXXXX")
-	bash "$here/dockerd.sh" start "$dir" "$engine" >/dev/null
+	# The current engine resolves CDI devices from the plugin's CDI directory (part 6).
+	local extra=()
+	[[ $engine == current ]] && extra=(-- --cdi-spec-dir "$work/cdi-$engine")
+	bash "$here/dockerd.sh" start "$dir" "$engine" "${extra[@]}" >/dev/null
 	export DOCKER_HOST=unix://$dir/docker.sock
 	printf 'engine_%s=%s\n' "$engine" "$(docker version -f '{{.Server.Version}}, API {{.Server.APIVersion}}')" >>"$work/res/machine.env"
 	bash "$here/mkimage.sh" 2>/dev/null
@@ -351,6 +447,13 @@ engine_bench() {
 		concurrent "$engine" "$sub"
 	fi
 
+	if [[ " $PARTS " == *" rdmarun "* ]]; then
+		if [[ -z $made_dev ]] && ! fake_dev_nodes "$sysfs"; then
+			die "fake device nodes: /dev/infiniband could not be made, or exists without uverbs0 231:192 and the fake tree's rdma_cm"
+		fi
+		rdma_run "$engine" "$sub" "$sysfs"
+	fi
+
 	if [[ " $PARTS " == *" docker "* && $engine == "${DATAPLANE_ENGINE:-debian}" ]]; then
 		say "$engine: data plane, $ROUNDS rounds"
 		dataplane "$engine" "$sub"
@@ -365,6 +468,15 @@ engine_bench() {
 	say "$engine: done"
 }
 
+# commit names the measured tree: the short commit, with -dirty when tracked files other than
+# the report's differ from it.
+commit() {
+	local c
+	c=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null) || { echo unknown; return; }
+	[[ -z $(git -C "$repo" status --porcelain --untracked-files=no -- . ':!BENCHMARKS.md' ':!docs' 2>/dev/null) ]] || c+=-dirty
+	printf '%s\n' "$c"
+}
+
 main() {
 	local engines=("$@") e
 	[[ $(id -u) -eq 0 ]] || die "needs root"
@@ -372,6 +484,14 @@ main() {
 	[[ $CONC =~ ^[0-9]+$ ]] || die "BENCH_CONC=$CONC: want 1-120"
 	((CONC >= 1 && CONC <= 120)) || die "BENCH_CONC=$CONC: want 1-120"
 	[[ $CONC_ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_CONC_ROUNDS=$CONC_ROUNDS: want 1 or more"
+	[[ $RDMA_PAIRS =~ ^[1-9][0-9]*$ ]] || die "BENCH_RDMA_PAIRS=$RDMA_PAIRS: want 1 or more"
+	local p
+	for p in $PARTS; do
+		case $p in
+		endpoints | docker | concurrent | rdmarun) ;;
+		*) die "BENCH_PARTS: unknown part '$p' (want: endpoints docker concurrent rdmarun)" ;;
+		esac
+	done
 	if ((${#engines[@]} == 0)); then
 		engines=(debian)
 		bash "$here/engines.sh" bindir >/dev/null 2>&1 && engines+=(current)
@@ -395,7 +515,9 @@ main() {
 	say "building the plugin and the bench tools"
 	PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" build 2>/dev/null
 	(cd "$repo" && for t in endpoints tcprr report; do go build -o "$work/bin/$t" "./bench/cmd/$t"; done &&
-		go build -o "$work/bin/fakesysfs" ./rdma/rdmatest/fakesysfs && go build -o "$work/bin/rmvstatus" ./e2e/rmvstatus)
+		go build -o "$work/bin/fakesysfs" ./rdma/rdmatest/fakesysfs && go build -o "$work/bin/rmvstatus" ./e2e/rmvstatus &&
+		CGO_ENABLED=0 go build -trimpath -o "$work/bin/docker-rdma" ./cmd/docker-rdma &&
+		CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/bin/rdma-exec" ./cmd/rdma-exec)
 	{
 		printf 'date=%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
 		printf 'nproc=%s\n' "$(nproc)"
@@ -404,7 +526,9 @@ main() {
 		printf 'kernel=%s\n' "$(uname -r)"
 		printf 'os=%s\n' "$(sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release)"
 		printf 'go=%s\n' "$(go version | cut -d' ' -f3)"
-		printf 'commit=%s\n' "${BENCH_COMMIT:-$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+		printf 'commit=%s\n' "${BENCH_COMMIT:-$(commit)}"
+		printf 'parts=%s\n' "$PARTS"
+		printf 'rdma_pairs=%s\nmemlock=%s\n' "$RDMA_PAIRS" "$MEMLOCK"
 		printf 'iperf3=%s\n' "$(iperf3 --version | head -1 | cut -d' ' -f2)"
 		printf 'pairs=%s\ncycles=%s\nrounds=%s\niperf_seconds=%s\n' "$PAIRS" "$CYCLES" "$ROUNDS" "$IPERF_SECONDS"
 		printf 'gids=%s\n' "${BENCH_GIDS:-present}"
@@ -412,13 +536,14 @@ main() {
 	} >"$work/res/machine.env"
 	printf 'engine,pair,driver,position,ms\n' >"$work/res/start.csv"
 	printf 'engine,round,driver,position,n,wall_ms,errors,not_running,rm_ms,settle_ms,leaks\n' >"$work/res/conc.csv"
+	printf 'engine,pair,kind,position,ms,wait_ms,looks\n' >"$work/res/rdmarun.csv"
 
 	if [[ " $PARTS " == *" endpoints "* ]]; then
 		say "endpoint life cycle, restart and memory (bench/cmd/endpoints)"
 		"$work/bin/endpoints" -out "$work/res" -bin "$work/plugin/rootfs/rdma-macvlan" -cycles "$CYCLES"
 	fi
 
-	[[ " $PARTS " == *" docker "* || " $PARTS " == *" concurrent "* ]] || engines=()
+	[[ " $PARTS " == *" docker "* || " $PARTS " == *" concurrent "* || " $PARTS " == *" rdmarun "* ]] || engines=()
 	for e in "${engines[@]}"; do
 		case $e in
 		debian | current) engine_bench "$e" ;;
