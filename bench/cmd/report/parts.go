@@ -277,19 +277,23 @@ func rdmaRunPart(d *data) (string, []check) {
 		row(&b, "`docker run`, same devices, IPC_LOCK and memlock", plain, f1)
 		row(&b, "`docker rdma run`", rs, f1)
 		row(&b, "ratio docker rdma run / docker run, per pair", ratio, f3)
-		excess := ""
+		prepared := ""
 		if len(prep) > 0 {
 			ps := bench.Summarize(prep)
 			row(&b, "`docker rdma run --dry-run`: the CLI plugin's preparation alone", ps, f1)
-			excess = fmt.Sprintf("; the CLI plugin's preparation alone, median %s ms", f1(ps.Median))
+			prepared = fmt.Sprintf(" The CLI plugin's preparation alone (its `--dry-run`) takes %s ms at the median.", f1(ps.Median))
 		}
 		row(&b, "rdma-exec's wait for the GID entry (in the container)", ws, f2)
 		var lk []string
 		for _, n := range slices.Sorted(maps.Keys(looks)) {
-			lk = append(lk, fmt.Sprintf("%d in %d %s", looks[n], n, map[bool]string{true: "look", false: "looks"}[n == 1]))
+			at := fmt.Sprintf("at look %d", n)
+			if n == 1 {
+				at = "at the first look"
+			}
+			lk = append(lk, fmt.Sprintf("%s in %d of %d runs", at, looks[n], len(ps)))
 		}
-		fmt.Fprintf(&b, "\nThe difference of the medians is %s ms%s; rdma-exec's wait, median %s ms (ready %s).\n",
-			f1(rs.Median-plain.Median), excess, f2(ws.Median), strings.Join(lk, ", "))
+		fmt.Fprintf(&b, "\n`docker rdma run`'s median is %s ms above `docker run`'s.%s rdma-exec waits %s ms at the median in the container (the entry found %s).\n",
+			f1(rs.Median-plain.Median), prepared, f2(ws.Median), strings.Join(lk, ", "))
 		cs = append(cs, check{6, "6. docker rdma run vs docker run, " + e, "median paired ratio <= 1.05",
 			fmt.Sprintf("%s (95%% CI %s-%s; medians %s vs %s ms; rdma-exec's wait median %s ms)", f3(ratio.Median), f3(ratio.MedianLo), f3(ratio.MedianHi), f1(rs.Median), f1(plain.Median), f2(ws.Median)),
 			ratio.Median <= 1.05})
