@@ -333,6 +333,12 @@ e2e() {
 	run_cmd docker rdma doctor --sysfs-root "$e/fs"
 	expect "doctor fails (status 1) in exclusive netns mode and says how to fix it" '((rc == 1)) && [[ $out == *"FAIL  netns mode"* && $out == *"fix: switch to shared"* ]]'
 	"$work/bin/fakesysfs" netns-mode -root "$e/fs" -mode shared
+	mkdir -p "$e/fs/etc/modprobe.d"
+	echo 'options ib_core netns_mode=0' >"$e/fs/etc/modprobe.d/ib_core.conf"
+	run_cmd docker rdma doctor --sysfs-root "$e/fs"
+	expect "doctor warns when the host runs shared but boots exclusive, naming the file" \
+		'[[ $out == *"WARN  netns mode at boot"*"the next boot starts exclusive (set by: /etc/modprobe.d/ib_core.conf:1)"* && $out == *"options ib_core netns_mode=1"* ]]'
+	rm -r "$e/fs/etc/modprobe.d"
 
 	# As a user in the docker group, who cannot reach the plugin socket (/run/docker is 0700).
 	local gid

@@ -323,7 +323,32 @@ func (d *doctor) checkNetnsMode(sys *rdma.Sysfs) {
 		d.add("netns mode", statusOK, "shared (from "+source+"): containers on this host can all use the HCAs", "")
 	default:
 		d.add("netns mode", statusFail, mode+" (from "+source+"): an HCA belongs to one network namespace, containers cannot share it",
-			"switch to shared while no container runs: rdma system set netns shared; to keep it across reboots: options ib_core netns_mode=1 in /etc/modprobe.d/ib_core.conf")
+			"switch to shared while no container runs: rdma system set netns shared; to keep it across reboots: "+permanentShared)
+	}
+	if err == nil {
+		d.checkBootNetnsMode(mode)
+	}
+}
+
+// permanentShared is how to make the shared mode the one a host boots in.
+const permanentShared = "options ib_core netns_mode=1 in /etc/modprobe.d/ib_core.conf (and, where ib_core is in the initramfs, update-initramfs -u)"
+
+// checkBootNetnsMode says whether the mode the host runs in now is also the
+// one it starts in after a reboot: the mode cannot be switched while a
+// container runs, so a host that boots exclusive cannot be fixed later
+// without stopping every container.
+func (d *doctor) checkBootNetnsMode(live string) {
+	boot := rdma.BootNetnsMode(d.root)
+	switch {
+	case boot.Mode == rdma.NetnsShared && live == rdma.NetnsShared:
+		d.add("netns mode at boot", statusOK, "shared after a reboot too (set by: "+boot.From+")", "")
+	case boot.Mode == rdma.NetnsShared:
+		d.add("netns mode at boot", statusInfo, "a reboot starts shared (set by: "+boot.From+"), so whatever switched it to exclusive is not in the boot configuration", "")
+	case live == rdma.NetnsShared:
+		d.add("netns mode at boot", statusWarn, "shared now, but the next boot starts exclusive (set by: "+boot.From+"): after a reboot containers cannot share the HCAs",
+			"remove that setting, or set "+permanentShared)
+	default:
+		d.add("netns mode at boot", statusInfo, "exclusive at boot too (set by: "+boot.From+")", "to keep shared across reboots once switched: remove that setting, or set "+permanentShared)
 	}
 }
 

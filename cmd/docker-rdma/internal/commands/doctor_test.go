@@ -102,6 +102,8 @@ func TestDoctorHealthyHost(t *testing.T) {
 		"1 network(s), 2 endpoint(s), 1 RDMA-ready",
 		"OK    netns mode",
 		"shared (from sysfs)",
+		"OK    netns mode at boot",
+		"shared after a reboot too (set by: kernel default)",
 		"OK    port mlx5_0/1",
 		"ACTIVE LinkUp Ethernet, netdev ens3np0",
 		"OK    GIDs mlx5_0/1",
@@ -137,6 +139,29 @@ func TestDoctorFindsProblems(t *testing.T) {
 		{
 			name: "exclusive netns mode", opts: rdmatest.MLX5Options{NetnsMode: "exclusive"}, nodes: true,
 			check: "netns mode", status: statusFail, detail: "exclusive (from sysfs)", fix: "rdma system set netns shared",
+		},
+		{
+			name: "exclusive netns mode, booted shared", opts: rdmatest.MLX5Options{NetnsMode: "exclusive"}, nodes: true,
+			check: "netns mode at boot", status: statusInfo, detail: "a reboot starts shared (set by: kernel default)",
+		},
+		{
+			name: "shared now, exclusive after a reboot", nodes: true,
+			setup: func(t *testing.T, w *world, root string) string {
+				writeFile(t, filepath.Join(root, "etc/modprobe.d/ib_core.conf"), "options ib_core netns_mode=0\n")
+				return root
+			},
+			check: "netns mode at boot", status: statusWarn,
+			detail: "shared now, but the next boot starts exclusive (set by: /etc/modprobe.d/ib_core.conf:1)",
+			fix:    "options ib_core netns_mode=1 in /etc/modprobe.d/ib_core.conf",
+		},
+		{
+			name: "exclusive now and at boot", opts: rdmatest.MLX5Options{NetnsMode: "exclusive"}, nodes: true,
+			setup: func(t *testing.T, w *world, root string) string {
+				writeFile(t, filepath.Join(root, "proc/cmdline"), "root=/dev/vda ib_core.netns_mode=N\n")
+				return root
+			},
+			check: "netns mode at boot", status: statusInfo, detail: "exclusive at boot too (set by: /proc/cmdline (ib_core.netns_mode=N))",
+			fix: "options ib_core netns_mode=1",
 		},
 		{
 			name: "port down", opts: rdmatest.MLX5Options{State: "DOWN"}, nodes: true,
@@ -444,5 +469,15 @@ func TestDoctorMountSources(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
