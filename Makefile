@@ -57,8 +57,8 @@ lint: $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck (pinned), shellcheck
 plugin: ## build the managed plugin and create $(PLUGIN_NAME):latest on the daemon DOCKER_HOST points at (FORCE=1 replaces it)
 	bash scripts/plugin.sh build && bash scripts/plugin.sh create $(if $(FORCE),-f)
 
-install: ## plugin + the host directories its mounts need + enable it + the docker rdma CLI plugin
-	bash scripts/plugin.sh build && bash scripts/plugin.sh install $(if $(FORCE),-f)
+install: ## plugin (FORCE=1 replaces it, keeping its settings; SETTINGS="k=v ..." sets more before it is enabled) + the host directories its mounts need + enable it + the docker rdma CLI plugin
+	bash scripts/plugin.sh build && PLUGIN_SETTINGS="$(SETTINGS)" bash scripts/plugin.sh install $(if $(FORCE),-f)
 	$(MAKE) install-cli
 
 release: ## static binaries, CLI plugin and managed plugin for linux/amd64 and arm64 with checksums into build/release; REGISTRY=host[:port]/path also pushes the plugin (REPO:VERSION, REPO:VERSION-arm64) through the daemon at DOCKER_HOST

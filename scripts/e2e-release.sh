@@ -79,6 +79,51 @@ upgrade_to() {
 		$block"
 }
 
+# source_upgrade: the README's upgrade from source, run in this checkout as root (so without sudo,
+# which would drop DOCKER_HOST), building the plugin in the run's dir and putting docker rdma and
+# rdma-exec in the test's DOCKER_CONFIG, with the version $vz built in.
+source_upgrade() {
+	local block
+	block=$(readme_block source-upgrade)
+	[[ -n $block ]] || { echo "README has no e2e:source-upgrade block"; return 1; }
+	block=${block//sudo /}
+	printf '%s\n' "$block"
+	(cd "$repo" && VERSION=$vz PLUGIN_DIR=$rdir/plugin CLI_PLUGINS_DIR=$DOCKER_CONFIG/cli-plugins \
+		HELPER_DIR=$DOCKER_CONFIG/cli-plugins bash -euo pipefail -c "$block")
+}
+
+# remove_as_written: the README's removal, its P= line replaced by the test's, the CLI's files taken
+# from the test's DOCKER_CONFIG instead of /usr/local.
+remove_as_written() {
+	local block
+	block=$(readme_block remove | grep -vE '^P=')
+	[[ -n $block ]] || { echo "README has no e2e:remove block"; return 1; }
+	block=${block//sudo /}
+	block=${block//\/usr\/local\/lib\/docker\/cli-plugins/$DOCKER_CONFIG\/cli-plugins}
+	block=${block//\/usr\/local\/lib\/rdma-macvlan/$DOCKER_CONFIG\/cli-plugins}
+	[[ $block != */usr/local/* ]] || { echo "the README's lines touch elsewhere under /usr/local:"; echo "$block"; return 1; }
+	printf '%s\n' "$block"
+	P=$PLUGIN bash -euo pipefail -c "$block"
+}
+
+# removal_blocked: with a container on the network, the README's removal fails before it takes
+# the plugin or the CLI away.
+removal_blocked() {
+	local out
+	if out=$(remove_as_written 2>&1); then
+		echo "$out"
+		return 1
+	fi
+	[[ $(dk plugin inspect -f '{{.Enabled}}' "$PLUGIN") == true && -x $DOCKER_CONFIG/cli-plugins/docker-rdma ]]
+}
+
+# removed: nothing of the plugin is left in the engine or in the CLI's directory.
+removed() {
+	local out
+	out=$(dk plugin ls -q; dk network ls -q --filter driver="$PLUGIN"; ls "$DOCKER_CONFIG/cli-plugins")
+	[[ -z $out ]] || { echo "left: $out"; return 1; }
+}
+
 # ---------------------------------------------------------------------------------------------
 # Helpers of a run.
 
@@ -147,10 +192,6 @@ alias_recognised() {
 
 rm_roce() { dk network rm "$net-roce" >/dev/null && dk plugin rm -f roce:latest >/dev/null; }
 cli_again() { cli_install >/dev/null && rdma_version "$vy" "$vy"; }
-remove_all() {
-	dk rm -f "$net-a" "$net-b" >/dev/null && dk network rm "$net" >/dev/null &&
-		dk plugin disable "$PLUGIN" >/dev/null && dk plugin rm "$PLUGIN" >/dev/null
-}
 
 pull_arches() {
 	dk plugin install --disable --alias rmv-arm64 --grant-all-permissions "$repo_ref:$vx-arm64" &&
@@ -282,8 +323,32 @@ rel_run() {
 	check_v "docker rdma version shows the plugin at $vy (the CLI still $vx)" rdma_version "$vx" "$vy"
 	check_v "the README's CLI lines again: docker rdma version shows $vy for both" cli_again
 
+	# --- upgrade from source ----------------------------------------------------------------------
+	check_v "the README's upgrade from source, as written (make install FORCE=1, version $vz)" source_upgrade
+	out=$(dk plugin inspect -f '{{.Name}} {{.Enabled}}' "$PLUGIN" 2>&1)
+	if [[ $out == "$PLUGIN true" ]]; then
+		pass "after make install FORCE=1: $PLUGIN, enabled"
+	else
+		fail "after make install FORCE=1: $PLUGIN, enabled" "now: $out"
+	fi
+	check "after make install FORCE=1 the plugin runs with the mounts given at install time" mounts_as_set
+	check "after make install FORCE=1 the env settings given at install time are kept" env_kept
+	out="$(cpid "$net-a" 2>&1) $(cpid "$net-b" 2>&1)"
+	if [[ $out == "$pida $pidb" && -n $pida ]]; then
+		pass "both containers kept running through the source upgrade (same pids)"
+	else
+		fail "both containers kept running through the source upgrade (same pids)" "pids $out, were $pida $pidb"
+	fi
+	check "a still pings b after the source upgrade" poll 10 pings "$net-a" "$sub.12"
+	check "a new container starts on $net after the source upgrade and pings a" \
+		dk run --rm --network "$net" --ip "$sub.14" "$IMAGE" ping -c 1 -W 2 "$sub.11"
+	check_v "docker rdma version shows $vz for the CLI and the plugin" rdma_version "$vz" "$vz"
+
 	# --- remove -----------------------------------------------------------------------------------
-	check "remove: containers, network, plugin (docker rm -f, network rm, plugin disable, plugin rm)" remove_all
+	check "the README's removal stops at a network with a container on it, removing nothing" removal_blocked
+	check "containers removed (docker rm -f)" dk rm -f "$net-a" "$net-b"
+	check_v "the README's removal, as written: networks, plugin, CLI" remove_as_written
+	check_v "nothing of the plugin is left: no plugin, no network, no docker rdma or rdma-exec" removed
 	check "no macvlan child of $parent is left" bash -c "! ip -o link show type macvlan | grep -F '@$parent:'"
 
 	unset DOCKER_CONFIG
@@ -299,7 +364,7 @@ suite_start relz fakesysfs elfcheck
 regbin=$(registry_bin) || die "no docker-registry: $regbin"
 registry_start "$regbin" "$work/registry" >"$work/registry.out" 2>&1 || die "registry did not start: $(cat "$work/registry.out")"
 repo_ref=$reg/e2e/rdma-macvlan
-vx=v0.0.1-e2e.$$ vy=v0.0.2-e2e.$$
+vx=v0.0.1-e2e.$$ vy=v0.0.2-e2e.$$ vz=v0.0.3-e2e.$$
 say "registry on $reg; publishing $vx and $vy through a private dockerd"
 ddirs+=("$work/pub")
 eval "$(bash "$here/dockerd.sh" start "$work/pub" debian)"

@@ -12,13 +12,18 @@
 #                               build/plugin/rootfs/rdma-macvlan, config.json beside rootfs/
 #   plugin.sh create [-f]       docker plugin create NAME:TAG build/plugin; with -f an existing
 #                               plugin of that name is removed first (its state is kept)
-#   plugin.sh install [-f]      creates the host directories of the state and cdi mounts (the
-#                               sources the plugin has now, defaults or `docker plugin set`),
-#                               creates the plugin if missing (-f: replace it), enables it
+#   plugin.sh install [-f]      creates the plugin if missing (-f: replace it, keeping the mount
+#                               sources and env settings of the one it replaces, a CDI directory
+#                               under /run moved to /etc/cdi), applies PLUGIN_SETTINGS, creates the
+#                               host directories of the state and cdi mounts, enables it; every
+#                               `docker plugin set` comes before `enable`, which is when the
+#                               engine mounts the sources
 #   plugin.sh remove            disables (-f) and removes the plugin; host state stays
 #   plugin.sh name              prints NAME:TAG (what `docker network create -d` takes)
 # Environment:
 #   PLUGIN_NAME (default rdma-macvlan), PLUGIN_TAG (default latest),
+#   PLUGIN_SETTINGS (install: `docker plugin set` arguments, e.g. "state.source=/srv/rmv
+#   RDMA_MACVLAN_LOG_LEVEL=debug"; an enabled plugin is disabled (-f) for them and enabled again),
 #   PLUGIN_DIR (default build/plugin of the repo), PLUGIN_BINARY (package this prebuilt static
 #   binary instead of building ./cmd/rdma-macvlan), GO (default go), VERSION (the version built
 #   in: rdma-macvlan --version, /v1/status; default git describe --tags --always --dirty).
@@ -86,10 +91,51 @@ host_dirs() {
 		awk '$1 == "state" || $1 == "cdi" {print $2}'
 }
 
+# settings_now prints, one per line, the `docker plugin set` arguments that give a new plugin the
+# settings of this one: its mount sources as the engine mounts them (.Config.Mounts; .Settings.Mounts
+# can be stale after an install or upgrade) and the env values set away from its manifest's
+# defaults (.Settings.Env against .Config.Env: a default is the new manifest's to choose). A CDI
+# directory under /run becomes /etc/cdi: /run is emptied at boot, and a mount source missing at
+# boot stops the engine.
+settings_now() {
+	docker plugin inspect -f '{{range .Config.Mounts}}mount {{.Name}}.source={{.Source}}{{"\n"}}{{end}}{{range .Config.Env}}default {{.Name}}={{.Value}}{{"\n"}}{{end}}{{range .Settings.Env}}env {{.}}{{"\n"}}{{end}}' "$NAME" |
+		awk '$1 == "default" {sub(/^default /, ""); def[$0] = 1; next}
+			$1 == "mount" {sub(/^mount /, ""); print; next}
+			$1 == "env" {sub(/^env /, ""); if (!($0 in def)) print}' |
+		sed -E 's#^cdi\.source=(/var)?/run/cdi/?$#cdi.source=/etc/cdi#'
+}
+
+# settable ARG: whether the plugin as created now takes ARG (an env it declares, or a mount's source).
+settable() {
+	local key=${1%%=*}
+	docker plugin inspect -f '{{range .Config.Env}}{{.Name}}{{"\n"}}{{end}}{{range .Config.Mounts}}{{.Name}}.source{{"\n"}}{{end}}' "$NAME" |
+		grep -qxF -- "$key"
+}
+
 do_install() {
-	local force=$1 d src
+	local force=$1 d src kept=() carry=() given=() s
+	read -ra given <<<"${PLUGIN_SETTINGS:-}"
 	if [[ -n $force ]] || ! exists; then
+		if exists; then
+			mapfile -t kept < <(settings_now)
+		fi
 		do_create "$force"
+	fi
+	for s in "${kept[@]}"; do
+		if settable "$s"; then
+			carry+=("$s")
+		else
+			say "not kept: $s (the new manifest has no such setting)"
+		fi
+	done
+	given=("${carry[@]}" "${given[@]}")
+	if ((${#given[@]})); then
+		if enabled; then
+			say "disabling $NAME to change its settings"
+			docker plugin disable -f "$NAME" >/dev/null
+		fi
+		docker plugin set "$NAME" "${given[@]}"
+		say "set: ${given[*]}"
 	fi
 	while read -r d; do
 		[[ -n $d ]] || continue
