@@ -47,6 +47,9 @@ type Env struct {
 	// doctor's check that the plugin's mount sources survive a reboot; nil
 	// skips that check.
 	MountSource func(path string) (fs.FileInfo, int64, error)
+	// DefaultHost is the engine the docker CLI uses when nothing (-H,
+	// DOCKER_HOST, a context) names one: docker.DefaultHost.
+	DefaultHost string
 }
 
 // System is the real environment.
@@ -63,6 +66,7 @@ func System() *Env {
 		DieBy:       DieBy,
 		Executable:  os.Executable,
 		MountSource: mountSource,
+		DefaultHost: docker.DefaultHost,
 	}
 }
 
@@ -137,11 +141,30 @@ type options struct {
 func newSession(ctx context.Context, env *Env, global []string, opts options) *session {
 	return &session{
 		env:      env,
-		cli:      &docker.CLI{Path: env.dockerPath(), Global: global},
+		cli:      newCLI(env, global),
 		opts:     opts,
 		ctx:      ctx,
 		backends: map[string]*backend{},
 	}
+}
+
+// newCLI is how the session asks Docker: the engine's API on its unix
+// socket when the docker CLI would use such an engine (the same -H,
+// DOCKER_HOST, context and config), else the docker CLI. With docker's -D
+// (or -l debug) it says on stderr which, and logs each call.
+func newCLI(env *Env, global []string) *docker.CLI {
+	cli := &docker.CLI{Path: env.dockerPath(), Global: global}
+	if docker.DebugAsked(global) {
+		cli.Debug = env.Stderr
+	}
+	ep := docker.ResolveEndpoint(global, env.Getenv, firstNonEmpty(env.DefaultHost, docker.DefaultHost))
+	if !ep.Direct() {
+		cli.Debugf("engine %s: %s: asking Docker through the docker CLI (%s)", ep, ep.Why, cli.Path)
+		return cli
+	}
+	cli.Debugf("engine %s: asking its API on %s directly", ep, ep.Socket)
+	cli.API = docker.NewAPI(ep.Socket, env.Getenv("DOCKER_API_VERSION"), cli.Debugf)
+	return cli
 }
 
 func (s *session) dockerInfo() (docker.Info, error) {

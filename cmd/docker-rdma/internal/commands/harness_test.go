@@ -134,14 +134,19 @@ func newWorld(t *testing.T) *world {
 	t.Cleanup(func() { os.RemoveAll(pd) })
 	w := &world{t: t, docker: newFakeDocker(t), pluginsDir: pd, vars: map[string]string{}}
 	w.vars[reexecEnv] = w.docker.path
+	// The docker CLI's config: no context, so the engine is the default
+	// one, a socket of this world where nothing answers unless a test
+	// serves the engine API there (engineAPI).
+	w.vars["DOCKER_CONFIG"] = t.TempDir()
 	w.env = &Env{
-		Stdout:     &w.stdout,
-		Stderr:     &w.stderr,
-		Getenv:     func(k string) string { return w.vars[k] },
-		PluginsDir: pd,
-		DevRoot:    t.TempDir(),
-		Hostname:   func() (string, error) { return testHost, nil },
-		UID:        1000,
+		DefaultHost: "unix://" + filepath.Join(pd, "docker.sock"),
+		Stdout:      &w.stdout,
+		Stderr:      &w.stderr,
+		Getenv:      func(k string) string { return w.vars[k] },
+		PluginsDir:  pd,
+		DevRoot:     t.TempDir(),
+		Hostname:    func() (string, error) { return testHost, nil },
+		UID:         1000,
 	}
 	w.setNetworks()
 	w.setPlugins()

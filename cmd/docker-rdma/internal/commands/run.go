@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
@@ -82,6 +83,7 @@ func (s *session) cmdRun(args []string) int {
 	if len(p.Networks) == 0 {
 		return s.runFail("no --network: docker rdma run needs an rdma-macvlan network (--network NETWORK); list them with: docker rdma ls")
 	}
+	s.prefetchRun(p)
 	devs, nets, err := s.runDevices(p)
 	if err != nil {
 		return s.runFail("%v", err)
@@ -102,6 +104,24 @@ func (s *session) cmdRun(args []string) int {
 		return 0
 	}
 	return superviseDocker(s.env, s.cli.Path, argv, memlock, helper)
+}
+
+// prefetchRun asks the engine's API at once, side by side, what the run
+// then reads one after the other: docker info, the plugins, the networks
+// and the image's entrypoint and command (unless --pull always, which
+// pulls first). Nothing is asked when Docker is asked through the docker
+// CLI.
+func (s *session) prefetchRun(p *runflags.Parsed) {
+	q := docker.Ahead{Info: true, Plugins: s.opts.plugin == "" || s.opts.socket == ""}
+	for _, n := range p.Networks {
+		if n.Name != "" && n.Name != "default" && !strings.HasPrefix(n.Name, "container:") {
+			q.Networks = append(q.Networks, n.Name)
+		}
+	}
+	if !p.Own.NoWait && !p.EntrypointSet && !strings.EqualFold(p.Pull, "always") {
+		q.Images = append(q.Images, p.ImageName())
+	}
+	s.cli.Prefetch(s.ctx, q)
 }
 
 func (s *session) runFail(format string, a ...any) int {

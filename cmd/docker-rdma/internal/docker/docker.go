@@ -1,6 +1,9 @@
-// Package docker talks to Docker the way the user does: by running the
-// docker CLI, so that contexts, DOCKER_HOST, TLS settings and the CLI's
-// config apply exactly as they do for the user's own commands.
+// Package docker talks to Docker for docker rdma: through the engine's API
+// on its unix socket when the engine the docker CLI would use is known to
+// be one (ResolveEndpoint), else, and for anything the API does not answer,
+// by running the docker CLI, so that contexts, DOCKER_HOST, TLS settings
+// and the CLI's config apply exactly as they do for the user's own
+// commands, and errors read as the CLI's.
 package docker
 
 import (
@@ -9,8 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
+	"sync"
 )
 
 // CLI runs one docker executable with the global options the user gave.
@@ -20,6 +25,114 @@ type CLI struct {
 	// Global are docker's global options (--context, -H, --config, --tls*,
 	// ...), put before every command.
 	Global []string
+	// API, when not nil, answers the inspections (info, network,
+	// container, plugin and image) in place of the docker CLI. A question
+	// it does not answer with 200 OK is asked again with the docker CLI,
+	// so that errors are the CLI's own.
+	API *API
+	// Debug, when not nil, gets a line per docker command run and per
+	// API request.
+	Debug io.Writer
+
+	debugMu sync.Mutex // guards writes to Debug
+
+	mu      sync.Mutex // guards pending
+	pending map[string]*answer
+}
+
+// answer is one API question asked ahead (Prefetch).
+type answer struct {
+	done chan struct{}
+	v    any
+	err  error
+}
+
+// Debugf writes a debug line, when Debug is set.
+func (c *CLI) Debugf(format string, a ...any) {
+	if c.Debug == nil {
+		return
+	}
+	c.debugMu.Lock()
+	defer c.debugMu.Unlock()
+	fmt.Fprintf(c.Debug, "docker rdma: "+format+"\n", a...)
+}
+
+// Ahead says which API questions Prefetch asks.
+type Ahead struct {
+	Info, Plugins bool
+	Networks      []string
+	Images        []string
+}
+
+// Prefetch asks the engine's API, all at once, the questions the caller is
+// about to ask one after the other. Each answer is taken by the first call
+// that asks that question (the next one asks again). Without an API it does
+// nothing.
+func (c *CLI) Prefetch(ctx context.Context, q Ahead) {
+	if c.API == nil {
+		return
+	}
+	if q.Info {
+		c.ahead("info", func() (any, error) { return c.API.Info(ctx) })
+	}
+	if q.Plugins {
+		c.ahead("plugins", func() (any, error) { return c.API.Plugins(ctx) })
+	}
+	for _, n := range q.Networks {
+		c.ahead("network "+n, func() (any, error) { return c.API.NetworkInspect(ctx, n) })
+	}
+	for _, im := range q.Images {
+		c.ahead("image "+im, func() (any, error) { return c.API.ImageInspect(ctx, im) })
+	}
+}
+
+func (c *CLI) ahead(key string, ask func() (any, error)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending == nil {
+		c.pending = map[string]*answer{}
+	}
+	if _, ok := c.pending[key]; ok {
+		return
+	}
+	a := &answer{done: make(chan struct{})}
+	c.pending[key] = a
+	go func() {
+		a.v, a.err = ask()
+		close(a.done)
+	}()
+}
+
+// take removes and returns the answer asked ahead under key, nil when
+// none was.
+func (c *CLI) take(key string) *answer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a := c.pending[key]
+	delete(c.pending, key)
+	return a
+}
+
+// fromAPI answers a question from the API: the answer asked ahead under
+// key, else a request now. ok is false when there is no API or it did not
+// answer; the caller then runs the docker CLI.
+func fromAPI[T any](c *CLI, key string, ask func(*API) (T, error)) (v T, ok bool) {
+	if c.API == nil {
+		return v, false
+	}
+	var got any
+	var err error
+	if a := c.take(key); a != nil {
+		<-a.done
+		got, err = a.v, a.err
+	} else {
+		got, err = ask(c.API)
+	}
+	if err != nil {
+		c.Debugf("%v: asking the docker CLI instead", err)
+		return v, false
+	}
+	return got.(T), true
 }
 
 // Error is a docker command that failed.
@@ -49,6 +162,7 @@ func (c *CLI) Argv(args ...string) []string {
 // Output runs docker with args and returns its standard output. A non-zero
 // exit is an *Error carrying the standard error.
 func (c *CLI) Output(ctx context.Context, args ...string) ([]byte, error) {
+	c.Debugf("running %s %s", c.Path, strings.Join(c.Argv(args...), " "))
 	cmd := exec.CommandContext(ctx, c.Path, c.Argv(args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -92,8 +206,11 @@ type Info struct {
 	Warnings []string
 }
 
-// Info runs docker info.
+// Info asks GET /info, or runs docker info.
 func (c *CLI) Info(ctx context.Context) (Info, error) {
+	if i, ok := fromAPI(c, "info", func(a *API) (Info, error) { return a.Info(ctx) }); ok {
+		return i, nil
+	}
 	var i Info
 	err := c.outputJSON(ctx, &i, "info", "--format", "{{json .}}")
 	return i, err
@@ -106,6 +223,9 @@ type NetworkSummary struct {
 
 // Networks lists every network.
 func (c *CLI) Networks(ctx context.Context) ([]NetworkSummary, error) {
+	if nets, ok := fromAPI(c, "networks", func(a *API) ([]NetworkSummary, error) { return a.Networks(ctx) }); ok {
+		return nets, nil
+	}
 	out, err := c.Output(ctx, "network", "ls", "--no-trunc", "--format", "{{json .}}")
 	if err != nil {
 		return nil, err
@@ -148,6 +268,9 @@ type NetworkContainer struct {
 
 // NetworkInspect inspects one network by name or ID.
 func (c *CLI) NetworkInspect(ctx context.Context, name string) (Network, error) {
+	if n, ok := fromAPI(c, "network "+name, func(a *API) (Network, error) { return a.NetworkInspect(ctx, name) }); ok {
+		return n, nil
+	}
 	var nets []Network
 	if err := c.outputJSON(ctx, &nets, "network", "inspect", "--", name); err != nil {
 		return Network{}, err
@@ -214,6 +337,9 @@ type EndpointSettings struct {
 
 // ContainerInspect inspects one container by name or ID.
 func (c *CLI) ContainerInspect(ctx context.Context, name string) (Container, error) {
+	if ct, ok := fromAPI(c, "container "+name, func(a *API) (Container, error) { return a.ContainerInspect(ctx, name) }); ok {
+		return ct, nil
+	}
 	var cs []Container
 	if err := c.outputJSON(ctx, &cs, "container", "inspect", "--", name); err != nil {
 		return Container{}, err
@@ -268,6 +394,9 @@ func (p Plugin) MountSource(name string) string {
 
 // Plugins lists the managed plugins of the daemon.
 func (c *CLI) Plugins(ctx context.Context) ([]Plugin, error) {
+	if ps, ok := fromAPI(c, "plugins", func(a *API) ([]Plugin, error) { return a.Plugins(ctx) }); ok {
+		return ps, nil
+	}
 	out, err := c.Output(ctx, "plugin", "ls", "--no-trunc", "--format", "{{.ID}}")
 	if err != nil {
 		return nil, err
@@ -292,6 +421,9 @@ type ImageConfig struct {
 // ImageInspect returns the config of a local image; an *Error when the
 // image is not there.
 func (c *CLI) ImageInspect(ctx context.Context, image string) (ImageConfig, error) {
+	if cfg, ok := fromAPI(c, "image "+image, func(a *API) (ImageConfig, error) { return a.ImageInspect(ctx, image) }); ok {
+		return cfg, nil
+	}
 	var cfg ImageConfig
 	err := c.outputJSON(ctx, &cfg, "image", "inspect", "--format", "{{json .Config}}", "--", image)
 	return cfg, err
