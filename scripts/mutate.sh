@@ -115,6 +115,39 @@ mutant join-does-not-recreate-link driver/joinleave.go "$unit" '' \
 mutant crash-point-unreached driver/joinleave.go './cmd/rdma-macvlan/' 'TestPrivilegedCrashPoints' \
   'crashPoint("join:link-recreated")' \
   ''
+# docker rdma asks the engine the docker CLI would use, by the CLI's rules
+# in the CLI's order, and its API only on a local unix socket without TLS.
+drdocker=./cmd/docker-rdma/internal/docker/
+mutant endpoint-docker-host-ignored cmd/docker-rdma/internal/docker/endpoint.go "$drdocker" 'TestResolveEndpoint' \
+  'case getenv("DOCKER_HOST") != "":' \
+  'case false:'
+mutant endpoint-context-before-host cmd/docker-rdma/internal/docker/endpoint.go "$drdocker" 'TestResolveEndpoint' \
+  'case getenv("DOCKER_HOST") != "":' \
+  'case getenv("DOCKER_HOST") != "" && getenv("DOCKER_CONTEXT") == "":'
+mutant endpoint-current-context-ignored cmd/docker-rdma/internal/docker/endpoint.go "$drdocker" 'TestResolveEndpoint' \
+  'if cfg.CurrentContext != "" {' \
+  'if false {'
+mutant endpoint-docker-config-ignored cmd/docker-rdma/internal/docker/endpoint.go "$drdocker" 'TestResolveEndpoint' \
+  'if d := getenv("DOCKER_CONFIG"); d != "" {' \
+  'if d := ""; d != "" {'
+mutant endpoint-context-tls-ignored cmd/docker-rdma/internal/docker/endpoint.go "$drdocker" 'TestResolveEndpoint' \
+  'if ents, err := os.ReadDir(tlsDir); err == nil && len(ents) > 0 {' \
+  'if ents, err := os.ReadDir(tlsDir); err == nil && len(ents) > 99 {'
+mutant endpoint-tls-flags-ignored cmd/docker-rdma/internal/docker/endpoint.go "$drdocker" 'TestResolveEndpoint' \
+  'if g.on(f) {' \
+  'if false {'
+mutant endpoint-tcp-taken-as-socket cmd/docker-rdma/internal/docker/endpoint.go "$drdocker" 'TestResolveEndpoint' \
+  'if !ok || strings.Contains(path, "://") {' \
+  'if !ok && false {'
+# The API is asked in the engine's version, never above MaxAPIVersion; a
+# question it does not answer goes to the docker CLI.
+mutant api-version-not-capped cmd/docker-rdma/internal/docker/api.go "$drdocker" '' \
+  'if mv, _ := parseVersion(MaxAPIVersion); lessVersion(mv, sv) {' \
+  'if mv, _ := parseVersion(MaxAPIVersion); lessVersion(mv, sv) && false {'
+mutant api-error-not-asked-again cmd/docker-rdma/internal/docker/docker.go "$drdocker ./cmd/docker-rdma/internal/commands/" '' \
+  'c.Debugf("%v: asking the docker CLI instead", err)
+		return v, false' \
+  'return v, true'
 
 if [ "${1:-}" = --list ]; then
   for i in "${!names[@]}"; do
