@@ -61,9 +61,15 @@ expect() {
 # Everything this run creates beyond the harness's (engines, links), for teardown.
 work=""     # the run's directory: built binaries, fake tree, engine dirs
 made_dev="" # /dev/infiniband when this run made it
+proxy=""    # the pid of tcpunix, while it runs
 
 # teardown_hook: the harness's teardown runs it once the engine is emptied.
 teardown_hook() {
+	if [[ -n $proxy ]]; then
+		kill "$proxy" 2>/dev/null
+		wait "$proxy" 2>/dev/null
+		proxy=""
+	fi
 	if [[ -n $made_dev ]]; then
 		rm -rf "$made_dev"
 		made_dev=""
@@ -145,6 +151,26 @@ e2e() {
 	run_cmd docker rdma run --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
 	expect "run --dry-run puts rdma-exec, mounted read-only, in front of the command" \
 		'((rc == 0)) && [[ $out == "docker run $flags --cap-add IPC_LOCK --ulimit memlock=$MEMLOCK:$MEMLOCK --net $net --entrypoint /.rdma-macvlan/rdma-exec --mount type=bind,source=$e/rdma-macvlan/rdma-exec,target=/.rdma-macvlan/rdma-exec,readonly $IMAGE --net name=$net,hca=mlx5_0,port=1,subnet=10.79.$sub.0/24 --timeout 10s -- true" ]]'
+	# shellcheck disable=SC2034 # used by the checks (eval)
+	local dry=$out tcp=""
+	# How it asks Docker (-D says): the engine's API on the socket DOCKER_HOST names; through the
+	# docker CLI when DOCKER_HOST is tcp:// (a loopback port tcpunix forwards to the same socket).
+	run_cmd docker -D rdma run --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
+	expect "run asks the engine's API on its socket and runs no docker command to read Docker" \
+		'((rc == 0)) && [[ ${out/ -D run / run } == "$dry" && $err == *"asking its API on $ddir/docker.sock directly"* && $err == *"engine API GET /v1."*"/networks/$net: 200"* && $err != *"docker rdma: running"* ]]'
+	"$work/bin/tcpunix" -socket "$ddir/docker.sock" >"$work/tcpunix.addr" 2>"$work/tcpunix.err" &
+	proxy=$!
+	for ((i = 0; i < 50; i++)); do
+		tcp=$(cat "$work/tcpunix.addr")
+		[[ -n $tcp ]] && break
+		sleep 0.1
+	done
+	run_cmd env DOCKER_HOST="$tcp" docker -D rdma run --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
+	expect "with DOCKER_HOST=$tcp run asks through the docker CLI, with the same result" \
+		'((rc == 0)) && [[ $tcp == tcp://127.0.0.1:* && ${out/ -D run / run } == "$dry" && $err == *"(DOCKER_HOST): not a local unix socket: asking Docker through the docker CLI"* && $err == *"docker rdma: running docker -D network inspect -- $net"* && $err != *"engine API GET"* ]]'
+	kill "$proxy"
+	wait "$proxy" 2>/dev/null || true
+	proxy=""
 	run_cmd docker rdma run --no-wait --rm --memlock $MEMLOCK --net "$net" "$IMAGE" \
 		sh -c 'ls /dev/infiniband | tr "\n" " "; echo; grep CapEff /proc/self/status; grep "Max locked memory" /proc/self/limits; echo "hca=$RDMA_MACVLAN_HCA"'
 	expect "the container sees exactly uverbs0 and rdma_cm (not uverbs1, umad0, issm0)" '((rc == 0)) && [[ $(head -n1 <<<"$out") == "rdma_cm uverbs0 " ]]'
@@ -376,7 +402,7 @@ peer=rmvc${id}q
 net=rmvcli-$id
 ORIG_PATH=$PATH
 # What every engine shares: docker-rdma, rdma-exec, fakesysfs and the plugin's rootfs.
-BUILD_VERSION=e2e-$id suite_start cli docker-rdma rdma-exec fakesysfs rdma-macvlan
+BUILD_VERSION=e2e-$id suite_start cli docker-rdma rdma-exec fakesysfs rdma-macvlan tcpunix
 chmod 0755 "$work" # the unprivileged checks read the tree and run the plugin from here
 make_plugin_dir "$work/plugin" 2>/dev/null
 say "built docker-rdma, rdma-exec ($(stat -c %s "$work/bin/rdma-exec") bytes), fakesysfs and the plugin"

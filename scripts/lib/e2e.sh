@@ -203,8 +203,8 @@ e2e_preflight() {
 }
 
 # build_bins NAME...: builds the repository's programs into $work/bin: rdma-macvlan, rdma-exec and
-# docker-rdma (static; docker-rdma with version BUILD_VERSION when set), fakesysfs, rmvstatus and
-# elfcheck.
+# docker-rdma (static; docker-rdma with version BUILD_VERSION when set), fakesysfs, rmvstatus,
+# tcpunix and elfcheck.
 build_bins() {
 	local n pkg
 	local -a flags
@@ -221,6 +221,7 @@ build_bins() {
 			;;
 		fakesysfs) pkg=./rdma/rdmatest/fakesysfs ;;
 		rmvstatus) pkg=./e2e/rmvstatus ;;
+		tcpunix) pkg=./e2e/tcpunix ;;
 		elfcheck) pkg=./internal/elfcheck ;;
 		*) die "build_bins: unknown program $n" ;;
 		esac
