@@ -180,7 +180,7 @@ func TestRunAPIPath(t *testing.T) {
 				}
 				paths := log.all()
 				if len(paths) == 0 || paths[0] != "/_ping" {
-					t.Errorf("API requests %q: want /_ping first", paths)
+					t.Fatalf("API requests %q: want /_ping first", paths)
 				}
 				for _, p := range paths[1:] {
 					if !strings.HasPrefix(p, "/v"+version+"/") {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Recorded engines: testdata/api-VERSION holds what an engine answered on
@@ -413,6 +414,22 @@ func TestPrefetch(t *testing.T) {
 	path, calls := fakeCLI(t, "[]")
 	c := &CLI{Path: path, API: NewAPI(e.sock, "", nil)}
 	c.Prefetch(ctx, Ahead{Info: true, Plugins: true, Networks: []string{recNetwork, recNetwork}, Images: []string{recImage}})
+	// Asked before any call asks them.
+	want := []string{"/v1.56/info", "/v1.56/plugins", "/v1.56/networks/" + recNetwork, "/v1.56/images/" + recImage + "/json"}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		missing := 0
+		for _, w := range want {
+			if count(e.requests(), w) == 0 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Prefetch did not ask %q ahead; asked %q", want, e.requests())
+		}
+	}
 	if n, err := c.NetworkInspect(ctx, recNetwork); err != nil || n.Name != recNetwork {
 		t.Fatalf("network: %+v %v", n, err)
 	}
