@@ -161,7 +161,7 @@ e2e() {
 	"$work/bin/tcpunix" -socket "$ddir/docker.sock" >"$work/tcpunix.addr" 2>"$work/tcpunix.err" &
 	proxy=$!
 	for ((i = 0; i < 50; i++)); do
-		tcp=$(cat "$work/tcpunix.addr")
+		tcp=$(cat "$work/tcpunix.addr" 2>/dev/null || true)
 		[[ -n $tcp ]] && break
 		sleep 0.1
 	done
