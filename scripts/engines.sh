@@ -8,18 +8,29 @@
 #     current engine also containerd, libseccomp-dev, pkg-config, gcc. Nothing is started; when
 #     the host has no /usr/sbin/policy-rc.d, one denying service starts exists only while apt
 #     runs.
-#   - the "current" engine, moby v2 dockerd and a seccomp-enabled runc built from the Go module
-#     proxy, in $RDMA_MACVLAN_ENGINES_DIR/<version>/bin (default /var/cache/rdma-macvlan/engines),
-#     plus Go's own module and build caches. The new runc is only ever put on the PATH of the
-#     current dockerd (scripts/dockerd.sh does that); Debian's engine keeps Debian's runc.
+#   - the "current" engine, moby v2 dockerd, its docker-proxy and a seccomp-enabled runc built
+#     from the Go module proxy, in $RDMA_MACVLAN_ENGINES_DIR/<version>/bin (default
+#     /var/cache/rdma-macvlan/engines), plus Go's own module and build caches. The new runc is
+#     only ever put on the PATH of the engines built here (scripts/dockerd.sh does that);
+#     Debian's engine keeps Debian's runc.
+#   - the "v28" engine, the last Docker 28 release (dockerd and docker-proxy of
+#     github.com/docker/docker, a module without go.mod: its source comes from the Go module
+#     proxy and is built with its own vendor.mod as go.mod, every dependency at the version that
+#     file pins, also from the proxy), with the same runc and Debian's containerd, in
+#     $RDMA_MACVLAN_ENGINES_DIR/docker-<version>-runc-<version>/bin. Not part of the default
+#     install: name it (`engines.sh install v28`, or `all`).
 #
 # Usage:
-#   engines.sh [install] [debian] [current]   install both engines (default) or the ones named
-#   engines.sh bindir                         print the current engine's bin dir (dockerd, runc);
-#                                             fails when it is not built yet
+#   engines.sh [install] [debian] [current] [v28] [all]
+#                                      install debian and current (default), the ones named, or
+#                                      all three
+#   engines.sh bindir [current|v28]    print a built engine's bin dir (dockerd, runc,
+#                                      docker-proxy; default current); fails when dockerd or runc
+#                                      is not built yet
 # Environment:
 #   RDMA_MACVLAN_ENGINES_DIR  cache root        (default /var/cache/rdma-macvlan/engines)
 #   MOBY_VERSION              moby v2 version   (default v2.0.0-beta.24, newest the proxy served)
+#   DOCKER28_VERSION          Docker 28 version (default v28.5.2, the last 28.x release)
 #   RUNC_VERSION              runc version      (default v1.5.2)
 #
 # Idempotent: a warm run only checks that everything is in place and takes seconds.
@@ -28,8 +39,17 @@ set -euo pipefail
 ENGINES_DIR=${RDMA_MACVLAN_ENGINES_DIR:-/var/cache/rdma-macvlan/engines}
 MOBY_VERSION=${MOBY_VERSION:-v2.0.0-beta.24}
 RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
-ENGINE_DIR="$ENGINES_DIR/moby-$MOBY_VERSION-runc-$RUNC_VERSION"
-BIN_DIR="$ENGINE_DIR/bin"
+DOCKER28_VERSION=${DOCKER28_VERSION:-v28.5.2}
+BIN_DIR=""
+
+# bin_dir ENGINE prints the cache dir of a built engine's binaries.
+bin_dir() {
+	case $1 in
+	current) printf '%s\n' "$ENGINES_DIR/moby-$MOBY_VERSION-runc-$RUNC_VERSION/bin" ;;
+	v28) printf '%s\n' "$ENGINES_DIR/docker-$DOCKER28_VERSION-runc-$RUNC_VERSION/bin" ;;
+	*) die "unknown built engine '$1' (want: current, v28)" ;;
+	esac
+}
 
 # Debian's engine; busybox-static for the test image; iproute2 for the test links; Debian's
 # compose client (1.29.2 on Debian 12) for the compose scenario of scripts/e2e-diff.sh.
@@ -140,32 +160,84 @@ install_debian() {
 	say "debian engine: $(/usr/sbin/dockerd --version)"
 }
 
-install_current() {
+# build_dockerd_v1 VERSION: dockerd and docker-proxy of github.com/docker/docker@VERSION+incompatible
+# into BIN_DIR. Docker up to 28 has no go.mod (the proxy serves it as "+incompatible", without
+# its vendor/ tree); its vendor.mod and vendor.sum pin every dependency. So: the source from the
+# proxy (go mod download), vendor.mod and vendor.sum as go.mod and go.sum in a copy, and a build
+# in module mode that fetches exactly those versions from the proxy.
+build_dockerd_v1() {
+	local version=$1 mod=github.com/docker/docker src rc=0
+	local v=$mod/dockerversion
+	command -v go >/dev/null || die "go is not on PATH (needed to build dockerd $version)"
+	tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/rdma-macvlan-engines.XXXXXX")
+	say "fetching $mod@$version+incompatible from the module proxy"
+	src=$(cd "$tmp_dir" && GOTOOLCHAIN=local go mod download -json "$mod@$version+incompatible" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') || true
+	[[ -n $src && -f $src/vendor.mod ]] || die "go mod download $mod@$version+incompatible gave no source with a vendor.mod"
+	cp -r "$src" "$tmp_dir/src"
+	chmod -R u+w "$tmp_dir/src"
+	rm -rf "$tmp_dir/src/vendor"
+	cp "$tmp_dir/src/vendor.mod" "$tmp_dir/src/go.mod"
+	cp "$tmp_dir/src/vendor.sum" "$tmp_dir/src/go.sum"
+	say "building dockerd and docker-proxy $version (cold: ten minutes or more on 2 cores)"
+	start_heartbeat "building dockerd $version"
+	(cd "$tmp_dir/src" && GOTOOLCHAIN=local GOFLAGS='-mod=mod -buildvcs=false' go build -o "$tmp_dir/bin/" \
+		-ldflags "-X $v.Version=${version#v} -X $v.GitCommit=$version -X $v.PlatformName=rdma-macvlan-test" \
+		./cmd/dockerd ./cmd/docker-proxy 2>&1) | { grep -v '^go: downloading ' >&2 || true; }
+	rc=${PIPESTATUS[0]}
+	stop_heartbeat
+	((rc == 0)) || die "building dockerd $version from $mod@$version+incompatible failed (exit $rc)"
+	mkdir -p "$BIN_DIR"
+	for n in docker-proxy dockerd; do
+		install -m 0755 "$tmp_dir/bin/$n" "$BIN_DIR/.$n.new"
+		mv -f "$BIN_DIR/.$n.new" "$BIN_DIR/$n"
+	done
+	rm -rf "$tmp_dir"
+	tmp_dir=""
+	say "built $BIN_DIR/dockerd and docker-proxy"
+}
+
+# built_engine ENGINE: runc, dockerd and docker-proxy of ENGINE in its cache dir, built when
+# missing. One builder at a time per cache; a second run waits and then finds them built.
+built_engine() {
+	local e=$1 v=github.com/moby/moby/v2/dockerversion
 	apt_install "${CURRENT_PACKAGES[@]}"
+	BIN_DIR=$(bin_dir "$e")
 	mkdir -p "$ENGINES_DIR"
-	# One builder at a time per cache; a second run waits and then finds the binaries built.
 	exec 9>"$ENGINES_DIR/.lock"
 	flock 9
 	if [[ ! -x $BIN_DIR/runc ]]; then
 		go_build runc github.com/opencontainers/runc "$RUNC_VERSION" -tags seccomp
 	fi
-	if [[ ! -x $BIN_DIR/dockerd ]]; then
-		# Stamp the version as moby's release builds do, so `docker version` names it.
-		local v=github.com/moby/moby/v2/dockerversion
-		go_build dockerd github.com/moby/moby/v2/cmd/dockerd "$MOBY_VERSION" \
-			-ldflags "-X $v.Version=${MOBY_VERSION#v} -X $v.GitCommit=$MOBY_VERSION -X $v.PlatformName=rdma-macvlan-test"
-	fi
+	case $e in
+	current)
+		if [[ ! -x $BIN_DIR/dockerd ]]; then
+			# Stamp the version as moby's release builds do, so `docker version` names it.
+			go_build dockerd github.com/moby/moby/v2/cmd/dockerd "$MOBY_VERSION" \
+				-ldflags "-X $v.Version=${MOBY_VERSION#v} -X $v.GitCommit=$MOBY_VERSION -X $v.PlatformName=rdma-macvlan-test"
+		fi
+		# The userland proxy of published ports (scripts/e2e-bridge.sh runs the default bridge).
+		if [[ ! -x $BIN_DIR/docker-proxy ]]; then
+			go_build docker-proxy github.com/moby/moby/v2/cmd/docker-proxy "$MOBY_VERSION"
+		fi
+		;;
+	v28)
+		[[ -x $BIN_DIR/dockerd && -x $BIN_DIR/docker-proxy ]] || build_dockerd_v1 "$DOCKER28_VERSION"
+		;;
+	esac
 	flock -u 9
 	exec 9>&-
 	"$BIN_DIR/runc" --version | grep -q seccomp || die "$BIN_DIR/runc was built without seccomp"
-	say "current engine: $("$BIN_DIR/dockerd" --version), runc $("$BIN_DIR/runc" --version | awk 'NR==1{print $3}') in $BIN_DIR"
+	say "$e engine: $("$BIN_DIR/dockerd" --version), runc $("$BIN_DIR/runc" --version | awk 'NR==1{print $3}') in $BIN_DIR"
 }
 
 cmd=${1:-install}
 case $cmd in
 bindir)
+	e=${2:-current}
+	BIN_DIR=$(bin_dir "$e")
 	[[ -x $BIN_DIR/dockerd && -x $BIN_DIR/runc ]] ||
-		die "current engine not built in $BIN_DIR (run scripts/engines.sh install current)"
+		die "$e engine not built in $BIN_DIR (run scripts/engines.sh install $e)"
 	printf '%s\n' "$BIN_DIR"
 	;;
 install)
@@ -175,8 +247,9 @@ install)
 	for e in "${engines[@]}"; do
 		case $e in
 		debian) install_debian ;;
-		current) install_current ;;
-		*) die "unknown engine '$e' (want: debian, current)" ;;
+		current | v28) built_engine "$e" ;;
+		all) install_debian && built_engine current && built_engine v28 ;;
+		*) die "unknown engine '$e' (want: debian, current, v28, all)" ;;
 		esac
 	done
 	say "done"
@@ -185,6 +258,6 @@ install)
 	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
 	;;
 *)
-	die "unknown command '$cmd' (want: install [debian] [current], bindir, help)"
+	die "unknown command '$cmd' (want: install [debian] [current] [v28] [all], bindir [ENGINE], help)"
 	;;
 esac
