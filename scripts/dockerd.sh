@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # dockerd.sh: run a private Docker engine for tests, sharing nothing with the host's Docker.
 #
-# Needs: root; scripts/engines.sh run before (Debian's dockerd/containerd/runc; for "current" the
-# moby v2 dockerd and runc it builds); the docker CLI on PATH.
+# Needs: root; scripts/engines.sh run before (Debian's dockerd/containerd/runc; for "current" and
+# "v28" the dockerd, docker-proxy and runc it builds); the docker CLI on PATH.
 #
 # Usage:
-#   dockerd.sh start DIR [debian|current] [--netns NAME] [-- EXTRA-DOCKERD-ARGS...]
+#   dockerd.sh start DIR [debian|current|v28] [--netns NAME [--bridge]] [-- EXTRA-DOCKERD-ARGS...]
 #       Starts containerd and dockerd under DIR (created; must be absent, empty or a stopped DIR of
 #       this script), waits until `docker info` answers, writes DIR/env and prints
 #       `export DOCKER_HOST=unix://DIR/docker.sock` on stdout (progress goes to stderr), so
@@ -15,6 +15,11 @@
 #       /run/netns/NAME (made by the caller, e.g. `ip netns add`; it is not removed by stop), in
 #       the host's mount namespace, so their mounts and sockets stay visible to stop; the socket
 #       DIR/docker.sock is reached from the host as usual.
+#       Without --bridge the engine has no default bridge and touches no firewall (--bridge=none
+#       --iptables=false --ip-forward=false --ip-masq=false --userland-proxy=false). --bridge
+#       (only with --netns, so that the bridge, the iptables rules and the forwarding sysctls
+#       the engine sets are those of that namespace, never the host's) runs the engine as
+#       installed: default bridge docker0, iptables, ip-forward, masquerading, userland proxy.
 #   dockerd.sh stop DIR      stops dockerd, its containers and plugins, and containerd (SIGTERM,
 #                            SIGKILL after a deadline, each by the pid this script recorded),
 #                            unmounts everything below DIR, removes the cgroups and host dirs
@@ -34,7 +39,8 @@
 #   {dockerd,containerd}.spawned (pids as started), dockerd.log,
 #   daemon.json (the host's /etc/docker/daemon.json is never read), key.json, containerd/ (its own
 #   containerd: config, root, state, socket, log), env, engine, cgroup-parent, host-dirs,
-#   netns (the --netns NAME, when given), args (the extra dockerd arguments, NUL-separated).
+#   netns (the --netns NAME, when given), bridge (present with --bridge), args (the extra dockerd
+#   arguments, NUL-separated).
 # Leaves behind: while running, the daemons; after stop, nothing. The engine itself puts managed
 #   plugins' sockets under /run/docker/plugins/<plugin-id>/ and containerd 1.6 its shim sockets
 #   under /run/containerd/s/ (both paths are fixed in the engines); stop removes this engine's
@@ -267,21 +273,32 @@ engine_bin() {
 		dockerd=/usr/sbin/dockerd
 		path=$SYS_PATH
 		;;
-	current)
-		bindir=$(bash "$here/engines.sh" bindir) || die "current engine not built: run scripts/engines.sh install current"
+	current | v28)
+		bindir=$(bash "$here/engines.sh" bindir "$1") || die "$1 engine not built: run scripts/engines.sh install $1"
 		dockerd=$bindir/dockerd
-		# The new runc comes first for this engine only (containerd's shims find runc on PATH).
+		# The new runc (and the engine's docker-proxy) come first for this engine only
+		# (containerd's shims find runc on PATH, dockerd its docker-proxy).
 		path=$bindir:$SYS_PATH
 		;;
-	*) die "unknown engine '$1' (want: debian, current)" ;;
+	*) die "unknown engine '$1' (want: debian, current, v28)" ;;
 	esac
 	[[ -x $dockerd ]] || die "$dockerd not found: run scripts/engines.sh install $1"
 }
 
+# cdi_feature DOCKERD: true when the engine resolves CDI devices only with the cdi feature on
+# (Docker 25.0 to 28.1; 28.2 turned it on by default, 20.10 has no CDI).
+cdi_feature() {
+	local v major minor
+	v=$("$1" --version | sed -nE 's/^Docker version ([0-9]+)\.([0-9]+).*/\1 \2/p')
+	read -r major minor <<<"$v"
+	[[ -n $major ]] && ((major >= 25 && (major < 28 || (major == 28 && minor < 2))))
+}
+
 do_start() {
-	local dir=$1 engine=$2 netns=$3 dockerd path d
-	shift 3
+	local dir=$1 engine=$2 netns=$3 bridge=$4 dockerd path d
+	shift 4
 	engine_bin "$engine"
+	[[ -z $bridge || -n $netns ]] || die "--bridge needs --netns: the default bridge and its iptables rules must not go into the host's namespace"
 	command -v containerd >/dev/null || [[ -x /usr/bin/containerd ]] || die "containerd not found: run scripts/engines.sh"
 	command -v docker >/dev/null || die "docker CLI not found on PATH"
 
@@ -308,12 +325,15 @@ do_start() {
 		[[ -e /run/netns/$netns ]] || die "network namespace $netns not found (/run/netns/$netns): create it first (ip netns add $netns)"
 		printf '%s\n' "$netns" >"$dir/netns"
 	fi
+	[[ -z $bridge ]] || : >"$dir/bridge"
 	# One cgroup parent per engine, so stop can find (and remove) everything its containers left.
 	printf '/rmv-%s\n' "$(printf '%s' "$dir" | sha256sum | cut -c1-12)" >"$dir/cgroup-parent"
 	# Never read the host's /etc/docker/daemon.json. Docker 20.10 also writes a trust key to
 	# /etc/docker/key.json unless told otherwise (newer engines have no such key).
 	if [[ $engine == debian ]]; then
 		printf '{"deprecated-key-path": "%s/key.json"}\n' "$dir" >"$dir/daemon.json"
+	elif cdi_feature "$dockerd"; then
+		printf '{"features": {"cdi": true}}\n' >"$dir/daemon.json"
 	else
 		printf '{}\n' >"$dir/daemon.json"
 	fi
@@ -328,7 +348,7 @@ do_start() {
 # arguments, waits until dockerd answers and prints the export line.
 launch() {
 	local dir=$1 netns="" dockerd path pid cpid ver
-	local -a pre=() args=()
+	local -a pre=() args=() net=()
 	engine_bin "$(cat "$dir/engine")"
 	[[ -s $dir/netns ]] && netns=$(cat "$dir/netns")
 	[[ -s $dir/args ]] && mapfile -d '' -t args <"$dir/args"
@@ -345,6 +365,14 @@ launch() {
 	printf '%s\n' "$cpid" >"$dir/containerd.spawned"
 	wait_for containerd 20 "$cpid" test -S "$dir/containerd/containerd.sock" || exit 1
 
+	if [[ -e $dir/bridge ]]; then
+		[[ -n $netns ]] || die "$dir has --bridge but no network namespace"
+		# The engine's own defaults; the userland proxy must be there for published ports.
+		PATH=$path command -v docker-proxy >/dev/null ||
+			die "no docker-proxy on the PATH of this engine ($path): run scripts/engines.sh install $(cat "$dir/engine")"
+	else
+		net=(--iptables=false --ip-forward=false --ip-masq=false --bridge=none --userland-proxy=false)
+	fi
 	ver=$("$dockerd" --version)
 	say "starting $ver for $dir"
 	PATH=$path setsid "${pre[@]}" "$dockerd" \
@@ -355,8 +383,7 @@ launch() {
 		-H "unix://$dir/docker.sock" \
 		--containerd "$dir/containerd/containerd.sock" \
 		--cgroup-parent "$(cat "$dir/cgroup-parent")" \
-		--iptables=false --ip-forward=false --ip-masq=false --bridge=none \
-		--userland-proxy=false --shutdown-timeout 3 \
+		"${net[@]}" --shutdown-timeout 3 \
 		"${args[@]}" </dev/null >>"$dir/dockerd.log" 2>&1 &
 	pid=$!
 	# Recorded at once (dockerd writes its --pidfile only later), so a failed start can be stopped.
@@ -385,6 +412,7 @@ start)
 	dir=$(abs_dir "$2")
 	engine=debian
 	netns=""
+	bridge=""
 	shift 2
 	if (($#)) && [[ $1 != -* ]]; then
 		engine=$1
@@ -395,12 +423,16 @@ start)
 		netns=$2
 		shift 2
 	fi
+	if (($#)) && [[ $1 == --bridge ]]; then
+		bridge=1
+		shift
+	fi
 	if (($#)); then
 		[[ $1 == -- ]] || usage
 		shift
 	fi
 	[[ $(id -u) -eq 0 ]] || die "needs root"
-	do_start "$dir" "$engine" "$netns" "$@"
+	do_start "$dir" "$engine" "$netns" "$bridge" "$@"
 	;;
 stop)
 	(($# == 2)) || usage
