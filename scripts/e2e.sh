@@ -16,9 +16,10 @@
 # Leaves behind: nothing of a run (links, processes, mounts, sockets, temp dirs), also when a step
 #   fails; only what scripts/engines.sh installs and caches on purpose.
 #
-# Usage: e2e.sh [debian] [current]            (default: both)
+# Usage: e2e.sh [debian] [v28] [current]   (default: all three; v28 is a middle engine)
 # Environment:
-#   E2E_MODES        "managed legacy" (default both)
+#   E2E_MODES        "managed legacy" (default both; on a middle engine managed only, unless
+#                    E2E_MODES is set)
 #   E2E_CMD_TIMEOUT  seconds any single docker command may take (default 90)
 #   E2E_LOG_LINES    lines of daemon logs shown after a failed run (default 40)
 set -Eeuo pipefail
@@ -271,8 +272,8 @@ e2e_run() {
 	veth_parent "$parent" "$peer"
 	fake_hca "$rdir/sysfs" "$HCA" "$parent"
 
-	# The current engine reads CDI specs from the plugin's cdi dir, so --device can be checked.
-	[[ $engine == current ]] && extra=(-- --cdi-spec-dir "$rdir/cdi")
+	# Engines with CDI (25+) read specs from the plugin's cdi dir, so --device can be checked.
+	engine_since "$engine" 25 && extra=(-- --cdi-spec-dir "$rdir/cdi")
 	engine_up "$rdir/d" "$engine" "${extra[@]}"
 
 	if [[ $mode == managed ]]; then
@@ -355,7 +356,7 @@ e2e_run() {
 	idx2=$("$work/bin/fakesysfs" add-ip -root "$rdir/sysfs" -hca "$HCA" -ip "$ip2" -ndev eth0)
 	check "after the (fake) kernel adds $ip2 at GID indexes ${idx2// /,}: /v1/status shows b rdma_ready with them" \
 		poll 5 ep_has "$ip2" "rdma_ready=true gids=${idx2// /,} "
-	if [[ $engine == current ]]; then
+	if engine_since "$engine" 25; then
 		check "docker run --device rdma-macvlan/hca=$HCA (CDI): uverbs0 and rdma_cm with the tree's numbers, mode 0666, no umad/issm, the spec's env" \
 			cdi_device_ok
 	else
@@ -370,7 +371,7 @@ e2e_run() {
 	if check "a gid_check=strict network on the same parent" \
 		dk network create -d "$drv" --subnet "$sub2.0/24" -o parent="$parent" -o gid_check=strict "$net-strict"; then
 		snid=$(dk network inspect -f '{{.Id}}' "$net-strict")
-		if [[ $engine == current ]]; then
+		if engine_since "$engine" 28; then
 			strict_start_waits
 			check "strict: a container whose GID entries never appear is refused with the reason" strict_refused
 		else
@@ -551,7 +552,7 @@ run_leftovers() {
 }
 
 # ---------------------------------------------------------------------------------------------
-select_engines --both "$@"
+select_engines --both --middle "$@"
 read -r -a modes <<<"${E2E_MODES:-managed legacy}"
 for m in "${modes[@]}"; do
 	[[ $m == managed || $m == legacy ]] || die "unknown mode '$m' in E2E_MODES (want: managed, legacy)"
@@ -567,7 +568,12 @@ make_plugin_dir "$work/plugin"
 # e2e_engine ENGINE: a run on ENGINE in each mode.
 e2e_engine() {
 	local m
-	for m in "${modes[@]}"; do
+	local -a ms=("${modes[@]}")
+	if engine_middle "$1" && [[ -z ${E2E_MODES:-} ]]; then
+		ms=(managed)
+		printf '# skip - [%s/legacy] a middle engine runs the managed plugin only (E2E_MODES="managed legacy" runs both)\n' "$1"
+	fi
+	for m in "${ms[@]}"; do
 		e2e_run "$1" "$m"
 		teardown
 	done

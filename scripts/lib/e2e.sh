@@ -169,16 +169,33 @@ restart_dockerd() { dockerd_down "$1" && dockerd_up "$1"; }
 # ---------------------------------------------------------------------------------------------
 # The suite.
 
-# select_engines [--both] [ENGINE...]: sets engines to the engines named (debian, current), or by
-# default to debian and, when scripts/engines.sh has built it (or with --both: always, then
-# scripts/engines.sh install builds it), current.
+# The engines, oldest first: debian (Debian's Docker 20.10), v28 (the last Docker 28 release) and
+# current (moby v2), the last two built by scripts/engines.sh. MIDDLE_ENGINES lie between the
+# oldest and the newest; the suites that run them run a subset there (cold CI time).
+ALL_ENGINES=(debian v28 current)
+MIDDLE_ENGINES=(v28)
+
+# select_engines [--both] [--middle] [ENGINE...]: sets engines to the engines named, or by default
+# to debian and, when scripts/engines.sh has built it (or with --both: always, then
+# scripts/engines.sh install builds it), current; with --middle also the middle engines (v28),
+# on the same terms.
 engines=()
 select_engines() {
-	local e both=""
+	local e both="" middle=""
 	[[ ${1:-} == --both ]] && { both=1; shift; }
+	[[ ${1:-} == --middle ]] && { middle=1; shift; }
 	engines=("$@")
 	if ((${#engines[@]} == 0)); then
 		engines=(debian)
+		if [[ -n $middle ]]; then
+			for e in "${MIDDLE_ENGINES[@]}"; do
+				if [[ -n $both ]] || bash "$here/engines.sh" bindir "$e" >/dev/null 2>&1; then
+					engines+=("$e")
+				else
+					printf '# skip - the %s engine is not built (scripts/engines.sh install %s)\n' "$e" "$e"
+				fi
+			done
+		fi
 		if [[ -n $both ]] || bash "$here/engines.sh" bindir >/dev/null 2>&1; then
 			engines+=(current)
 		else
@@ -186,9 +203,25 @@ select_engines() {
 		fi
 	fi
 	for e in "${engines[@]}"; do
-		[[ $e == debian || $e == current ]] || die "unknown engine '$e' (want: debian, current)"
+		[[ " ${ALL_ENGINES[*]} " == *" $e "* ]] || die "unknown engine '$e' (want: ${ALL_ENGINES[*]})"
 	done
 }
+
+# engine_major ENGINE: the Docker major version of ENGINE (moby v2 is Docker 29).
+engine_major() {
+	case $1 in
+	debian) echo 20 ;;
+	v28) echo 28 ;;
+	current) echo 29 ;;
+	*) die "engine_major: unknown engine '$1'" ;;
+	esac
+}
+
+# engine_since ENGINE MAJOR: ENGINE is Docker MAJOR or later.
+engine_since() { (($(engine_major "$1") >= $2)); }
+
+# engine_middle ENGINE: ENGINE is one of the middle engines.
+engine_middle() { [[ " ${MIDDLE_ENGINES[*]} " == *" $1 "* ]]; }
 
 # e2e_preflight COMMAND:WHERE...: root, Go (also from /usr/local/go/bin) and each COMMAND are
 # there; WHERE says where a missing one comes from.
