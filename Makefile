@@ -19,7 +19,7 @@ export PLUGIN_NAME
 
 FUZZTIME ?= 20
 
-.PHONY: release e2e-release e2e-reboot help build test test-root mutate test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-reliability fuzz bench clean deps
+.PHONY: release e2e-release e2e-reboot help build test test-root mutate test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-reliability e2e-bridge fuzz bench clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -68,10 +68,11 @@ install-cli: build ## install docker rdma into CLI_PLUGINS_DIR (~/.docker/cli-pl
 	install -D -m 0755 $(BIN)/docker-rdma $(CLI_PLUGINS_DIR)/docker-rdma
 	install -D -m 0755 $(BIN)/rdma-exec $(HELPER_DIR)/rdma-exec
 
-e2e: ## end to end on private Docker engines (20.10 and the current one): managed and legacy plugin, side by side with the built-in macvlan, two-node swarm, a release installed from a local registry, host reboots (root)
-	bash scripts/engines.sh install
+e2e: ## end to end on private Docker engines (20.10, 28.5 and the current one): managed and legacy plugin, side by side with the built-in macvlan, the default bridge with iptables, two-node swarm, a release installed from a local registry, host reboots (root)
+	bash scripts/engines.sh install all
 	bash scripts/e2e.sh
 	bash scripts/e2e-diff.sh
+	bash scripts/e2e-bridge.sh
 	bash scripts/e2e-swarm.sh
 	bash scripts/e2e-release.sh
 	bash scripts/e2e-reboot.sh
@@ -83,6 +84,10 @@ e2e-reboot: ## a host rebooted with the plugin installed as the README says (pre
 e2e-release: ## a release to a local registry installed, used and upgraded as users do, on private engines (root)
 	bash scripts/engines.sh install
 	bash scripts/e2e-release.sh
+
+e2e-bridge: ## (part of e2e) every engine with its default bridge, iptables and userland proxy in a private namespace: containers on the bridge and an rdma-macvlan network, published ports (root)
+	bash scripts/engines.sh install all
+	bash scripts/e2e-bridge.sh
 
 e2e-cli: ## docker rdma end to end on private engines (root)
 	bash scripts/engines.sh install

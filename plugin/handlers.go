@@ -208,7 +208,8 @@ func createEndpoint(d *driver.Driver, body []byte) (any, error) {
 // endpointIfname returns the interface name asked for the endpoint inside
 // the container (docker run --network name=N,driver-opt=com.docker.network.endpoint.ifname=NAME,
 // compose's interface_name), or "". Docker 28+ applies it for its built-in
-// drivers and, for a remote driver, takes the name its Join answers.
+// drivers; for a remote driver only moby v2 (Docker 29) takes the name its
+// Join answers (Docker 28's remote driver drops it: the interface stays ethN).
 func endpointIfname(raw json.RawMessage) (string, error) {
 	var opts map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &opts); err != nil {
