@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # dockerd.sh: run a private Docker engine for tests, sharing nothing with the host's Docker.
 #
-# Needs: root; scripts/engines.sh run before (Debian's dockerd/containerd/runc; for "current" and
-# "v28" the dockerd, docker-proxy and runc it builds); the docker CLI on PATH.
+# Needs: root; scripts/engines.sh run before (Debian's dockerd/containerd/runc; for "current",
+# "v28" and "v27" the dockerd, docker-proxy and runc it builds); the docker CLI on PATH.
 #
 # Usage:
-#   dockerd.sh start DIR [debian|current|v28] [--netns NAME [--bridge]] [-- EXTRA-DOCKERD-ARGS...]
+#   dockerd.sh start DIR [debian|current|v28|v27] [--netns NAME [--bridge]] [-- EXTRA-ARGS...]
 #       Starts containerd and dockerd under DIR (created; must be absent, empty or a stopped DIR of
 #       this script), waits until `docker info` answers, writes DIR/env and prints
 #       `export DOCKER_HOST=unix://DIR/docker.sock` on stdout (progress goes to stderr), so
@@ -273,14 +273,14 @@ engine_bin() {
 		dockerd=/usr/sbin/dockerd
 		path=$SYS_PATH
 		;;
-	current | v28)
+	current | v28 | v27)
 		bindir=$(bash "$here/engines.sh" bindir "$1") || die "$1 engine not built: run scripts/engines.sh install $1"
 		dockerd=$bindir/dockerd
 		# The new runc (and the engine's docker-proxy) come first for this engine only
 		# (containerd's shims find runc on PATH, dockerd its docker-proxy).
 		path=$bindir:$SYS_PATH
 		;;
-	*) die "unknown engine '$1' (want: debian, current, v28)" ;;
+	*) die "unknown engine '$1' (want: debian, current, v28, v27)" ;;
 	esac
 	[[ -x $dockerd ]] || die "$dockerd not found: run scripts/engines.sh install $1"
 }

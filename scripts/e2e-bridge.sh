@@ -21,9 +21,10 @@
 #   - docker network disconnect of the rdma-macvlan network: the macvlan gone from A and from the
 #     host side, the plugin lists no endpoint of A, the port still answers;
 #   - connected again, then docker rm -f: its link gone, no endpoint of A, the port closed;
-#   - container C: run on the rdma-macvlan network first, then connected to the default bridge
-#     (the order of moby#51522, "endpoint not found" with a remote driver on Docker 29.0): both
-#     interfaces, a ping over each, then disconnected from the bridge, and removed.
+#   - container C: run on a second rdma-macvlan network, without --gateway, next to D, then
+#     connected to the default bridge (moby#51522: "endpoint not found" on Docker 29.0 when a
+#     remote driver's endpoint without a gateway leaves the container on docker_gwbridge): no
+#     docker_gwbridge, both interfaces, a ping over each, disconnected from the bridge, removed.
 # Every check prints `ok - ...` or `not ok - ...`; the last line is `N passed, N failed`.
 #
 # Needs: root, Go, apt (scripts/engines.sh installs the engines), iproute2, nsenter, iptables
@@ -32,7 +33,7 @@
 # Leaves behind: nothing of a run (namespaces, links, processes, mounts, temp dirs), also when a
 #   step fails.
 #
-# Usage: e2e-bridge.sh [debian] [v28] [current]      (default: all three)
+# Usage: e2e-bridge.sh [debian] [v27] [v28] [current]      (default: all four)
 # Environment: E2E_CMD_TIMEOUT  seconds any single docker command may take (default 60)
 set -Eeuo pipefail
 
@@ -187,8 +188,16 @@ pings_both() { pings "$1" "$2" && pings "$1" "$bgw"; }
 # rmv_pings C RMV-IP PEER: C has its macvlan only and pings PEER over it.
 rmv_pings() { rmv_only "$1" "$2" && pings "$1" "$3"; }
 
-# all_gone IP IFNAME: ep_gone, and the network has no endpoint left.
-all_gone() { ep_gone "$1" "$2" && net_endpoints "$nid" 0; }
+# all_gone IFNAME: the host link IFNAME is gone and the plugin lists no endpoint at all.
+all_gone() {
+	local l
+	[[ -z $1 ]] || ! ip -n "$ns" link show dev "$1" >/dev/null 2>&1 || { echo "host link $1 still in $ns"; return 1; }
+	l=$(status | awk '$1 == "endpoint"')
+	[[ -z $l ]] || { echo "endpoints still listed: $l"; return 1; }
+}
+
+# no_gwbridge: the engine's namespace has no docker_gwbridge.
+no_gwbridge() { ! ip -n "$ns" link show dev docker_gwbridge 2>/dev/null; }
 
 # connect_rmv C IP: docker network connect of the run's rdma-macvlan network.
 connect_rmv() { dk network connect --ip "$2" "$net" "$1"; }
@@ -196,14 +205,14 @@ connect_rmv() { dk network connect --ip "$2" "$net" "$1"; }
 # One engine.
 bridge_run() {
 	engine=$1
-	local t0 id ns cns ea ca P Q S EA bgw nid out ifa ifc x rd plugin_id=""
+	local t0 id ns cns ea ca P Q S S2 EA bgw nid out ifa ifc x rd plugin_id=""
 	tag=$engine
 	t0=$(date +%s)
 	new_id rmvb
 	ns=rmvb${id}n cns=rmvb${id}c ea=rmvb${id}u ca=rmvb${id}v P=rmvb${id}p Q=rmvb${id}q
 	x=$((0x${id:0:2}))
 	EA=198.19.$x.1
-	S=10.$((200 + 0x${id:2:2} % 50)).$((x % 250 + 1))
+	S=10.$((200 + 0x${id:2:2} % 50)).$((x % 125 * 2 + 1)) S2=10.$((200 + 0x${id:2:2} % 50)).$((x % 125 * 2 + 2))
 	net=rmvb-$id
 	rdir=$(mktemp -d /tmp/rmv-bridge.XXXXXX)
 	mkdir -p "$rdir/state" "$rdir/cdi"
@@ -271,21 +280,31 @@ bridge_run() {
 	check "after rm -f: no endpoint of A, its host link ${ifa:-?} gone" poll 5 ep_gone "$S.11" "$ifa"
 	check "after rm -f: the published port is closed" poll 10 port_closed
 
-	say "container C: rdma-macvlan first, then the default bridge (moby#51522's order)"
-	check "C runs on the rdma-macvlan network" run_c "$net-c" "$S.13"
+	say "container C: rdma-macvlan without a gateway first, then the default bridge (moby#51522's order)"
+	# moby#51522: a container whose remote-driver endpoint has no gateway gets docker_gwbridge as
+	# its gateway unless the driver's Join disables the gateway service (rdma-macvlan does, as the
+	# built-in macvlan); connecting a network with a gateway then failed with "endpoint not found".
+	# Without --gateway, Docker 28+ gives the network no gateway (20.10 reserves the first address).
+	check "docker network create -d $PLUGIN --subnet $S2.0/24 (no --gateway) $net-nogw" \
+		dk network create -d "$PLUGIN" --subnet "$S2.0/24" -o parent="$P" "$net-nogw"
+	check "D runs on the network without a gateway" dk run -d --name "$net-d" --network "$net-nogw" --ip "$S2.12" "$IMAGE" "${SLEEPER[@]}"
+	check "C runs on the network without a gateway" dk run -d --name "$net-c" --network "$net-nogw" --ip "$S2.13" "$IMAGE" "${SLEEPER[@]}"
+	check "no docker_gwbridge in $ns: C's endpoint asks for no gateway service" no_gwbridge
 	if out=$(dk network connect bridge "$net-c" 2>&1); then
-		pass "docker network connect bridge C (remote driver's endpoint first; moby#51522 reports 'endpoint not found' here)"
+		pass "docker network connect bridge C (moby#51522 reports 'endpoint not found' here)"
 	else
 		fail "docker network connect bridge C (moby#51522 reports 'endpoint not found' here)" "$out"
 		show_logs
 	fi
-	check_v "C has the macvlan with $S.13/24 and its bridge interface" has_both "$net-c" "$S.13"
-	check "C pings B over the macvlan and the bridge's gateway" pings_both "$net-c" "$S.12"
+	check_v "C has the macvlan with $S2.13/24 and its bridge interface" has_both "$net-c" "$S2.13"
+	check "C pings D over the macvlan and the bridge's gateway" pings_both "$net-c" "$S2.12"
 	check "docker network disconnect bridge C" dk network disconnect bridge "$net-c"
-	check "C has its macvlan only, and still pings B" rmv_pings "$net-c" "$S.13" "$S.12"
-	ifc=$(field ifname "$(ep_of "$S.13")")
-	check "docker rm -f C and B" dk rm -f "$net-c" "$net-b"
-	check "no endpoint left on the network, C's host link ${ifc:-?} gone" poll 5 all_gone "$S.13" "$ifc"
+	check "C has its macvlan only, and still pings D" rmv_pings "$net-c" "$S2.13" "$S2.12"
+	check "no docker_gwbridge in $ns" no_gwbridge
+	ifc=$(field ifname "$(ep_lines "$(dk network inspect -f '{{.Id}}' "$net-nogw")" | grep -F "ipv4=$S2.13/")")
+	check "docker rm -f B, C and D" dk rm -f "$net-b" "$net-c" "$net-d"
+	check "no endpoint left on the networks, C's host link ${ifc:-?} gone" poll 5 all_gone "$ifc"
+	check "docker network rm $net-nogw" dk network rm "$net-nogw"
 	check "docker network rm $net" dk network rm "$net"
 	check "the host's iptables rules, ip_forward and bridge-nf-call-iptables are still as before" host_firewall_same
 	[[ -z $run_failed ]] || show_logs

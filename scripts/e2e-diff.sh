@@ -47,7 +47,7 @@
 # Leaves behind: nothing of a run (links, processes, mounts, sockets, temp dirs), also when a step
 #   fails.
 #
-# Usage: e2e-diff.sh [debian] [v28] [current]      (default: all three)
+# Usage: e2e-diff.sh [debian] [v27] [v28] [current]      (default: all four)
 # Environment:
 #   E2E_DIFF_ONLY    space-separated scenario names to run (default: all; on a middle engine
 #                    E2E_DIFF_MIDDLE)
@@ -64,12 +64,12 @@ source "$here/lib/e2e.sh"
 
 # ---------------------------------------------------------------------------------------------
 # DELIBERATE: the differences from the built-in macvlan that are on purpose or that the engine
-# imposes, one place. Each row: ENGINE SCENARIO ITEM | reason (" | " ends the key). ENGINE is
-# debian, v28, current or *; SCENARIO and ITEM are globs (extended ones too, like @(a|b)) over the
-# scenario names and the compared items (as printed by a failing check). Keep README.md's table
-# "Differences from the built-in macvlan, per engine" in step with this one.
+# imposes, one place. Each row: ENGINE SCENARIO ITEM | reason (" | " ends the key). ENGINE,
+# SCENARIO and ITEM are globs (extended ones too, like @(a|b)) over the engine names (debian,
+# v27, v28, current), the scenario names and the compared items (as printed by a failing check).
+# Keep README.md's table "Differences from the built-in macvlan, per engine" in step with this one.
 DELIBERATE=(
-	"debian * *.mac | Docker 20.10's macvlan derives the MAC from the IPv4 address (02:42:a.b.c.d); the engine hands remote drivers no MAC, and rdma-macvlan keeps the kernel's random one, as the built-in macvlan of newer engines does (two hosts reusing an address on one L2 get no duplicate MAC)"
+	"@(debian|v27) * *.mac | Docker 20.10's and 27's macvlan derive the MAC from the IPv4 address (02:42:a.b.c.d); the engine hands remote drivers no MAC, and rdma-macvlan keeps the kernel's random one, as the built-in macvlan of newer engines does (two hosts reusing an address on one L2 get no duplicate MAC)"
 	"* mtuopt *.mtu | rdma-macvlan reads -o com.docker.network.driver.mtu (what compose writes for driver_opts mtu) as its own mtu option; the built-in macvlan accepts the key and ignores it (it has no MTU option: its containers take the parent's MTU)"
 	"* badopt cli.create.* | rdma-macvlan refuses options it does not know (a typo like -o mtus=9000 would otherwise be silently ignored); the built-in macvlan ignores them"
 	"* noparent cli.create.* | rdma-macvlan needs -o parent (an RDMA port); without one the built-in macvlan makes an internal network on a dummy link (refused here where the kernel has no dummy module)"

@@ -16,7 +16,7 @@
 # Leaves behind: nothing of a run (links, processes, mounts, sockets, temp dirs), also when a step
 #   fails; only what scripts/engines.sh installs and caches on purpose.
 #
-# Usage: e2e.sh [debian] [v28] [current]   (default: all three; v28 is a middle engine)
+# Usage: e2e.sh [debian] [v27] [v28] [current]   (default: all four; v27 and v28 are middle engines)
 # Environment:
 #   E2E_MODES        "managed legacy" (default both; on a middle engine managed only, unless
 #                    E2E_MODES is set)
@@ -360,7 +360,7 @@ e2e_run() {
 		check "docker run --device rdma-macvlan/hca=$HCA (CDI): uverbs0 and rdma_cm with the tree's numbers, mode 0666, no umad/issm, the spec's env" \
 			cdi_device_ok
 	else
-		skip "docker run --device rdma-macvlan/hca=$HCA: Docker 20.10 has no CDI"
+		skip "docker run --device rdma-macvlan/hca=$HCA: Docker before 25 has no CDI"
 	fi
 
 	say "gid_check=strict"
@@ -375,9 +375,9 @@ e2e_run() {
 			strict_start_waits
 			check "strict: a container whose GID entries never appear is refused with the reason" strict_refused
 		else
-			check "strict on Docker 20.10: a container starts although its GID entries are not there yet" \
+			check "strict before Docker 28: a container starts although its GID entries are not there yet" \
 				dk run -d --name "$net-s1" --network "$net-strict" --ip "$ips1" "$IMAGE" "${SLEEPER[@]}"
-			check "strict on Docker 20.10: /v1/status says strict works as warn, and why" \
+			check "strict before Docker 28: /v1/status says strict works as warn, and why" \
 				poll 5 net_has "$snid" 'gid_check=strict gid_check_note=".*Docker before 28.*works as warn'
 		fi
 		dk rm -f "$net-s1" "$net-s2" >/dev/null 2>&1 || true

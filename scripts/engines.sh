@@ -13,24 +13,25 @@
 #     /var/cache/rdma-macvlan/engines), plus Go's own module and build caches. The new runc is
 #     only ever put on the PATH of the engines built here (scripts/dockerd.sh does that);
 #     Debian's engine keeps Debian's runc.
-#   - the "v28" engine, the last Docker 28 release (dockerd and docker-proxy of
-#     github.com/docker/docker, a module without go.mod: its source comes from the Go module
+#   - the "v28" and "v27" engines, the last Docker 28 and 27 releases (dockerd and docker-proxy
+#     of github.com/docker/docker, a module without go.mod: its source comes from the Go module
 #     proxy and is built with its own vendor.mod as go.mod, every dependency at the version that
 #     file pins, also from the proxy), with the same runc and Debian's containerd, in
 #     $RDMA_MACVLAN_ENGINES_DIR/docker-<version>-runc-<version>/bin. Not part of the default
-#     install: name it (`engines.sh install v28`, or `all`).
+#     install: name them (`engines.sh install v28 v27`, or `all`).
 #
 # Usage:
-#   engines.sh [install] [debian] [current] [v28] [all]
+#   engines.sh [install] [debian] [current] [v28] [v27] [all]
 #                                      install debian and current (default), the ones named, or
-#                                      all three
-#   engines.sh bindir [current|v28]    print a built engine's bin dir (dockerd, runc,
+#                                      all four
+#   engines.sh bindir [current|v28|v27] print a built engine's bin dir (dockerd, runc,
 #                                      docker-proxy; default current); fails when dockerd or runc
 #                                      is not built yet
 # Environment:
 #   RDMA_MACVLAN_ENGINES_DIR  cache root        (default /var/cache/rdma-macvlan/engines)
 #   MOBY_VERSION              moby v2 version   (default v2.0.0-beta.24, newest the proxy served)
 #   DOCKER28_VERSION          Docker 28 version (default v28.5.2, the last 28.x release)
+#   DOCKER27_VERSION          Docker 27 version (default v27.5.1, the last 27.x release)
 #   RUNC_VERSION              runc version      (default v1.5.2)
 #
 # Idempotent: a warm run only checks that everything is in place and takes seconds.
@@ -40,6 +41,7 @@ ENGINES_DIR=${RDMA_MACVLAN_ENGINES_DIR:-/var/cache/rdma-macvlan/engines}
 MOBY_VERSION=${MOBY_VERSION:-v2.0.0-beta.24}
 RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
 DOCKER28_VERSION=${DOCKER28_VERSION:-v28.5.2}
+DOCKER27_VERSION=${DOCKER27_VERSION:-v27.5.1}
 BIN_DIR=""
 
 # bin_dir ENGINE prints the cache dir of a built engine's binaries.
@@ -47,7 +49,8 @@ bin_dir() {
 	case $1 in
 	current) printf '%s\n' "$ENGINES_DIR/moby-$MOBY_VERSION-runc-$RUNC_VERSION/bin" ;;
 	v28) printf '%s\n' "$ENGINES_DIR/docker-$DOCKER28_VERSION-runc-$RUNC_VERSION/bin" ;;
-	*) die "unknown built engine '$1' (want: current, v28)" ;;
+	v27) printf '%s\n' "$ENGINES_DIR/docker-$DOCKER27_VERSION-runc-$RUNC_VERSION/bin" ;;
+	*) die "unknown built engine '$1' (want: current, v28, v27)" ;;
 	esac
 }
 
@@ -224,6 +227,9 @@ built_engine() {
 	v28)
 		[[ -x $BIN_DIR/dockerd && -x $BIN_DIR/docker-proxy ]] || build_dockerd_v1 "$DOCKER28_VERSION"
 		;;
+	v27)
+		[[ -x $BIN_DIR/dockerd && -x $BIN_DIR/docker-proxy ]] || build_dockerd_v1 "$DOCKER27_VERSION"
+		;;
 	esac
 	flock -u 9
 	exec 9>&-
@@ -247,9 +253,9 @@ install)
 	for e in "${engines[@]}"; do
 		case $e in
 		debian) install_debian ;;
-		current | v28) built_engine "$e" ;;
-		all) install_debian && built_engine current && built_engine v28 ;;
-		*) die "unknown engine '$e' (want: debian, current, v28, all)" ;;
+		current | v28 | v27) built_engine "$e" ;;
+		all) install_debian && built_engine current && built_engine v28 && built_engine v27 ;;
+		*) die "unknown engine '$e' (want: debian, current, v28, v27, all)" ;;
 		esac
 	done
 	say "done"
@@ -258,6 +264,6 @@ install)
 	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
 	;;
 *)
-	die "unknown command '$cmd' (want: install [debian] [current] [v28] [all], bindir [ENGINE], help)"
+	die "unknown command '$cmd' (want: install [debian] [current] [v28] [v27] [all], bindir [ENGINE], help)"
 	;;
 esac

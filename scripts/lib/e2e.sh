@@ -169,16 +169,17 @@ restart_dockerd() { dockerd_down "$1" && dockerd_up "$1"; }
 # ---------------------------------------------------------------------------------------------
 # The suite.
 
-# The engines, oldest first: debian (Debian's Docker 20.10), v28 (the last Docker 28 release) and
-# current (moby v2), the last two built by scripts/engines.sh. MIDDLE_ENGINES lie between the
-# oldest and the newest; the suites that run them run a subset there (cold CI time).
-ALL_ENGINES=(debian v28 current)
-MIDDLE_ENGINES=(v28)
+# The engines, oldest first: debian (Debian's Docker 20.10), v27 and v28 (the last Docker 27 and
+# 28 releases) and current (moby v2), the last three built by scripts/engines.sh. MIDDLE_ENGINES
+# lie between the oldest and the newest; the suites that run them run a subset there (cold CI
+# time).
+ALL_ENGINES=(debian v27 v28 current)
+MIDDLE_ENGINES=(v27 v28)
 
 # select_engines [--both] [--middle] [ENGINE...]: sets engines to the engines named, or by default
 # to debian and, when scripts/engines.sh has built it (or with --both: always, then
-# scripts/engines.sh install builds it), current; with --middle also the middle engines (v28),
-# on the same terms.
+# scripts/engines.sh install builds it), current; with --middle also the middle engines (v27,
+# v28), on the same terms.
 engines=()
 select_engines() {
 	local e both="" middle=""
@@ -211,6 +212,7 @@ select_engines() {
 engine_major() {
 	case $1 in
 	debian) echo 20 ;;
+	v27) echo 27 ;;
 	v28) echo 28 ;;
 	current) echo 29 ;;
 	*) die "engine_major: unknown engine '$1'" ;;
