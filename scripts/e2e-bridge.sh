@@ -173,8 +173,8 @@ rmv_only() {
 	[[ $l =~ ^[a-z0-9]+=macvlan:${2//./\\.}/24$ ]] || { echo "want the macvlan with $2/24 only:"; echo "$l"; return 1; }
 }
 
-# ep_of IP: the status line of the endpoint with IPv4 IP on the run's network.
-ep_of() { ep_lines "$nid" | awk -v ip="ipv4=$1" '{ for (i = 4; i <= NF; i++) if ($i == ip) print }'; }
+# ep_of IP [NID]: the status line of the endpoint with IPv4 IP on network NID (default: the run's).
+ep_of() { ep_lines "${2:-$nid}" | awk -v ip="ipv4=$1" '{ for (i = 4; i <= NF; i++) if ($i == ip) print }'; }
 
 # ep_gone IP IFNAME: no endpoint with IP on the network, and the host link IFNAME is gone.
 ep_gone() {
@@ -301,7 +301,7 @@ bridge_run() {
 	check "docker network disconnect bridge C" dk network disconnect bridge "$net-c"
 	check "C has its macvlan only, and still pings D" rmv_pings "$net-c" "$S2.13" "$S2.12"
 	check "no docker_gwbridge in $ns" no_gwbridge
-	ifc=$(field ifname "$(ep_lines "$(dk network inspect -f '{{.Id}}' "$net-nogw")" | grep -F "ipv4=$S2.13/")")
+	ifc=$(field ifname "$(ep_of "$S2.13" "$(dk network inspect -f '{{.Id}}' "$net-nogw")")")
 	check "docker rm -f B, C and D" dk rm -f "$net-b" "$net-c" "$net-d"
 	check "no endpoint left on the networks, C's host link ${ifc:-?} gone" poll 5 all_gone "$ifc"
 	check "docker network rm $net-nogw" dk network rm "$net-nogw"
