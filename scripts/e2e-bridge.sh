@@ -8,10 +8,14 @@
 # the engine's namespace a veth pair as the RoCE parent (rmvbIDp, peer rmvbIDq) with a fake mlx5
 # sysfs tree (rdma/rdmatest/fakesysfs); a private dockerd in that namespace with its defaults
 # (scripts/dockerd.sh start --netns --bridge: docker0, iptables rules, ip forwarding and
-# docker-proxy are that namespace's, never the host's), the busybox image and the plugin. Then:
+# docker-proxy are that namespace's, never the host's; the default bridge gets a subnet of the
+# run's own, --bip 172.30.X.1/24, so its rules can be told apart), the busybox image and the
+# plugin. Then:
 #   - the engine's default bridge: `docker network inspect bridge`, docker0 in the namespace with
-#     the bridge's gateway address, the engine's DOCKER chain in the namespace's nat table; the
-#     host's iptables rules, ip_forward and bridge-nf-call-iptables are as before the suite;
+#     an address in the bridge's subnet, the DOCKER chain and the bridge's masquerading in the
+#     namespace's nat table; no iptables/ip6tables rule and no address of the host's namespace
+#     names the bridge's subnet, and the host's ip_forward and bridge-nf-call-iptables are as
+#     before the suite (checked once the engine runs, at the end and once the namespace is gone);
 #   - container A, created on the default bridge with a published port (busybox httpd on 80,
 #     published as 8080), connected to an rdma-macvlan network with --ip, started: eth0 on the
 #     bridge's subnet, a macvlan with its address; it pings B (on the rdma-macvlan network only)
@@ -43,19 +47,13 @@ CMD_TIMEOUT=${E2E_CMD_TIMEOUT:-60}
 source "$here/lib/e2e.sh"
 
 work=""       # temp dir of the whole suite
-host_fw=""    # the host's firewall and forwarding settings before the suite (host_firewall)
+host_sys=""   # the host's forwarding sysctls before the suite (host_sysctls)
 PORT=8080     # the published port, in the engine's own namespace
 e2e_traps
 
-# host_firewall prints the host namespace's iptables and ip6tables rules (without counters) and
-# the sysctls an engine with --iptables touches; the suite wants them unchanged.
-host_firewall() {
+# host_sysctls prints the host's sysctls that an engine with --ip-forward and --iptables sets.
+host_sysctls() {
 	local f
-	for f in iptables-save ip6tables-save; do
-		command -v "$f" >/dev/null || continue
-		printf '== %s\n' "$f"
-		"$f" 2>&1 | { grep -v '^#' || true; } | sed -E 's/\[[0-9]+:[0-9]+\]//'
-	done
 	for f in /proc/sys/net/ipv4/ip_forward /proc/sys/net/ipv6/conf/all/forwarding \
 		/proc/sys/net/bridge/bridge-nf-call-iptables /proc/sys/net/bridge/bridge-nf-call-ip6tables; do
 		[[ -e $f ]] && printf '%s=%s\n' "$f" "$(cat "$f")"
@@ -63,10 +61,18 @@ host_firewall() {
 	return 0
 }
 
-host_firewall_same() {
-	local now
-	now=$(host_firewall)
-	[[ $now == "$host_fw" ]] || { diff <(printf '%s\n' "$host_fw") <(printf '%s\n' "$now"); return 1; }
+# host_untouched: nothing of the run's engine reached the host's namespace: no iptables or
+# ip6tables rule and no address names the run's bridge subnet ($bnet.0/24, unique to the run),
+# and the forwarding sysctls are as before the suite. (Other tests on this machine may change
+# the host's rules at the same time; only what carries this run's subnet counts.)
+host_untouched() {
+	local out now
+	out=$({ iptables-save; ip6tables-save; } 2>/dev/null | grep -F "$bnet." || true)
+	[[ -z $out ]] || { echo "the host's firewall rules name the engine's bridge $bnet.0/24:"; echo "$out"; return 1; }
+	out=$(ip -o addr show | grep -F " $bnet." || true)
+	[[ -z $out ]] || { echo "the host's namespace has an address in $bnet.0/24:"; echo "$out"; return 1; }
+	now=$(host_sysctls)
+	[[ $now == "$host_sys" ]] || { diff <(printf '%s\n' "$host_sys") <(printf '%s\n' "$now"); return 1; }
 }
 
 # in_ns NS CMD...: CMD in network namespace NS.
@@ -82,7 +88,8 @@ bridge_on() {
 	[[ ${sub%/*} == "$(ipv4_net "$bgw" "${sub#*/}")" ]] || { echo "docker0's $bgw is not in the bridge's $sub"; return 1; }
 	out=$(in_ns "$ns" iptables -t nat -S 2>&1) || { echo "iptables in $ns: $out"; return 1; }
 	grep -q -- '^-N DOCKER$' <<<"$out" || { echo "no DOCKER chain in the nat table of $ns:"; echo "$out"; return 1; }
-	grep -q -- '-j MASQUERADE' <<<"$out" || { echo "no MASQUERADE rule in the nat table of $ns:"; echo "$out"; return 1; }
+	grep -qF -- "-A POSTROUTING -s $bnet.0/24 ! -o docker0 -j MASQUERADE" <<<"$out" ||
+		{ echo "no MASQUERADE rule for $bnet.0/24 in the nat table of $ns:"; echo "$out"; return 1; }
 	echo "bridge $sub, gateway $bgw on docker0 in $ns; its nat table has the DOCKER chain and masquerading"
 }
 
@@ -205,13 +212,15 @@ connect_rmv() { dk network connect --ip "$2" "$net" "$1"; }
 # One engine.
 bridge_run() {
 	engine=$1
-	local t0 id ns cns ea ca P Q S S2 EA bgw nid out ifa ifc x rd plugin_id=""
+	local t0 id ns cns ea ca P Q S S2 EA bgw bnet nid out ifa ifc x rd plugin_id=""
 	tag=$engine
 	t0=$(date +%s)
 	new_id rmvb
 	ns=rmvb${id}n cns=rmvb${id}c ea=rmvb${id}u ca=rmvb${id}v P=rmvb${id}p Q=rmvb${id}q
 	x=$((0x${id:0:2}))
 	EA=198.19.$x.1
+	# The default bridge gets a subnet of its own (--bip) so that its rules can be told apart.
+	bnet=172.30.$x
 	S=10.$((200 + 0x${id:2:2} % 50)).$((x % 125 * 2 + 1)) S2=10.$((200 + 0x${id:2:2} % 50)).$((x % 125 * 2 + 2))
 	net=rmvb-$id
 	rdir=$(mktemp -d /tmp/rmv-bridge.XXXXXX)
@@ -233,12 +242,12 @@ bridge_run() {
 	DOCKER_CLI=docker
 	[[ $engine == debian && -x /usr/bin/docker ]] && DOCKER_CLI=/usr/bin/docker
 	if ! check_here "dockerd in namespace $ns with its default bridge, iptables and userland proxy" \
-		engine_up "$rdir/d" "$engine" --netns "$ns" --bridge; then
+		engine_up "$rdir/d" "$engine" --netns "$ns" --bridge -- --bip "$bnet.1/24"; then
 		return 0
 	fi
 	bgw=$(ip -n "$ns" -4 -o addr show dev docker0 2>/dev/null | awk '{sub(/\/.*/, "", $4); print $4; exit}')
 	check_v "the default bridge network, docker0 and the engine's iptables rules are in $ns" bridge_on
-	check "the host's iptables rules, ip_forward and bridge-nf-call-iptables are as before" host_firewall_same
+	check "the host's iptables rules and addresses do not name $bnet.0/24; ip_forward and bridge-nf-call-iptables as before" host_untouched
 	check_here "the plugin on the engine" plugin_up "$work/plugin" "$rdir/state" "$rdir/cdi" "$rdir/sysfs/sys"
 	plugin_id=$(dk plugin inspect -f '{{.Id}}' "$PLUGIN")
 	sock=/run/docker/plugins/$plugin_id/rdma-macvlan.sock
@@ -306,11 +315,11 @@ bridge_run() {
 	check "no endpoint left on the networks, C's host link ${ifc:-?} gone" poll 5 all_gone "$ifc"
 	check "docker network rm $net-nogw" dk network rm "$net-nogw"
 	check "docker network rm $net" dk network rm "$net"
-	check "the host's iptables rules, ip_forward and bridge-nf-call-iptables are still as before" host_firewall_same
+	check "still: nothing of the engine's bridge in the host's rules and addresses; sysctls as before" host_untouched
 	[[ -z $run_failed ]] || show_logs
 	rd=$rdir
 	teardown
-	check "the host's firewall settings after the engine and its namespace are gone" host_firewall_same
+	check "after the engine and its namespace are gone: nothing of its bridge in the host's rules; sysctls as before" host_untouched
 	check "nothing left: namespaces, links, processes, mounts, the plugin's dir and process, the run's dir" \
 		leftovers "rmvb$id" "$rd" "$plugin_id"
 	timings+=("$engine: $(($(date +%s) - t0)) s")
@@ -318,7 +327,7 @@ bridge_run() {
 
 select_engines --both --middle "$@"
 e2e_preflight nsenter:util-linux iptables:iptables
-host_fw=$(host_firewall)
+host_sys=$(host_sysctls)
 suite_start bridge rdma-macvlan fakesysfs rmvstatus
 make_plugin_dir "$work/plugin"
 run_engines bridge_run

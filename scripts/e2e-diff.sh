@@ -507,9 +507,10 @@ sc_missing() {
 SCENARIOS=(basic compose connect dual nov6 internal iprange aux nogw nosubnet mac restart dockerd prune
 	auxrouter mtuopt parentmtu ifname gwprio badopt noparent missing)
 # MIDDLE: the core scenarios a middle engine runs: the everyday ones (basic, compose, connect,
-# dual, restart, dockerd) and those whose outcome changed between 20.10 and the current engine
-# (the MAC, the gateway without --gateway, ifname, gw-priority).
-MIDDLE=(basic compose connect dual mac restart dockerd nogw auxrouter ifname gwprio)
+# dual, restart, dockerd), those whose outcome changed between 20.10 and the current engine (the
+# MAC, the gateway without --gateway, ifname, gw-priority) and the cheap ones behind a row of
+# DELIBERATE (mtuopt, badopt, noparent, missing).
+MIDDLE=(basic compose connect dual mac restart dockerd nogw auxrouter ifname gwprio mtuopt badopt noparent missing)
 
 # ---------------------------------------------------------------------------------------------
 # Comparison.
