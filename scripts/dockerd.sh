@@ -16,7 +16,9 @@
 #       the host's mount namespace, so their mounts and sockets stay visible to stop; the socket
 #       DIR/docker.sock is reached from the host as usual.
 #       Without --bridge the engine has no default bridge and touches no firewall (--bridge=none
-#       --iptables=false --ip-forward=false --ip-masq=false --userland-proxy=false). --bridge
+#       --iptables=false --ip6tables=false --ip-forward=false --ip-masq=false
+#       --userland-proxy=false; Docker 27+ default to --ip6tables=true, which --iptables=false
+#       does not turn off: they would add their chains to the host's ip6tables). --bridge
 #       (only with --netns, so that the bridge, the iptables rules and the forwarding sysctls
 #       the engine sets are those of that namespace, never the host's) runs the engine as
 #       installed: default bridge docker0, iptables, ip-forward, masquerading, userland proxy.
@@ -371,7 +373,7 @@ launch() {
 		PATH=$path command -v docker-proxy >/dev/null ||
 			die "no docker-proxy on the PATH of this engine ($path): run scripts/engines.sh install $(cat "$dir/engine")"
 	else
-		net=(--iptables=false --ip-forward=false --ip-masq=false --bridge=none --userland-proxy=false)
+		net=(--iptables=false --ip6tables=false --ip-forward=false --ip-masq=false --bridge=none --userland-proxy=false)
 	fi
 	ver=$("$dockerd" --version)
 	say "starting $ver for $dir"

@@ -11,6 +11,9 @@
 # docker-proxy are that namespace's, never the host's; the default bridge gets a subnet of the
 # run's own, --bip 172.30.X.1/24, so its rules can be told apart), the busybox image and the
 # plugin. Then:
+#   - first the engine as the other suites start it (no --bridge) in the same namespace: no
+#     iptables or ip6tables rule and no docker0 appear there (so none appear in the host's
+#     namespace where those suites run it); then it stops;
 #   - the engine's default bridge: `docker network inspect bridge`, docker0 in the namespace with
 #     an address in the bridge's subnet, the DOCKER chain and the bridge's masquerading in the
 #     namespace's nat table; no iptables/ip6tables rule and no address of the host's namespace
@@ -77,6 +80,15 @@ host_untouched() {
 
 # in_ns NS CMD...: CMD in network namespace NS.
 in_ns() { nsenter "--net=/run/netns/$1" "${@:2}"; }
+
+# plain_untouched: the engine without --bridge made no firewall rule and no docker0 in $ns.
+plain_untouched() {
+	local out
+	out=$({ in_ns "$ns" iptables-save; in_ns "$ns" ip6tables-save; } 2>&1 | grep -E '^(-A|:DOCKER)' || true)
+	[[ -z $out ]] || { echo "firewall rules in $ns:"; echo "$out"; return 1; }
+	! ip -n "$ns" link show dev docker0 2>/dev/null || { echo "docker0 in $ns"; return 1; }
+	echo "$ns: no rule, no docker0"
+}
 
 # bridge_on: the default bridge network is there with its subnet, docker0 has an address in it in
 # the engine's namespace, and the engine's iptables rules are in that namespace.
@@ -241,6 +253,11 @@ bridge_run() {
 
 	DOCKER_CLI=docker
 	[[ $engine == debian && -x /usr/bin/docker ]] && DOCKER_CLI=/usr/bin/docker
+	# First the engine as the other suites run it (no --bridge), in the same namespace: it must
+	# leave the namespace's firewall alone, as it would leave the host's.
+	check_here "dockerd without --bridge in namespace $ns" engine_up "$rdir/d0" "$engine" --netns "$ns"
+	check_v "without --bridge: no iptables or ip6tables rule and no docker0 in $ns" plain_untouched
+	bash "$here/dockerd.sh" stop "$rdir/d0" 2>/dev/null
 	if ! check_here "dockerd in namespace $ns with its default bridge, iptables and userland proxy" \
 		engine_up "$rdir/d" "$engine" --netns "$ns" --bridge -- --bip "$bnet.1/24"; then
 		return 0
