@@ -40,10 +40,10 @@ mutate: ## mutation check: breaks guarded rules one at a time in a copy of the t
 
 test-kernel: ## the daemon, then Docker 20.10 and the current engine with the managed plugin, on a real kernel RDMA stack: Soft-RoCE in a qemu VM (root; the first run builds the VM image)
 	bash scripts/engines.sh install current
-	bash scripts/vm/run.sh
+	bash test/kernel/vm/run.sh
 
 demo: ## a narrated tour on a real kernel RDMA stack (Soft-RoCE VM, Docker 20.10): no RoCE hardware needed (root; the first run builds the VM image)
-	bash scripts/vm/run.sh --demo
+	bash test/kernel/vm/run.sh --demo
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(abspath $(TOOLS)) GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -52,7 +52,7 @@ lint: $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck (pinned), shellcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
-	shellcheck -x scripts/*.sh scripts/lib/*.sh scripts/vm/*.sh scripts/vm/init .ci/run
+	shellcheck -x scripts/*.sh scripts/lib/*.sh test/e2e/*.sh test/e2e/lib/*.sh test/bench/*.sh test/kernel/vm/*.sh test/kernel/vm/init .ci/run
 
 plugin: ## build the managed plugin and create $(PLUGIN_NAME):latest on the daemon DOCKER_HOST points at (FORCE=1 replaces it)
 	bash scripts/plugin.sh build && bash scripts/plugin.sh create $(if $(FORCE),-f)
@@ -70,35 +70,35 @@ install-cli: build ## install docker rdma into CLI_PLUGINS_DIR (~/.docker/cli-pl
 
 e2e: ## end to end on private Docker engines (20.10, 28.5 and the current one): managed and legacy plugin, side by side with the built-in macvlan, the default bridge with iptables, two-node swarm, a release installed from a local registry, host reboots (root)
 	bash scripts/engines.sh install all
-	bash scripts/e2e.sh
-	bash scripts/e2e-diff.sh
-	bash scripts/e2e-bridge.sh
-	bash scripts/e2e-swarm.sh
-	bash scripts/e2e-release.sh
-	bash scripts/e2e-reboot.sh
+	bash test/e2e/e2e.sh
+	bash test/e2e/e2e-diff.sh
+	bash test/e2e/e2e-bridge.sh
+	bash test/e2e/e2e-swarm.sh
+	bash test/e2e/e2e-release.sh
+	bash test/e2e/e2e-reboot.sh
 
 e2e-reboot: ## a host rebooted with the plugin installed as the README says (previous manifest upgraded, fresh install), on private engines in a private mount namespace (root)
 	bash scripts/engines.sh install
-	bash scripts/e2e-reboot.sh
+	bash test/e2e/e2e-reboot.sh
 
 e2e-release: ## a release to a local registry installed, used and upgraded as users do, on private engines (root)
 	bash scripts/engines.sh install
-	bash scripts/e2e-release.sh
+	bash test/e2e/e2e-release.sh
 
 e2e-bridge: ## (part of e2e) every engine with its default bridge, iptables and userland proxy in a private namespace: containers on the bridge and an rdma-macvlan network, published ports (root)
 	bash scripts/engines.sh install all
-	bash scripts/e2e-bridge.sh
+	bash test/e2e/e2e-bridge.sh
 
 e2e-cli: ## docker rdma end to end on private engines (root)
 	bash scripts/engines.sh install
-	bash scripts/e2e-cli.sh
+	bash test/e2e/e2e-cli.sh
 
 e2e-reliability: ## 50 containers at once, dockerd --live-restore restart, plugin upgrade, on private engines (root)
 	bash scripts/engines.sh install
-	bash scripts/e2e-reliability.sh
+	bash test/e2e/e2e-reliability.sh
 
 bench: ## benchmarks on real engines (root; about 20 min; BENCH_PARTS for some parts): prints a table, keeps the run in docs/bench/runs/, writes BENCHMARKS.md, docs/bench-*.png
-	bash scripts/bench.sh
+	bash test/bench/bench.sh
 
 fuzz: ## fuzz every target for FUZZTIME seconds each (a crashing input is left in testdata/fuzz)
 	bash scripts/fuzz.sh $(FUZZTIME)

@@ -219,7 +219,7 @@ built_engine() {
 			go_build dockerd github.com/moby/moby/v2/cmd/dockerd "$MOBY_VERSION" \
 				-ldflags "-X $v.Version=${MOBY_VERSION#v} -X $v.GitCommit=$MOBY_VERSION -X $v.PlatformName=rdma-macvlan-test"
 		fi
-		# The userland proxy of published ports (scripts/e2e-bridge.sh runs the default bridge).
+		# The userland proxy of published ports (test/e2e/e2e-bridge.sh runs the default bridge).
 		if [[ ! -x $BIN_DIR/docker-proxy ]]; then
 			go_build docker-proxy github.com/moby/moby/v2/cmd/docker-proxy "$MOBY_VERSION"
 		fi

@@ -70,7 +70,7 @@ for arch in "${ARCHES[@]}"; do
 	done
 	files=()
 	for c in "${cmds[@]}"; do files+=("$OUT/$c-linux-$arch"); done
-	(cd "$repo" && "$GO" run ./internal/elfcheck -arch "$arch" "${files[@]}") >&2 ||
+	(cd "$repo" && "$GO" run ./tools/elfcheck -arch "$arch" "${files[@]}") >&2 ||
 		die "a linux/$arch binary is not a static $arch executable"
 
 	# The managed plugin: scripts/plugin.sh lays out the rootfs around the prebuilt daemon; the CLI

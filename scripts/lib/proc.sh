@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # lib/proc.sh: stopping a process the script started (sourced by scripts/dockerd.sh and
-# scripts/lib/e2e.sh). The sourcing script defines say.
+# test/e2e/lib/e2e.sh). The sourcing script defines say.
 
 # stop_pid PID SECONDS [WHAT]: SIGTERM, SIGKILL at the deadline; only for pids the script started.
 stop_pid() {

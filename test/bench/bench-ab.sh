@@ -5,7 +5,7 @@
 # table holds the timed containers' entries (as the kernel would add them), the two builds as
 # managed plugins and the built-in macvlan on that parent; then N triples of `docker run --rm`
 # in rotating order. Prints one CSV line per run (triple,variant,ms) on stdout and the paired
-# ratios at the end (via bench/cmd/report's statistics). Used for the figures of
+# ratios at the end (via test/bench/cmd/report's statistics). Used for the figures of
 # docs/bench/notes.md.
 #
 # Needs: root, Go, Debian's engine (scripts/engines.sh install debian), two static daemon binaries
@@ -16,7 +16,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/.." && pwd)
+repo=$(cd "$here/../.." && pwd)
+scripts=$repo/scripts
 N=${N:-36}
 IMAGE=rdma-macvlan-test/busybox:latest
 
@@ -36,7 +37,7 @@ dir=""
 cleanup() {
 	local rc=$?
 	set +e
-	if [[ -n $dir ]]; then bash "$here/dockerd.sh" stop "$dir" 2>/dev/null || rc=1; fi
+	if [[ -n $dir ]]; then bash "$scripts/dockerd.sh" stop "$dir" 2>/dev/null || rc=1; fi
 	ip link del "$parent" 2>/dev/null
 	[[ -n $w ]] && rm -rf "$w"
 	exit "$rc"
@@ -45,7 +46,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 w=$(mktemp -d "${TMPDIR:-/tmp}/rmvab.XXXXXX")
-(cd "$repo" && go build -o "$w/fakesysfs" ./rdma/rdmatest/fakesysfs && go build -o "$w/report" ./bench/cmd/report)
+(cd "$repo" && go build -o "$w/fakesysfs" ./test/fakesysfs && go build -o "$w/report" ./test/bench/cmd/report)
 ip link add "$parent" type veth peer name "$peer"
 ip link set "$parent" up
 ip link set "$peer" up
@@ -55,14 +56,14 @@ for i in $(seq 10 49); do
 	for o in 1 2; do "$w/fakesysfs" add-ip -root "$w/sysfs" -hca mlx5_0 -ip "10.151.$o.$i" -ndev eth0 >/dev/null; done
 done
 dir=$w/d
-bash "$here/dockerd.sh" start "$dir" debian >/dev/null
+bash "$scripts/dockerd.sh" start "$dir" debian >/dev/null
 export DOCKER_HOST=unix://$dir/docker.sock
-bash "$here/mkimage.sh" 2>/dev/null
+bash "$scripts/mkimage.sh" 2>/dev/null
 declare -A octet=([before]=1 [after]=2 [macvlan]=3)
 for v in before after; do
 	mkdir -p "$w/state-$v" "$w/cdi-$v"
-	PLUGIN_NAME=rmvab$v PLUGIN_DIR=$w/plugin-$v PLUGIN_BINARY=${bin[$v]} bash "$here/plugin.sh" build 2>/dev/null
-	PLUGIN_NAME=rmvab$v PLUGIN_DIR=$w/plugin-$v bash "$here/plugin.sh" create 2>/dev/null
+	PLUGIN_NAME=rmvab$v PLUGIN_DIR=$w/plugin-$v PLUGIN_BINARY=${bin[$v]} bash "$scripts/plugin.sh" build 2>/dev/null
+	PLUGIN_NAME=rmvab$v PLUGIN_DIR=$w/plugin-$v bash "$scripts/plugin.sh" create 2>/dev/null
 	docker plugin set "rmvab$v:latest" sysfs.source="$w/sysfs/sys" state.source="$w/state-$v" cdi.source="$w/cdi-$v"
 	docker plugin enable "rmvab$v:latest" >/dev/null
 	docker network create -d "rmvab$v:latest" --subnet "10.151.${octet[$v]}.0/24" -o parent="$parent" "n-$v" >/dev/null

@@ -6,8 +6,8 @@
 #    parent) and on the built-in macvlan, same parent and engine, in interleaved pairs whose order
 #    alternates; on Debian's engine and on the current one when scripts/engines.sh has built it.
 # 2.-3. Endpoint life cycle at the daemon's socket with 10/100/1000 live endpoints, restart time
-#    and memory with 1000 endpoints in state (bench/cmd/endpoints, in its own namespaces).
-# 4. Data plane: TCP throughput (iperf3) and request/response latency (bench/cmd/tcprr) between
+#    and memory with 1000 endpoints in state (test/bench/cmd/endpoints, in its own namespaces).
+# 4. Data plane: TCP throughput (iperf3) and request/response latency (test/bench/cmd/tcprr) between
 #    two containers on rdma-macvlan, built-in macvlan and a user-defined bridge, run inside the
 #    containers' namespaces with nsenter; traffic only between those two containers.
 # 5. Concurrent starts: BENCH_CONC `docker run -d` at once on one network, rdma-macvlan and the
@@ -19,10 +19,10 @@
 #    container for its GID entries) against the `docker run --rm` that `docker rdma run --no-wait`
 #    would make (the same devices, CAP_IPC_LOCK and memlock), both on the rdma-macvlan network,
 #    in interleaved pairs whose order alternates, with the docker CLI of the engine's generation
-#    (scripts/e2e-cli.sh's setup: fake device nodes, the fake tree mounted into the container for
+#    (test/e2e/e2e-cli.sh's setup: fake device nodes, the fake tree mounted into the container for
 #    rdma-exec); rdma-exec reports its wait (RDMA_EXEC_TIMING=1), and after each pair
 #    `docker rdma run --dry-run` times the CLI plugin's preparation alone.
-# Then bench/cmd/report prints the table of this run, stores its raw samples under
+# Then test/bench/cmd/report prints the table of this run, stores its raw samples under
 # docs/bench/runs/RUN/ and writes BENCHMARKS.md from every stored run: the headline table holds,
 # for each target, the latest run that measured it (a run of some parts leaves the others' rows
 # as they were); older figures go under History. docs/bench-*.png are drawn from the runs the
@@ -56,7 +56,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/.." && pwd)
+repo=$(cd "$here/../.." && pwd)
+scripts=$repo/scripts
 PAIRS=${BENCH_PAIRS:-40}
 CYCLES=${BENCH_CYCLES:-100}
 ROUNDS=${BENCH_ROUNDS:-9}
@@ -80,8 +81,8 @@ PLUGIN=$PLUGIN_NAME:latest
 # What long-lived containers run: a sleep that exits at once on SIGTERM.
 SLEEPER=(sh -c 'trap "exit 0" TERM; sleep 3600 & wait')
 
-# shellcheck source=scripts/lib/fakedev.sh
-source "$here/lib/fakedev.sh"
+# shellcheck source=test/e2e/lib/fakedev.sh
+source "$repo/test/e2e/lib/fakedev.sh"
 
 t_start=$SECONDS
 say() { printf 'bench: [%4ds] %s\n' "$((SECONDS - t_start))" "$*" >&2; }
@@ -105,7 +106,7 @@ cleanup() {
 	set +e
 	for p in "${bgpids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 	if [[ -n $dir ]]; then
-		bash "$here/dockerd.sh" stop "$dir" 2>/dev/null || rc=1
+		bash "$scripts/dockerd.sh" stop "$dir" 2>/dev/null || rc=1
 		dir=""
 	fi
 	ip link del "$parent" 2>/dev/null
@@ -399,11 +400,11 @@ engine_bench() {
 	# The current engine resolves CDI devices from the plugin's CDI directory (part 6).
 	local extra=()
 	[[ $engine == current ]] && extra=(-- --cdi-spec-dir "$work/cdi-$engine")
-	bash "$here/dockerd.sh" start "$dir" "$engine" "${extra[@]}" >/dev/null
+	bash "$scripts/dockerd.sh" start "$dir" "$engine" "${extra[@]}" >/dev/null
 	export DOCKER_HOST=unix://$dir/docker.sock
 	printf 'engine_%s=%s\n' "$engine" "$(docker version -f '{{.Server.Version}}, API {{.Server.APIVersion}}')" >>"$work/res/machine.env"
-	bash "$here/mkimage.sh" 2>/dev/null
-	PLUGIN_NAME=$PLUGIN_NAME PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" create 2>/dev/null
+	bash "$scripts/mkimage.sh" 2>/dev/null
+	PLUGIN_NAME=$PLUGIN_NAME PLUGIN_DIR=$work/plugin bash "$scripts/plugin.sh" create 2>/dev/null
 	docker plugin set "$PLUGIN" sysfs.source="$sysfs/sys" state.source="$work/state-$engine" cdi.source="$work/cdi-$engine"
 	docker plugin enable "$PLUGIN" >/dev/null
 	sock=/run/docker/plugins/$(docker plugin inspect -f '{{.Id}}' "$PLUGIN")/rdma-macvlan.sock
@@ -460,9 +461,9 @@ engine_bench() {
 	fi
 
 	docker network rm rmvb-rdma rmvb-macvlan rmvb-bridge >/dev/null
-	PLUGIN_NAME=$PLUGIN_NAME bash "$here/plugin.sh" remove 2>/dev/null
+	PLUGIN_NAME=$PLUGIN_NAME bash "$scripts/plugin.sh" remove 2>/dev/null
 	unset DOCKER_HOST
-	bash "$here/dockerd.sh" stop "$dir" 2>/dev/null
+	bash "$scripts/dockerd.sh" stop "$dir" 2>/dev/null
 	dir=""
 	ip link del "$parent"
 	say "$engine: done"
@@ -494,7 +495,7 @@ main() {
 	done
 	if ((${#engines[@]} == 0)); then
 		engines=(debian)
-		bash "$here/engines.sh" bindir >/dev/null 2>&1 && engines+=(current)
+		bash "$scripts/engines.sh" bindir >/dev/null 2>&1 && engines+=(current)
 	fi
 	if [[ -n ${BENCH_OUT:-} ]]; then
 		work=$BENCH_OUT
@@ -505,7 +506,7 @@ main() {
 	mkdir -p "$work/res" "$work/bin"
 
 	say "installing what is missing"
-	bash "$here/engines.sh" install debian
+	bash "$scripts/engines.sh" install debian
 	install_tools
 
 	# Load on this shared machine, every 2 s, for the report's noise figures.
@@ -513,9 +514,9 @@ main() {
 	loadpid=$!
 
 	say "building the plugin and the bench tools"
-	PLUGIN_DIR=$work/plugin bash "$here/plugin.sh" build 2>/dev/null
-	(cd "$repo" && for t in endpoints tcprr report; do go build -o "$work/bin/$t" "./bench/cmd/$t"; done &&
-		go build -o "$work/bin/fakesysfs" ./rdma/rdmatest/fakesysfs && go build -o "$work/bin/rmvstatus" ./e2e/rmvstatus &&
+	PLUGIN_DIR=$work/plugin bash "$scripts/plugin.sh" build 2>/dev/null
+	(cd "$repo" && for t in endpoints tcprr report; do go build -o "$work/bin/$t" "./test/bench/cmd/$t"; done &&
+		go build -o "$work/bin/fakesysfs" ./test/fakesysfs && go build -o "$work/bin/rmvstatus" ./test/e2e/rmvstatus &&
 		CGO_ENABLED=0 go build -trimpath -o "$work/bin/docker-rdma" ./cmd/docker-rdma &&
 		CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/bin/rdma-exec" ./cmd/rdma-exec)
 	{
@@ -539,7 +540,7 @@ main() {
 	printf 'engine,pair,kind,position,ms,wait_ms,looks\n' >"$work/res/rdmarun.csv"
 
 	if [[ " $PARTS " == *" endpoints "* ]]; then
-		say "endpoint life cycle, restart and memory (bench/cmd/endpoints)"
+		say "endpoint life cycle, restart and memory (test/bench/cmd/endpoints)"
 		"$work/bin/endpoints" -out "$work/res" -bin "$work/plugin/rootfs/rdma-macvlan" -cycles "$CYCLES"
 	fi
 

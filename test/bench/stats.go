@@ -1,7 +1,7 @@
 // Package bench measures rdma-macvlan: the endpoint life cycle at the daemon's
 // socket, restart time and memory (cmd/endpoints), TCP request/response
 // latency between two containers (cmd/tcprr), and turns the raw samples of
-// every part, including the Docker-level ones scripts/bench.sh takes, into
+// every part, including the Docker-level ones test/bench/bench.sh takes, into
 // BENCHMARKS.md and the plots under docs/ (cmd/report).
 //
 // This file holds the statistics they share. Benchmarks are not tests:

@@ -4,7 +4,7 @@
 # For each engine: a private dockerd (scripts/dockerd.sh) driven by the docker CLI of its own
 # generation (debian: Docker 20.10 with Debian's /usr/bin/docker; current: moby v2 with the newer
 # CLI, /usr/local/bin/docker, and CDI specs read from a private directory), a veth pair as the RoCE
-# parent, a fake sysfs tree (rdma/rdmatest/fakesysfs: mlx5_0 on the veth, plus mlx5_1 as a decoy),
+# parent, a fake sysfs tree (test/fakesysfs: mlx5_0 on the veth, plus mlx5_1 as a decoy),
 # fake device nodes under /dev/infiniband (made only when the host has none, with the numbers of
 # the fake tree), the managed plugin pointed at the tree, an rdma-macvlan network, and docker-rdma
 # installed as a CLI plugin in a temporary DOCKER_CONFIG, so the real `docker rdma` runs it. Then:
@@ -28,9 +28,9 @@
 set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=scripts/lib/e2e.sh
+# shellcheck source=test/e2e/lib/e2e.sh
 source "$here/lib/e2e.sh"
-# shellcheck source=scripts/lib/fakedev.sh
+# shellcheck source=test/e2e/lib/fakedev.sh
 source "$here/lib/fakedev.sh"
 CLI_DEBIAN=${DOCKER_CLI_DEBIAN:-/usr/bin/docker}
 CLI_CURRENT=${DOCKER_CLI_CURRENT:-/usr/local/bin/docker}

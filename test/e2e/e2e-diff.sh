@@ -9,7 +9,7 @@
 # For each engine (Debian's dockerd 20.10, the last Docker 28 and the current moby of
 # scripts/engines.sh; on Docker 28, a middle engine, only the scenarios of E2E_DIFF_MIDDLE): two veth pairs
 # in the host netns (unique names, all ends up) as parents P1 and P2, a fake mlx5 sysfs tree with
-# mlx5_0 on P1 and mlx5_1 on P2 for the plugin (rdma/rdmatest/fakesysfs), a private dockerd
+# mlx5_0 on P1 and mlx5_1 on P2 for the plugin (test/fakesysfs), a private dockerd
 # (scripts/dockerd.sh), the busybox image (scripts/mkimage.sh), the plugin. Then per scenario:
 # macvlan first, everything removed, rdma-macvlan second, everything removed, and the two
 # records compared item by item.
@@ -59,7 +59,7 @@ set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CMD_TIMEOUT=${E2E_CMD_TIMEOUT:-60}
-# shellcheck source=scripts/lib/e2e.sh
+# shellcheck source=test/e2e/lib/e2e.sh
 source "$here/lib/e2e.sh"
 
 # ---------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@
 set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=scripts/lib/e2e.sh
+# shellcheck source=test/e2e/lib/e2e.sh
 source "$here/lib/e2e.sh"
 
 work="" # temp dir of the suite (registry, plugin dirs, tools)
@@ -51,7 +51,7 @@ suite_teardown() { registry_stop; }
 # holder.
 teardown_hook() {
 	if [[ -n $holder ]] && kill -0 "$holder" 2>/dev/null; then
-		[[ -n $ddir ]] && inns bash "$here/dockerd.sh" stop "$ddir" 2>/dev/null
+		[[ -n $ddir ]] && inns bash "$scripts/dockerd.sh" stop "$ddir" 2>/dev/null
 		stop_pid "$holder" 5 "mount namespace holder (pid $holder)"
 	fi
 	holder=""
@@ -82,7 +82,7 @@ ns_up() {
 reboot_host() {
 	local out
 	local l
-	inns bash "$here/dockerd.sh" halt "$ddir" 2>&1 || return 1
+	inns bash "$scripts/dockerd.sh" halt "$ddir" 2>&1 || return 1
 	# Links in the host namespace go with a reboot too (a clean shutdown leaves none).
 	for l in $(parent_children | awk -F': ' '{print $2}' | cut -d@ -f1); do
 		say "reboot: deleting $l, left on the parent by the shutdown"
@@ -90,7 +90,7 @@ reboot_host() {
 	done
 	inns umount -l /run
 	inns mount -t tmpfs -o mode=0755 rmv-run /run
-	if ! out=$(inns bash "$here/dockerd.sh" boot "$ddir" 2>&1); then
+	if ! out=$(inns bash "$scripts/dockerd.sh" boot "$ddir" 2>&1); then
 		echo "$out"
 		# What the engine said about its plugins at this boot, and its panic if it had one.
 		echo "--- dockerd's log of this boot:"
@@ -160,8 +160,8 @@ one_engine() {
 	ns_up
 	ddir=$rdir/d
 	ddirs+=("$ddir")
-	eval "$(inns bash "$here/dockerd.sh" start "$ddir" "$engine")"
-	bash "$here/mkimage.sh"
+	eval "$(inns bash "$scripts/dockerd.sh" start "$ddir" "$engine")"
+	bash "$scripts/mkimage.sh"
 	# Only the current engine resolves CDI devices (both read /etc/cdi and /var/run/cdi).
 	[[ $engine == current ]] && devs=(--device "rdma-macvlan/hca=$HCA")
 

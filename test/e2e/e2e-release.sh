@@ -2,7 +2,7 @@
 # e2e-release.sh: a release installed, used and upgraded the way the README tells users, from a
 # registry, on real Docker engines.
 #
-# Once: a registry on 127.0.0.1 (Debian's docker-registry, as scripts/e2e-reliability.sh), a private
+# Once: a registry on 127.0.0.1 (Debian's docker-registry, as test/e2e/e2e-reliability.sh), a private
 # "publisher" dockerd, and `scripts/release.sh` (make release) twice into that registry: versions
 # X and Y of the working tree (static amd64 and arm64 builds, pushed as REPO:V, REPO:V-amd64,
 # REPO:V-arm64). Then for each engine (Debian's 20.10, the current moby), on a fresh private dockerd
@@ -35,7 +35,7 @@
 set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=scripts/lib/e2e.sh
+# shellcheck source=test/e2e/lib/e2e.sh
 source "$here/lib/e2e.sh"
 
 work="" # temp dir of the suite (registry, releases, tools)
@@ -367,12 +367,12 @@ repo_ref=$reg/e2e/rdma-macvlan
 vx=v0.0.1-e2e.$$ vy=v0.0.2-e2e.$$ vz=v0.0.3-e2e.$$
 say "registry on $reg; publishing $vx and $vy through a private dockerd"
 ddirs+=("$work/pub")
-eval "$(bash "$here/dockerd.sh" start "$work/pub" debian)"
+eval "$(bash "$scripts/dockerd.sh" start "$work/pub" debian)"
 t0=$(now_ms)
 check "make release REGISTRY=$reg/e2e VERSION=$vx (publisher dockerd)" \
-	env OUT="$work/rel-x" VERSION="$vx" REGISTRY="$reg/e2e" bash "$here/release.sh"
+	env OUT="$work/rel-x" VERSION="$vx" REGISTRY="$reg/e2e" bash "$scripts/release.sh"
 check "make release REGISTRY=$reg/e2e VERSION=$vy" \
-	env OUT="$work/rel-y" VERSION="$vy" REGISTRY="$reg/e2e" bash "$here/release.sh"
+	env OUT="$work/rel-y" VERSION="$vy" REGISTRY="$reg/e2e" bash "$scripts/release.sh"
 timings+=("two releases built and pushed: $((($(now_ms) - t0) / 1000)) s")
 check_v "the release lists its references and checksums that verify" \
 	bash -c "cat '$work/rel-x/VERSION' && cd '$work/rel-x' && sha256sum -c SHA256SUMS"

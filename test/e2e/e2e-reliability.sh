@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # e2e-reliability.sh: reliability of the managed rdma-macvlan plugin against real Docker engines:
 # concurrency, a dockerd restart with --live-restore and a plugin upgrade (issue 7). The restart
-# without live-restore and plugin disable/enable are in scripts/e2e.sh and not repeated here.
+# without live-restore and plugin disable/enable are in test/e2e/e2e.sh and not repeated here.
 #
 # For each engine: a veth pair in the host netns as the RoCE parent (unique names, both ends up),
-# a fake mlx5 sysfs tree for it with 255 GID slots (rdma/rdmatest/fakesysfs: admission allows 126
+# a fake mlx5 sysfs tree for it with 255 GID slots (test/fakesysfs: admission allows 126
 # IPv4 containers at 2 entries each), a private dockerd started with --live-restore
 # (scripts/dockerd.sh), the busybox image (scripts/mkimage.sh) and the plugin built from the working
 # tree and installed as a managed plugin (scripts/plugin.sh). Then:
@@ -73,7 +73,7 @@ PINGER=(sh -c 'trap "exit 0" TERM
 done) >/tmp/ping.log 2>&1 &
 wait')
 
-# shellcheck source=scripts/lib/e2e.sh
+# shellcheck source=test/e2e/lib/e2e.sh
 source "$here/lib/e2e.sh"
 
 # secs MS prints MS milliseconds as seconds with one decimal.
@@ -352,9 +352,9 @@ set_again_and_enable() {
 
 # recreate_build3: what `make install` does after `docker plugin rm`: create (build 3), set, enable.
 recreate_build3() {
-	PLUGIN_DIR=$work/plugin3 bash "$here/plugin.sh" create 2>/dev/null &&
+	PLUGIN_DIR=$work/plugin3 bash "$scripts/plugin.sh" create 2>/dev/null &&
 		dk plugin set "$PLUGIN" "${settings[@]}" &&
-		PLUGIN_DIR=$work/plugin3 bash "$here/plugin.sh" install 2>/dev/null &&
+		PLUGIN_DIR=$work/plugin3 bash "$scripts/plugin.sh" install 2>/dev/null &&
 		mounts_kept
 }
 

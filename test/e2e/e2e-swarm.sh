@@ -9,7 +9,7 @@
 #     ends are the nodes' macvlan parents: rmvwIDp in node 1, rmvwIDq in node 2 (one L2 segment,
 #     so the tasks of the two nodes reach each other through their parents);
 #   - a private dockerd per node inside its namespace (scripts/dockerd.sh start --netns), the
-#     busybox image and the plugin on each, with a fake mlx5 sysfs tree (rdma/rdmatest/fakesysfs)
+#     busybox image and the plugin on each, with a fake mlx5 sysfs tree (test/fakesysfs)
 #     naming that node's parent;
 #   - node 1 inits the swarm, node 2 joins it as a worker;
 #   - per driver: on each node a --config-only network with the same subnet, the node's own parent
@@ -30,7 +30,7 @@ set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CMD_TIMEOUT=${E2E_CMD_TIMEOUT:-60}
-# shellcheck source=scripts/lib/e2e.sh
+# shellcheck source=test/e2e/lib/e2e.sh
 source "$here/lib/e2e.sh"
 
 work="" # temp dir of the whole suite

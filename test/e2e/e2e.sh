@@ -3,7 +3,7 @@
 # a legacy plugin (the binary run directly).
 #
 # For each engine and mode: a veth pair in the host netns as the RoCE parent (unique names, both
-# ends up), a fake but faithful mlx5 sysfs tree for it (rdma/rdmatest/fakesysfs), a private dockerd
+# ends up), a fake but faithful mlx5 sysfs tree for it (test/fakesysfs), a private dockerd
 # (scripts/dockerd.sh) with the busybox test image (scripts/mkimage.sh), the plugin built from the
 # working tree, then the checks a user would see: network create with parent/mtu/macvlan_mode, a
 # VLAN parent, refused options with the plugin's text in the docker CLI, two containers with their
@@ -25,7 +25,7 @@
 set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=scripts/lib/e2e.sh
+# shellcheck source=test/e2e/lib/e2e.sh
 source "$here/lib/e2e.sh"
 
 # ---------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+scripts=$(cd "$here/../../scripts" && pwd)
 IMAGE=rdma-macvlan-test/busybox:latest
 RUNS=${SMOKE_RUNS:-5}
 
@@ -35,7 +36,7 @@ cleanup() {
 			DOCKER_HOST=unix://$dir/docker.sock docker rm -f "$net-a" "$net-b" >/dev/null 2>&1
 			DOCKER_HOST=unix://$dir/docker.sock docker network rm "$net" >/dev/null 2>&1
 		fi
-		bash "$here/dockerd.sh" stop "$dir" 2>/dev/null || rc=1
+		bash "$scripts/dockerd.sh" stop "$dir" 2>/dev/null || rc=1
 		rmdir "$dir" 2>/dev/null
 		dir=""
 	fi
@@ -74,11 +75,11 @@ smoke() {
 
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/rmv-smoke.XXXXXX")
 	t0=$(ms)
-	bash "$here/dockerd.sh" start "$dir" "$engine" >/dev/null
+	bash "$scripts/dockerd.sh" start "$dir" "$engine" >/dev/null
 	t1=$(ms)
 	say "$engine: dockerd ready in $((t1 - t0)) ms"
 	export DOCKER_HOST=unix://$dir/docker.sock
-	bash "$here/mkimage.sh"
+	bash "$scripts/mkimage.sh"
 
 	docker network create -d macvlan --subnet "10.77.$sub.0/24" -o parent="$parent" "$net" >/dev/null
 	docker run -d --name "$net-a" --network "$net" --ip "$c1ip" "$IMAGE" sleep 600 >/dev/null
@@ -104,7 +105,7 @@ smoke() {
 	if ip -o link show type macvlan | grep "@$parent:"; then die "$engine: macvlan children of $parent left"; fi
 	unset DOCKER_HOST
 	t0=$(ms)
-	bash "$here/dockerd.sh" stop "$dir" 2>/dev/null
+	bash "$scripts/dockerd.sh" stop "$dir" 2>/dev/null
 	say "$engine: dockerd stopped and cleaned in $(($(ms) - t0)) ms"
 	ip link del "$parent"
 	left=$(leftovers "$dir")

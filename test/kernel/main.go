@@ -1,5 +1,5 @@
 // Command kerneltest checks the rdma-macvlan daemon against a real kernel
-// RDMA stack: it runs inside the Soft-RoCE test VM (scripts/vm/run.sh), as
+// RDMA stack: it runs inside the Soft-RoCE test VM (test/kernel/vm/run.sh), as
 // root in the VM's initial network namespace, with a freshly built daemon.
 //
 // It starts the daemon as a legacy plugin on the real /sys, drives it over

@@ -2,7 +2,7 @@
 // for one architecture: what a managed plugin's rootfs (no libc, no loader)
 // and a release's binaries must be. It exits 1 naming each file that is not.
 //
-//	go run ./internal/elfcheck -arch arm64 FILE...
+//	go run ./tools/elfcheck -arch arm64 FILE...
 package main
 
 import (

@@ -18,10 +18,11 @@
 # take; default E2E_CMD_TIMEOUT or 90). It sets PASSED, FAILED, run_failed and t_start, and keeps
 # the script's stdout on fd 4 and its stderr on fd 3.
 
+repo=$(cd "$here/../.." && pwd)
+# The engine set-up and packaging scripts the suites drive (dockerd.sh, engines.sh, plugin.sh, ...).
+scripts=$repo/scripts
 # shellcheck source=scripts/lib/proc.sh
-source "$here/lib/proc.sh"
-
-repo=$(cd "$here/.." && pwd)
+source "$scripts/lib/proc.sh"
 IMAGE=rdma-macvlan-test/busybox:latest
 PLUGIN=rdma-macvlan:latest
 HCA=mlx5_0
@@ -190,14 +191,14 @@ select_engines() {
 		engines=(debian)
 		if [[ -n $middle ]]; then
 			for e in "${MIDDLE_ENGINES[@]}"; do
-				if [[ -n $both ]] || bash "$here/engines.sh" bindir "$e" >/dev/null 2>&1; then
+				if [[ -n $both ]] || bash "$scripts/engines.sh" bindir "$e" >/dev/null 2>&1; then
 					engines+=("$e")
 				else
 					printf '# skip - the %s engine is not built (scripts/engines.sh install %s)\n' "$e" "$e"
 				fi
 			done
 		fi
-		if [[ -n $both ]] || bash "$here/engines.sh" bindir >/dev/null 2>&1; then
+		if [[ -n $both ]] || bash "$scripts/engines.sh" bindir >/dev/null 2>&1; then
 			engines+=(current)
 		else
 			printf '# skip - the current engine is not built (scripts/engines.sh install current): debian only\n'
@@ -254,10 +255,10 @@ build_bins() {
 			[[ -z ${BUILD_VERSION:-} ]] ||
 				flags+=(-ldflags "-X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$BUILD_VERSION")
 			;;
-		fakesysfs) pkg=./rdma/rdmatest/fakesysfs ;;
-		rmvstatus) pkg=./e2e/rmvstatus ;;
-		tcpunix) pkg=./e2e/tcpunix ;;
-		elfcheck) pkg=./internal/elfcheck ;;
+		fakesysfs) pkg=./test/fakesysfs ;;
+		rmvstatus) pkg=./test/e2e/rmvstatus ;;
+		tcpunix) pkg=./test/e2e/tcpunix ;;
+		elfcheck) pkg=./tools/elfcheck ;;
 		*) die "build_bins: unknown program $n" ;;
 		esac
 		if [[ $pkg == ./cmd/* ]]; then
@@ -274,7 +275,7 @@ suite_start() {
 	local name=$1
 	shift
 	say "engines: ${engines[*]}"
-	bash "$here/engines.sh" install "${engines[@]}"
+	bash "$scripts/engines.sh" install "${engines[@]}"
 	work=$(mktemp -d "/tmp/rmv-$name-work.XXXXXX")
 	build_bins "$@"
 }
@@ -291,7 +292,7 @@ run_engines() {
 }
 
 # make_plugin_dir DIR: the managed plugin's dir (scripts/plugin.sh build) with $work/bin/rdma-macvlan.
-make_plugin_dir() { PLUGIN_DIR=$1 PLUGIN_BINARY=$work/bin/rdma-macvlan bash "$here/plugin.sh" build; }
+make_plugin_dir() { PLUGIN_DIR=$1 PLUGIN_BINARY=$work/bin/rdma-macvlan bash "$scripts/plugin.sh" build; }
 
 # new_id PREFIX: sets id to 4 hex digits that no link and no network namespace with PREFIX uses.
 new_id() {
@@ -318,7 +319,7 @@ veth_parent() {
 	ip link set "$2" up
 }
 
-# fake_hca ROOT HCA NETDEV [ARGS...]: a fake mlx5 sysfs tree under ROOT (rdma/rdmatest/fakesysfs)
+# fake_hca ROOT HCA NETDEV [ARGS...]: a fake mlx5 sysfs tree under ROOT (test/fakesysfs)
 # with HCA on the host link NETDEV, carrying its MAC.
 fake_hca() {
 	local root=$1 hca=$2 nd=$3
@@ -333,19 +334,19 @@ engine_up() {
 	local dir=$1 env
 	ddirs+=("$dir")
 	ddir=$dir
-	env=$(bash "$here/dockerd.sh" start "$@") || return 1
+	env=$(bash "$scripts/dockerd.sh" start "$@") || return 1
 	eval "$env"
 	say "dockerd $(dk version -f '{{.Server.Version}} (API {{.Server.APIVersion}})') ready in $dir"
-	bash "$here/mkimage.sh"
+	bash "$scripts/mkimage.sh"
 }
 
 # plugin_up DIR STATE CDI SYSFS [SETTING...]: the managed plugin from plugin dir DIR created, its
 # mounts set to STATE, CDI and SYSFS (plus SETTINGs), enabled (scripts/plugin.sh create, install).
 plugin_up() {
 	local dir=$1
-	PLUGIN_DIR=$dir bash "$here/plugin.sh" create
+	PLUGIN_DIR=$dir bash "$scripts/plugin.sh" create
 	dk plugin set "$PLUGIN" state.source="$2" cdi.source="$3" sysfs.source="$4" "${@:5}"
-	PLUGIN_DIR=$dir bash "$here/plugin.sh" install
+	PLUGIN_DIR=$dir bash "$scripts/plugin.sh" install
 }
 
 # engine_clean DIR: when the dockerd in DIR answers: out of any swarm, no container, no network.
@@ -377,7 +378,7 @@ teardown() {
 	declare -F teardown_hook >/dev/null && teardown_hook
 	for d in "${ddirs[@]}"; do
 		say "stopping the private dockerd in $d"
-		bash "$here/dockerd.sh" stop "$d" 2>/dev/null || say "warning: dockerd.sh stop $d failed"
+		bash "$scripts/dockerd.sh" stop "$d" 2>/dev/null || say "warning: dockerd.sh stop $d failed"
 	done
 	ddirs=()
 	ddir=""
@@ -430,7 +431,7 @@ leftovers() {
 # ---------------------------------------------------------------------------------------------
 # The docker CLI and the plugin in a run: they read the script's sock, net and parent.
 
-# status prints the plugin's /v1/status on $sock as lines (see e2e/rmvstatus).
+# status prints the plugin's /v1/status on $sock as lines (see test/e2e/rmvstatus).
 status() { "$work/bin/rmvstatus" -socket "$sock"; }
 
 # net_line NID prints the status line of network NID.

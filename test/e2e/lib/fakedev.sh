@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The sourcing script reads made_dev.
 # shellcheck disable=SC2034
-# lib/fakedev.sh: the /dev/infiniband nodes of a fake sysfs tree (rdma/rdmatest/fakesysfs), for
+# lib/fakedev.sh: the /dev/infiniband nodes of a fake sysfs tree (test/fakesysfs), for
 # scripts that run `docker rdma run` on a host without RDMA hardware (sourced, never run).
 # The sourcing script gives say (progress) and sets made_dev="" before the first call.
 

@@ -1,5 +1,5 @@
 // Command rmvstatus prints what a running rdma-macvlan daemon answers on
-// GET /v1/status as plain lines, for scripts/e2e.sh to grep. It decodes the
+// GET /v1/status as plain lines, for test/e2e/e2e.sh to grep. It decodes the
 // answer with its own types named after the status fields the README
 // documents, not with the daemon's, so a renamed field shows up as a failed check.
 //

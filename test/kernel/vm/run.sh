@@ -16,8 +16,8 @@
 # behind but the cache build.sh fills: the VM, its files and the qemu
 # process go on any exit.
 #
-# Usage: scripts/vm/run.sh [-t SECONDS] [-o FILE] [-v] [--keep] [--engines LIST]
-#                          [--no-kerneltest] [--demo] [-- KERNELTEST-ARGS...]
+# Usage: test/kernel/vm/run.sh [-t SECONDS] [-o FILE] [-v] [--keep] [--engines LIST]
+#                                [--no-kerneltest] [--demo] [-- KERNELTEST-ARGS...]
 #   -t, --timeout SECONDS  stop the VM after that long (default 1500;
 #                          env RDMA_MACVLAN_VM_TIMEOUT); exit 124
 #   -o, --out FILE         also copy the results to FILE
@@ -38,7 +38,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+repo=$(cd "$here/../../.." && pwd)
 timeout=${RDMA_MACVLAN_VM_TIMEOUT:-1500}
 mem=${RDMA_MACVLAN_VM_MEM:-3072}
 engines=${RDMA_MACVLAN_VM_ENGINES-debian current}
@@ -109,7 +109,7 @@ mkdir -p "$ov/opt/rmv/bin" "$ov/opt/rmv/scripts"
 (
   cd "$repo"
   CGO_ENABLED=0 "$go" build -trimpath -o "$ov/opt/rmv/bin/rdma-macvlan" ./cmd/rdma-macvlan
-  if [ "$kerneltest" = 1 ]; then CGO_ENABLED=0 "$go" build -trimpath -o "$ov/opt/rmv/bin/kerneltest" ./kerneltest; fi
+  if [ "$kerneltest" = 1 ]; then CGO_ENABLED=0 "$go" build -trimpath -o "$ov/opt/rmv/bin/kerneltest" ./test/kernel; fi
   CGO_ENABLED=0 "$go" build -trimpath -ldflags "-X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)" \
     -o "$ov/opt/rmv/bin/docker-rdma" ./cmd/docker-rdma
   CGO_ENABLED=0 "$go" build -trimpath -ldflags "-s -w" -o "$ov/opt/rmv/bin/rdma-exec" ./cmd/rdma-exec

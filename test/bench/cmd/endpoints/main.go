@@ -40,13 +40,13 @@ import (
 	"time"
 
 	"github.com/docker/go-plugins-helpers/network"
-	"github.com/rdma-macvlan/rdma-macvlan/bench"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+	"github.com/rdma-macvlan/rdma-macvlan/test/bench"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )

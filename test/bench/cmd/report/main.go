@@ -1,4 +1,4 @@
-// Command report turns the raw results of scripts/bench.sh into a table on
+// Command report turns the raw results of test/bench/bench.sh into a table on
 // stdout and, with -md and -docs, keeps the run's raw samples under
 // docs/bench/runs/RUN/ and writes BENCHMARKS.md from every run stored there.
 // The page's headline table holds, for each target, the latest run that

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-macvlan/rdma-macvlan/bench"
+	"github.com/rdma-macvlan/rdma-macvlan/test/bench"
 )
 
 // runsDir is where the raw samples of every run are kept, under -docs.
@@ -68,7 +68,7 @@ func run(in, mdPath, docs string, elapsed int) error {
 		return err
 	}
 	if len(runs) == 0 {
-		return fmt.Errorf("no runs stored under %s: run scripts/bench.sh (make bench) first", filepath.Join(docs, runsDir))
+		return fmt.Errorf("no runs stored under %s: run test/bench/bench.sh (make bench) first", filepath.Join(docs, runsDir))
 	}
 	notes := ""
 	if b, err := os.ReadFile(filepath.Join(docs, "bench", "notes.md")); err == nil {
@@ -239,7 +239,7 @@ func page(runs []*stored, notes string) (string, map[int]*stored) {
 	}
 
 	w("# Benchmarks\n\n")
-	w("The current figures of every target of `make bench`, each from the latest run that measured it, then the details of each part from that run; under History, the figures later runs replaced and notes on earlier work. `make bench` (scripts/bench.sh, bench/cmd/report) writes this page from the raw samples of the runs under [docs/%s/](docs/%s/); only the notes under History are written by hand ([docs/bench/notes.md](docs/bench/notes.md)). Benchmarks are not tests: `make test` asserts no time.\n\n", runsDir, runsDir)
+	w("The current figures of every target of `make bench`, each from the latest run that measured it, then the details of each part from that run; under History, the figures later runs replaced and notes on earlier work. `make bench` (test/bench/bench.sh, test/bench/cmd/report) writes this page from the raw samples of the runs under [docs/%s/](docs/%s/); only the notes under History are written by hand ([docs/bench/notes.md](docs/bench/notes.md)). Benchmarks are not tests: `make test` asserts no time.\n\n", runsDir, runsDir)
 	w("## Current figures\n\n| benchmark | target | measured | | commit | run |\n|---|---|---|---|---|---|\n")
 	for _, h := range head {
 		w("| %s | %s | %s | %s | %s | %s |\n", h.c.what, h.c.target, h.c.measured, yes(h.c.ok), h.r.d.machine["commit"], h.r.link())
@@ -252,7 +252,7 @@ func page(runs []*stored, notes string) (string, map[int]*stored) {
 	}
 	w("\n**Noise.** Other builds and Docker tests ran on this machine during the runs (the load averages above, on %s cores). Absolute times drift with that load; the paired, interleaved ratios are the figures to compare.\n\n", runs[len(runs)-1].d.machine["nproc"])
 	w("Reproduce (root, Debian 12; installs Debian's Docker, iperf3 and gnuplot when missing, uses the current engine when `scripts/engines.sh bindir` finds it built):\n\n")
-	w("    sudo make bench                        # = bash scripts/bench.sh [debian] [current]\n")
+	w("    sudo make bench                        # = bash test/bench/bench.sh [debian] [current]\n")
 	w("    sudo BENCH_PARTS=rdmarun make bench    # some parts: endpoints (2, 3), docker (1, 4), concurrent (5), rdmarun (6)\n")
 	for _, p := range parts {
 		r := src[p.n]

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rdma-macvlan/rdma-macvlan/bench"
+	"github.com/rdma-macvlan/rdma-macvlan/test/bench"
 )
 
 // check is one target of one run and whether it held. what names the
@@ -161,7 +161,7 @@ func restartPart(d *data) (string, []check) {
 func dataplanePart(d *data) (string, []check) {
 	var b strings.Builder
 	var cs []check
-	fmt.Fprintf(&b, "iperf3 (%ss per run after one omitted second, one stream) and a TCP request/response loop (bench/cmd/tcprr, 64-byte messages, 5000 round trips) between two containers on the same network, run in the containers' network namespaces with `nsenter -t PID -n`.\n", d.machine["iperf_seconds"])
+	fmt.Fprintf(&b, "iperf3 (%ss per run after one omitted second, one stream) and a TCP request/response loop (test/bench/cmd/tcprr, 64-byte messages, 5000 round trips) between two containers on the same network, run in the containers' network namespaces with `nsenter -t PID -n`.\n", d.machine["iperf_seconds"])
 	for _, e := range engineOrder {
 		t := d.tput[e]
 		if t == nil {

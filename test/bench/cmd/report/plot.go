@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/rdma-macvlan/rdma-macvlan/bench"
+	"github.com/rdma-macvlan/rdma-macvlan/test/bench"
 )
 
 // gpQuote makes s a single-quoted gnuplot string.

@@ -1,6 +1,6 @@
 // Command tcprr measures TCP request/response latency between two network
 // namespaces: one end echoes, the other sends a small message, waits for it
-// to come back, and repeats. scripts/bench.sh runs both ends inside two
+// to come back, and repeats. test/bench/bench.sh runs both ends inside two
 // containers' namespaces with nsenter, so traffic stays between them.
 //
 //	tcprr -listen ADDR:PORT                    echo for one connection, then exit
@@ -20,7 +20,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/rdma-macvlan/rdma-macvlan/bench"
+	"github.com/rdma-macvlan/rdma-macvlan/test/bench"
 )
 
 func main() {

@@ -46,7 +46,7 @@ set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CMD_TIMEOUT=${E2E_CMD_TIMEOUT:-60}
-# shellcheck source=scripts/lib/e2e.sh
+# shellcheck source=test/e2e/lib/e2e.sh
 source "$here/lib/e2e.sh"
 
 work=""       # temp dir of the whole suite
@@ -257,7 +257,7 @@ bridge_run() {
 	# leave the namespace's firewall alone, as it would leave the host's.
 	check_here "dockerd without --bridge in namespace $ns" engine_up "$rdir/d0" "$engine" --netns "$ns"
 	check_v "without --bridge: no iptables or ip6tables rule and no docker0 in $ns" plain_untouched
-	bash "$here/dockerd.sh" stop "$rdir/d0" 2>/dev/null
+	bash "$scripts/dockerd.sh" stop "$rdir/d0" 2>/dev/null
 	if ! check_here "dockerd in namespace $ns with its default bridge, iptables and userland proxy" \
 		engine_up "$rdir/d" "$engine" --netns "$ns" --bridge -- --bip "$bnet.1/24"; then
 		return 0
