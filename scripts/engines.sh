@@ -4,7 +4,7 @@
 # Needs: root, Debian 12 with apt, Go (go on PATH), the Debian archive and the Go module proxy.
 # Leaves behind (on purpose, so the next run is fast):
 #   - Debian packages: docker.io (Docker 20.10, with containerd and runc), busybox-static,
-#     iproute2, docker-compose (1.29, the compose client of scripts/e2e-diff.sh); for the
+#     iproute2, docker-compose (1.29, the compose client of test/e2e/e2e-diff.sh); for the
 #     current engine also containerd, libseccomp-dev, pkg-config, gcc. Nothing is started; when
 #     the host has no /usr/sbin/policy-rc.d, one denying service starts exists only while apt
 #     runs.
@@ -55,7 +55,7 @@ bin_dir() {
 }
 
 # Debian's engine; busybox-static for the test image; iproute2 for the test links; Debian's
-# compose client (1.29.2 on Debian 12) for the compose scenario of scripts/e2e-diff.sh.
+# compose client (1.29.2 on Debian 12) for the compose scenario of test/e2e/e2e-diff.sh.
 DEBIAN_PACKAGES=(docker.io busybox-static iproute2 docker-compose)
 # The current engine runs on Debian's containerd; runc needs libseccomp and cgo to build.
 CURRENT_PACKAGES=(containerd busybox-static iproute2 libseccomp-dev pkg-config gcc)
