@@ -6,7 +6,7 @@
 # scripts/engines.sh): a network namespace for the engine (rmvbIDn) and one for a client
 # (rmvbIDc), joined by a veth pair (198.19.X.1/24 on the engine's side, .2 on the client's); in
 # the engine's namespace a veth pair as the RoCE parent (rmvbIDp, peer rmvbIDq) with a fake mlx5
-# sysfs tree (rdma/rdmatest/fakesysfs); a private dockerd in that namespace with its defaults
+# sysfs tree (test/fakesysfs); a private dockerd in that namespace with its defaults
 # (scripts/dockerd.sh start --netns --bridge: docker0, iptables rules, ip forwarding and
 # docker-proxy are that namespace's, never the host's; the default bridge gets a subnet of the
 # run's own, --bip 172.30.X.1/24, so its rules can be told apart), the busybox image and the

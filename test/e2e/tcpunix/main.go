@@ -1,5 +1,5 @@
 // Command tcpunix forwards TCP connections on a loopback port to a unix
-// socket, so that scripts/e2e-cli.sh can point DOCKER_HOST at a private
+// socket, so that test/e2e/e2e-cli.sh can point DOCKER_HOST at a private
 // engine through tcp:// (docker rdma must then ask Docker through the
 // docker CLI, not the engine's socket).
 //

@@ -33,7 +33,7 @@ trap cleanup EXIT
 ip link add "$p" type veth peer name "$q"
 ip link set "$p" up
 ip link set "$q" up
-(cd "$repo" && go build -o "$w/fakesysfs" ./rdma/rdmatest/fakesysfs)
+(cd "$repo" && go build -o "$w/fakesysfs" ./test/fakesysfs)
 "$w/fakesysfs" -root "$w/fs" -kind mlx5 -netdev "$p" -mac "$(cat "/sys/class/net/$p/address")"
 mkdir -p "$w/state" "$w/cdi"
 extra=()
