@@ -106,7 +106,8 @@ type MLX5Options struct {
 	HCA       string // mlx5_0
 	Netdev    string // ens3np0
 	MAC       string // a0:88:c2:5b:03:ec
-	PCIAddr   string // 0000:03:00.0, under sys/devices/pci0000:00/0000:00:02.0/
+	PCIAddr   string // 0000:03:00.0, under PCIBus
+	PCIBus    string // the bridge directory of the PCI device: MLX5PCIBus
 	TableSize int    // 255
 	State     string // ACTIVE
 	LinkLayer string // Ethernet
@@ -165,6 +166,7 @@ func (o *MLX5Options) defaults() {
 	def(&o.Netdev, "ens3np0")
 	def(&o.MAC, "a0:88:c2:5b:03:ec")
 	def(&o.PCIAddr, "0000:03:00.0")
+	def(&o.PCIBus, MLX5PCIBus)
 	def(&o.State, "ACTIVE")
 	def(&o.LinkLayer, "Ethernet")
 	if o.TableSize == 0 {
@@ -209,7 +211,7 @@ func BuildMLX5(root string, o MLX5Options) error {
 		}
 	}
 	entries = append(entries, o.Extra...)
-	pciDir := MLX5PCIBus + "/" + o.PCIAddr
+	pciDir := o.PCIBus + "/" + o.PCIAddr
 	if err := buildPCIDevice(root, o.PCIAddr, pciDir, "mlx5_core", "0x15b3", "0x1017"); err != nil {
 		return err
 	}
