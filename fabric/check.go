@@ -1,0 +1,298 @@
+package fabric
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Finding statuses, as docker rdma doctor prints them.
+const (
+	StatusOK   = "ok"
+	StatusInfo = "info"
+	StatusWarn = "warn"
+)
+
+// Finding is one check's result.
+type Finding struct {
+	Name   string
+	Status string
+	Detail string
+	Fix    string
+}
+
+// Options are what a parent is checked against.
+type Options struct {
+	// TrafficClass is the IP ToS byte RoCE v2 is sent with (0-255), as
+	// NCCL_IB_TC and UCX_IB_TRAFFIC_CLASS set it; -1 when none is given.
+	TrafficClass int
+	// Root is the sysfs root the driver's ECN files are read under.
+	Root string
+}
+
+// Report is everything known about one parent's fabric settings.
+type Report struct {
+	Parent string `json:"parent"`
+	// DCBNetdev is the netdev whose DCB settings apply: the parent, or
+	// the lower device of a VLAN parent.
+	DCBNetdev string `json:"dcb_netdev"`
+	MTU       int    `json:"mtu"`
+	MaxMTU    int    `json:"max_mtu,omitempty"`
+	RoCEMTU   int    `json:"roce_mtu"`
+	DCB       *DCB   `json:"dcb,omitempty"`
+	// DCBNotReported is set when the NIC does not implement DCB.
+	DCBNotReported bool      `json:"dcb_not_reported,omitempty"`
+	DCBError       string    `json:"dcb_error,omitempty"`
+	ECN            *ECN      `json:"ecn,omitempty"`
+	Findings       []Finding `json:"-"`
+}
+
+func (r *Report) add(what, status, detail, fix string) {
+	r.Findings = append(r.Findings, Finding{Name: what + " " + r.Parent, Status: status, Detail: detail, Fix: fix})
+}
+
+// Check reads parent's MTU, DCB and ECN settings through k (and sysfs under
+// o.Root) and judges them.
+func Check(k Kernel, parent string, o Options) Report {
+	r := Report{Parent: parent, DCBNetdev: parent}
+	l, err := k.Link(parent)
+	if err != nil {
+		r.add("MTU", StatusWarn, fmt.Sprintf("cannot read netdev %s: %v", parent, err), "check the network's -o parent: ip link show "+parent)
+		return r
+	}
+	maxMTU := l.MaxMTU
+	if l.Lower != "" {
+		r.DCBNetdev = l.Lower
+		if lower, err := k.Link(l.Lower); err == nil {
+			maxMTU = lower.MaxMTU
+		}
+	}
+	r.MTU, r.MaxMTU, r.RoCEMTU = l.MTU, maxMTU, RoCEMTU(l.MTU)
+	r.checkMTU()
+
+	d, err := ReadDCB(k, r.DCBNetdev)
+	switch {
+	case errors.Is(err, ErrNotReported):
+		r.DCBNotReported = true
+		r.add("DCB", StatusInfo, fmt.Sprintf("PFC, trust mode and the DSCP map: %v; its driver has no DCB support", err),
+			"nothing to do on a NIC without DCB (veth, Soft-RoCE); a lossless fabric needs a NIC whose driver reports DCB, e.g. ConnectX (mlx5)")
+	case err != nil:
+		r.DCBError = err.Error()
+		r.add("DCB", StatusWarn, err.Error(), "check: dcb pfc show dev "+r.DCBNetdev)
+	default:
+		r.DCB = d
+		r.checkPFC()
+		r.checkTrust()
+		r.checkTrafficClass(o.TrafficClass)
+	}
+
+	e, err := ReadECN(o.Root, r.DCBNetdev)
+	switch {
+	case err != nil:
+		r.add("ECN", StatusWarn, fmt.Sprintf("cannot read the ECN switches of %s: %v", r.DCBNetdev, err), "")
+	case e == nil:
+		r.add("ECN", StatusInfo, fmt.Sprintf("not exposed by the driver of %s (no sys/class/net/%s/ecn)", r.DCBNetdev, r.DCBNetdev), "")
+	default:
+		r.ECN = e
+		r.checkECN()
+	}
+	return r
+}
+
+func (r *Report) checkMTU() {
+	detail := fmt.Sprintf("netdev MTU %d gives RoCE MTU %d (MTU - %d, rounded down to 4096/2048/1024)", r.MTU, r.RoCEMTU, RoCEHeaders)
+	raise := fmt.Sprintf("ip link set %s mtu 9000 (the switch ports and peers need as much); containers started afterwards take it", r.Parent)
+	switch {
+	case r.RoCEMTU == 4096:
+		r.add("RoCE MTU", StatusOK, detail, "")
+	case r.RoCEMTU == 0:
+		r.add("RoCE MTU", StatusWarn, detail+": too small for RoCE", raise)
+	case r.MaxMTU >= JumboMTU:
+		r.add("RoCE MTU", StatusWarn, fmt.Sprintf("%s; %s takes MTUs up to %d, and %d or more gives RoCE MTU 4096", detail, r.DCBNetdev, r.MaxMTU, JumboMTU), raise)
+	case r.MaxMTU > 0:
+		r.add("RoCE MTU", StatusInfo, fmt.Sprintf("%s; %s takes no MTU above %d, so no jumbo frames", detail, r.DCBNetdev, r.MaxMTU), "")
+	default:
+		r.add("RoCE MTU", StatusInfo, detail+"; the largest MTU the netdev takes is not reported", "")
+	}
+}
+
+func (r *Report) checkPFC() {
+	d := r.DCB
+	if d.PFC == nil {
+		r.add("PFC", StatusInfo, "not reported by this NIC (its DCB answer has no PFC object)", "")
+		return
+	}
+	on := d.PFC.EnabledPriorities()
+	if len(on) == 0 {
+		r.add("PFC", StatusWarn, fmt.Sprintf("off on every priority of %s: RoCE on it is lossy (fine only with ECN congestion control doing all the work)", r.DCBNetdev),
+			fmt.Sprintf("enable PFC on the priority RoCE uses, here and on the switch: dcb pfc set dev %s prio-pfc 3:on", r.DCBNetdev))
+		return
+	}
+	var counts []string
+	for _, p := range on {
+		counts = append(counts, fmt.Sprintf("priority %d: %d pause frames sent, %d received", p, d.PFC.Requests[p], d.PFC.Indications[p]))
+	}
+	r.add("PFC", StatusOK, fmt.Sprintf("on for priority %s of %s (%s)", joinInts(on), r.DCBNetdev, strings.Join(counts, "; ")), "")
+}
+
+// trustsDSCP reports whether the NIC classifies by DSCP first, and how that
+// is known.
+func (r *Report) trustsDSCP() (bool, string) {
+	d := r.DCB
+	if d.Trust != nil {
+		if len(d.Trust) == 0 {
+			return false, "the trust table is empty"
+		}
+		return d.Trust[0] == "dscp", "trust table: " + strings.Join(d.Trust, ", ")
+	}
+	if len(d.DSCP) > 0 {
+		return true, fmt.Sprintf("no trust table reported; inferred from the %d DSCP entries of the APP table", len(d.DSCP))
+	}
+	return false, "no trust table reported; inferred from an APP table without DSCP entries"
+}
+
+func (r *Report) checkTrust() {
+	dscp, how := r.trustsDSCP()
+	mode := "pcp"
+	if dscp {
+		mode = "dscp"
+	}
+	detail := fmt.Sprintf("%s trusts %s (%s)", r.DCBNetdev, mode, how)
+	if len(r.DCB.DSCP) > 0 {
+		detail += "; DSCP to priority: " + dscpMap(r.DCB.DSCP)
+	}
+	fix := ""
+	if !dscp {
+		fix = "RoCE v2 is routed and usually untagged: trust DSCP so the traffic class picks the priority: dcb apptrust set dev " + r.DCBNetdev + " order dscp pcp (or mlnx_qos -i " + r.DCBNetdev + " --trust dscp)"
+	}
+	r.add("trust", StatusInfo, detail, fix)
+}
+
+func (r *Report) checkTrafficClass(tc int) {
+	d := r.DCB
+	dscp, _ := r.trustsDSCP()
+	var pfcOn []int
+	if d.PFC != nil {
+		pfcOn = d.PFC.EnabledPriorities()
+	}
+	if tc < 0 {
+		detail := "no --traffic-class given"
+		if len(pfcOn) > 0 {
+			detail += fmt.Sprintf("; RoCE is lossless here when sent on priority %s", joinInts(pfcOn))
+			if ex := exampleTC(d.DSCP, pfcOn); dscp && ex >= 0 {
+				detail += fmt.Sprintf(", e.g. traffic class %d (DSCP %d): NCCL_IB_TC=%d", ex, ex>>2, ex)
+			}
+		}
+		r.add("traffic class", StatusInfo, detail, "")
+		return
+	}
+	if !dscp {
+		r.add("traffic class", StatusInfo, fmt.Sprintf("%s trusts PCP: the priority comes from the VLAN tag's PCP (for RoCE, the service level), not from traffic class %d", r.DCBNetdev, tc),
+			"to let the traffic class pick the priority: dcb apptrust set dev "+r.DCBNetdev+" order dscp pcp")
+		return
+	}
+	code := tc >> 2
+	prio, ok := d.DSCP[code]
+	if !ok {
+		r.add("traffic class", StatusWarn, fmt.Sprintf("traffic class %d (DSCP %d) has no entry in the DSCP map of %s: the NIC sends it on its default priority", tc, code, r.DCBNetdev),
+			fmt.Sprintf("map it to a PFC priority: dcb app add dev %s dscp-prio %d:PRIO", r.DCBNetdev, code))
+		return
+	}
+	switch {
+	case d.PFC == nil:
+		r.add("traffic class", StatusInfo, fmt.Sprintf("traffic class %d (DSCP %d) lands on priority %d; PFC is not reported by this NIC", tc, code, prio), "")
+	case d.PFC.Enabled[prio]:
+		r.add("traffic class", StatusOK, fmt.Sprintf("traffic class %d (DSCP %d) lands on priority %d, which has PFC", tc, code, prio), "")
+	default:
+		fix := fmt.Sprintf("enable PFC on it: dcb pfc set dev %s prio-pfc %d:on (and on the switch)", r.DCBNetdev, prio)
+		if ex := exampleTC(d.DSCP, pfcOn); ex >= 0 {
+			fix += fmt.Sprintf(", or send with a traffic class whose DSCP maps to a PFC priority, e.g. %d (DSCP %d)", ex, ex>>2)
+		}
+		r.add("traffic class", StatusWarn, fmt.Sprintf("traffic class %d (DSCP %d) lands on priority %d, which has no PFC (PFC on: %s): RoCE sent with it is lossy", tc, code, prio, joinIntsOrNone(pfcOn)), fix)
+	}
+}
+
+func (r *Report) checkECN() {
+	e := r.ECN
+	var parts []string
+	any := false
+	for _, side := range []struct {
+		name string
+		on   *[Priorities]bool
+	}{{"notification point (roce_np)", e.NP}, {"reaction point (roce_rp)", e.RP}} {
+		if side.on == nil {
+			continue
+		}
+		var prios []int
+		for p, on := range side.on {
+			if on {
+				prios = append(prios, p)
+			}
+		}
+		any = any || len(prios) > 0
+		parts = append(parts, fmt.Sprintf("%s on for priority %s", side.name, joinIntsOrNone(prios)))
+	}
+	if !any {
+		r.add("ECN", StatusWarn, fmt.Sprintf("off on every priority of %s: no congestion control for RoCE", r.DCBNetdev),
+			fmt.Sprintf("echo 1 > /sys/class/net/%s/ecn/roce_np/enable/PRIO and .../roce_rp/enable/PRIO for the RoCE priority", r.DCBNetdev))
+		return
+	}
+	r.add("ECN", StatusOK, strings.Join(parts, "; "), "")
+}
+
+// exampleTC returns a traffic class whose DSCP maps to one of prios (the
+// smallest DSCP that does), or -1.
+func exampleTC(m map[int]int, prios []int) int {
+	best := -1
+	for code, p := range m {
+		for _, want := range prios {
+			if p == want && (best < 0 || code < best) {
+				best = code
+			}
+		}
+	}
+	if best < 0 {
+		return -1
+	}
+	return best << 2
+}
+
+// dscpMap prints a DSCP map by priority, in ranges: "0-7>0 24-31>3".
+func dscpMap(m map[int]int) string {
+	codes := make([]int, 0, len(m))
+	for c := range m {
+		codes = append(codes, c)
+	}
+	sort.Ints(codes)
+	var out []string
+	for i := 0; i < len(codes); {
+		j := i
+		for j+1 < len(codes) && codes[j+1] == codes[j]+1 && m[codes[j+1]] == m[codes[i]] {
+			j++
+		}
+		r := strconv.Itoa(codes[i])
+		if j > i {
+			r += "-" + strconv.Itoa(codes[j])
+		}
+		out = append(out, fmt.Sprintf("%s>%d", r, m[codes[i]]))
+		i = j + 1
+	}
+	return strings.Join(out, " ")
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func joinIntsOrNone(v []int) string {
+	if len(v) == 0 {
+		return "none"
+	}
+	return joinInts(v)
+}
