@@ -1,4 +1,4 @@
-package fabric
+package fabric_test
 
 import (
 	"os"
@@ -6,35 +6,38 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/rdma-macvlan/rdma-macvlan/fabric"
+	"github.com/rdma-macvlan/rdma-macvlan/fabric/fabrictest"
 )
 
-func findingOf(r Report, name string) (Finding, bool) {
+func findingOf(r fabric.Report, name string) (fabric.Finding, bool) {
 	for _, f := range r.Findings {
 		if f.Name == name {
 			return f, true
 		}
 	}
-	return Finding{}, false
+	return fabric.Finding{}, false
 }
 
-func mlx5Kernel(o replyOpts) *fakeKernel {
-	return &fakeKernel{
-		links: map[string]Link{
+func mlx5Kernel(o fabrictest.ReplyOpts) *fabrictest.Kernel {
+	return &fabrictest.Kernel{
+		Links: map[string]fabric.Link{
 			"ens1f0np0":    {Name: "ens1f0np0", Kind: "device", MTU: 9000, MaxMTU: 9978},
 			"ens1f0np0.10": {Name: "ens1f0np0.10", Kind: "vlan", MTU: 1500, MaxMTU: 65535, Lower: "ens1f0np0"},
 		},
-		replies: map[string][]byte{"ens1f0np0": mlx5Reply(o)},
+		Replies: map[string][]byte{"ens1f0np0": fabrictest.MLX5Reply(o)},
 	}
 }
 
 func TestCheck(t *testing.T) {
-	veth := &fakeKernel{
-		links: map[string]Link{"veth0": {Name: "veth0", Kind: "veth", MTU: 1500, MaxMTU: 65535}},
-		errs:  map[string]error{"veth0": syscall.EOPNOTSUPP},
+	veth := &fabrictest.Kernel{
+		Links: map[string]fabric.Link{"veth0": {Name: "veth0", Kind: "veth", MTU: 1500, MaxMTU: 65535}},
+		Errs:  map[string]error{"veth0": syscall.EOPNOTSUPP},
 	}
 	for _, tc := range []struct {
 		name   string
-		k      *fakeKernel
+		k      *fabrictest.Kernel
 		parent string
 		tc     int
 		check  string
@@ -42,43 +45,43 @@ func TestCheck(t *testing.T) {
 		detail string
 		fix    string
 	}{
-		{name: "veth: DCB not reported", k: veth, parent: "veth0", tc: -1, check: "DCB veth0", status: StatusInfo,
+		{name: "veth: DCB not reported", k: veth, parent: "veth0", tc: -1, check: "DCB veth0", status: fabric.StatusInfo,
 			detail: "PFC, trust mode and the DSCP map: DCB of veth0: not reported by this NIC (the kernel answers: dcb netlink: operation not supported)"},
-		{name: "veth: MTU 1500 on a netdev that takes jumbo frames", k: veth, parent: "veth0", tc: -1, check: "RoCE MTU veth0", status: StatusWarn,
+		{name: "veth: MTU 1500 on a netdev that takes jumbo frames", k: veth, parent: "veth0", tc: -1, check: "RoCE MTU veth0", status: fabric.StatusWarn,
 			detail: "netdev MTU 1500 gives RoCE MTU 1024 (MTU - 96, rounded down to 4096/2048/1024); veth0 takes MTUs up to 65535, and 4192 or more gives RoCE MTU 4096", fix: "ip link set veth0 mtu 9000"},
-		{name: "veth: traffic class cannot be judged", k: veth, parent: "veth0", tc: 106, check: "DCB veth0", status: StatusInfo, detail: "not reported by this NIC"},
-		{name: "jumbo MTU", k: mlx5Kernel(replyOpts{pfcEn: 8}), parent: "ens1f0np0", tc: -1, check: "RoCE MTU ens1f0np0", status: StatusOK, detail: "netdev MTU 9000 gives RoCE MTU 4096"},
-		{name: "VLAN parent: MTU its own, jumbo limit and DCB the lower device's", k: mlx5Kernel(replyOpts{pfcEn: 8}), parent: "ens1f0np0.10", tc: 106,
-			check: "RoCE MTU ens1f0np0.10", status: StatusWarn, detail: "ens1f0np0 takes MTUs up to 9978"},
-		{name: "VLAN parent: traffic class", k: mlx5Kernel(replyOpts{pfcEn: 8}), parent: "ens1f0np0.10", tc: 106,
-			check: "traffic class ens1f0np0.10", status: StatusOK, detail: "traffic class 106 (DSCP 26) lands on priority 3, which has PFC"},
-		{name: "PFC on priority 3", k: mlx5Kernel(replyOpts{pfcEn: 8}), parent: "ens1f0np0", tc: -1, check: "PFC ens1f0np0", status: StatusOK,
+		{name: "veth: traffic class cannot be judged", k: veth, parent: "veth0", tc: 106, check: "DCB veth0", status: fabric.StatusInfo, detail: "not reported by this NIC"},
+		{name: "jumbo MTU", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8}), parent: "ens1f0np0", tc: -1, check: "RoCE MTU ens1f0np0", status: fabric.StatusOK, detail: "netdev MTU 9000 gives RoCE MTU 4096"},
+		{name: "VLAN parent: MTU its own, jumbo limit and DCB the lower device's", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8}), parent: "ens1f0np0.10", tc: 106,
+			check: "RoCE MTU ens1f0np0.10", status: fabric.StatusWarn, detail: "ens1f0np0 takes MTUs up to 9978"},
+		{name: "VLAN parent: traffic class", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8}), parent: "ens1f0np0.10", tc: 106,
+			check: "traffic class ens1f0np0.10", status: fabric.StatusOK, detail: "traffic class 106 (DSCP 26) lands on priority 3, which has PFC"},
+		{name: "PFC on priority 3", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8}), parent: "ens1f0np0", tc: -1, check: "PFC ens1f0np0", status: fabric.StatusOK,
 			detail: "on for priority 3 of ens1f0np0 (priority 3: 17 pause frames sent, 42 received)"},
-		{name: "PFC off", k: mlx5Kernel(replyOpts{}), parent: "ens1f0np0", tc: -1, check: "PFC ens1f0np0", status: StatusWarn,
+		{name: "PFC off", k: mlx5Kernel(fabrictest.ReplyOpts{}), parent: "ens1f0np0", tc: -1, check: "PFC ens1f0np0", status: fabric.StatusWarn,
 			detail: "off on every priority", fix: "dcb pfc set dev ens1f0np0 prio-pfc 3:on"},
-		{name: "no PFC object", k: mlx5Kernel(replyOpts{noPFC: true}), parent: "ens1f0np0", tc: 106, check: "traffic class ens1f0np0", status: StatusInfo,
+		{name: "no PFC object", k: mlx5Kernel(fabrictest.ReplyOpts{NoPFC: true}), parent: "ens1f0np0", tc: 106, check: "traffic class ens1f0np0", status: fabric.StatusInfo,
 			detail: "lands on priority 3; PFC is not reported by this NIC"},
-		{name: "no traffic class: which priorities are lossless", k: mlx5Kernel(replyOpts{pfcEn: 8}), parent: "ens1f0np0", tc: -1, check: "traffic class ens1f0np0", status: StatusInfo,
+		{name: "no traffic class: which priorities are lossless", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8}), parent: "ens1f0np0", tc: -1, check: "traffic class ens1f0np0", status: fabric.StatusInfo,
 			detail: "no --traffic-class given; RoCE is lossless here when sent on priority 3, e.g. traffic class 96 (DSCP 24): NCCL_IB_TC=96"},
-		{name: "traffic class on a lossy priority", k: mlx5Kernel(replyOpts{pfcEn: 8}), parent: "ens1f0np0", tc: 0, check: "traffic class ens1f0np0", status: StatusWarn,
+		{name: "traffic class on a lossy priority", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8}), parent: "ens1f0np0", tc: 0, check: "traffic class ens1f0np0", status: fabric.StatusWarn,
 			detail: "traffic class 0 (DSCP 0) lands on priority 0, which has no PFC (PFC on: 3): RoCE sent with it is lossy", fix: "dcb pfc set dev ens1f0np0 prio-pfc 0:on (and on the switch), or send with a traffic class whose DSCP maps to a PFC priority, e.g. 96 (DSCP 24)"},
-		{name: "traffic class 106 and a DSCP map that sends DSCP 26 to 5", k: mlx5Kernel(replyOpts{pfcEn: 8, dscp: map[int]int{26: 5, 24: 3}}), parent: "ens1f0np0", tc: 106,
-			check: "traffic class ens1f0np0", status: StatusWarn, detail: "lands on priority 5, which has no PFC"},
-		{name: "DSCP not in the map", k: mlx5Kernel(replyOpts{pfcEn: 8, dscp: map[int]int{24: 3}}), parent: "ens1f0np0", tc: 106,
-			check: "traffic class ens1f0np0", status: StatusWarn, detail: "traffic class 106 (DSCP 26) has no entry in the DSCP map of ens1f0np0", fix: "dcb app add dev ens1f0np0 dscp-prio 26:PRIO"},
-		{name: "trust table dscp, pcp", k: mlx5Kernel(replyOpts{pfcEn: 8, trust: []byte{5, 255}}), parent: "ens1f0np0", tc: -1, check: "trust ens1f0np0", status: StatusInfo,
+		{name: "traffic class 106 and a DSCP map that sends DSCP 26 to 5", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8, DSCP: map[int]int{26: 5, 24: 3}}), parent: "ens1f0np0", tc: 106,
+			check: "traffic class ens1f0np0", status: fabric.StatusWarn, detail: "lands on priority 5, which has no PFC"},
+		{name: "DSCP not in the map", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8, DSCP: map[int]int{24: 3}}), parent: "ens1f0np0", tc: 106,
+			check: "traffic class ens1f0np0", status: fabric.StatusWarn, detail: "traffic class 106 (DSCP 26) has no entry in the DSCP map of ens1f0np0", fix: "dcb app add dev ens1f0np0 dscp-prio 26:PRIO"},
+		{name: "trust table dscp, pcp", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8, Trust: []byte{5, 255}}), parent: "ens1f0np0", tc: -1, check: "trust ens1f0np0", status: fabric.StatusInfo,
 			detail: "ens1f0np0 trusts dscp (trust table: dscp, pcp); DSCP to priority: 0-7>0 8-15>1 16-23>2 24-31>3 32-39>4 40-47>5 48-55>6 56-63>7"},
-		{name: "trust inferred from the DSCP map", k: mlx5Kernel(replyOpts{pfcEn: 8}), parent: "ens1f0np0", tc: -1, check: "trust ens1f0np0", status: StatusInfo,
+		{name: "trust inferred from the DSCP map", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8}), parent: "ens1f0np0", tc: -1, check: "trust ens1f0np0", status: fabric.StatusInfo,
 			detail: "trusts dscp (no trust table reported; inferred from the 64 DSCP entries of the APP table)"},
-		{name: "PCP trust", k: mlx5Kernel(replyOpts{pfcEn: 8, trust: []byte{255}, dscp: map[int]int{}}), parent: "ens1f0np0", tc: 106, check: "traffic class ens1f0np0", status: StatusInfo,
+		{name: "PCP trust", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8, Trust: []byte{255}, DSCP: map[int]int{}}), parent: "ens1f0np0", tc: 106, check: "traffic class ens1f0np0", status: fabric.StatusInfo,
 			detail: "ens1f0np0 trusts PCP: the priority comes from the VLAN tag's PCP (for RoCE, the service level), not from traffic class 106", fix: "dcb apptrust set dev ens1f0np0 order dscp pcp"},
-		{name: "PCP trust, inferred", k: mlx5Kernel(replyOpts{pfcEn: 8, dscp: map[int]int{}}), parent: "ens1f0np0", tc: -1, check: "trust ens1f0np0", status: StatusInfo,
+		{name: "PCP trust, inferred", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8, DSCP: map[int]int{}}), parent: "ens1f0np0", tc: -1, check: "trust ens1f0np0", status: fabric.StatusInfo,
 			detail: "trusts pcp (no trust table reported; inferred from an APP table without DSCP entries)", fix: "mlnx_qos -i ens1f0np0 --trust dscp"},
-		{name: "missing parent", k: veth, parent: "ens9", tc: -1, check: "MTU ens9", status: StatusWarn, detail: "cannot read netdev ens9", fix: "ip link show ens9"},
-		{name: "no ECN switches", k: veth, parent: "veth0", tc: -1, check: "ECN veth0", status: StatusInfo, detail: "not exposed by the driver of veth0"},
+		{name: "missing parent", k: veth, parent: "ens9", tc: -1, check: "MTU ens9", status: fabric.StatusWarn, detail: "cannot read netdev ens9", fix: "ip link show ens9"},
+		{name: "no ECN switches", k: veth, parent: "veth0", tc: -1, check: "ECN veth0", status: fabric.StatusInfo, detail: "not exposed by the driver of veth0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Check(tc.k, tc.parent, Options{TrafficClass: tc.tc, Root: t.TempDir()})
+			r := fabric.Check(tc.k, tc.parent, fabric.Options{TrafficClass: tc.tc, Root: t.TempDir()})
 			f, ok := findingOf(r, tc.check)
 			if !ok {
 				t.Fatalf("no finding %q in %+v", tc.check, r.Findings)
@@ -93,10 +96,10 @@ func TestCheck(t *testing.T) {
 // TestCheckAsksTheLowerDevice: a VLAN's DCB settings are its lower
 // device's, so that is the netdev named in the request.
 func TestCheckAsksTheLowerDevice(t *testing.T) {
-	k := mlx5Kernel(replyOpts{pfcEn: 8})
-	r := Check(k, "ens1f0np0.10", Options{TrafficClass: -1, Root: t.TempDir()})
-	if len(k.requests) != 1 || string(k.requests[0][8:17]) != "ens1f0np0" || r.DCBNetdev != "ens1f0np0" || r.DCB == nil {
-		t.Errorf("requests %q, report %+v", k.requests, r)
+	k := mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8})
+	r := fabric.Check(k, "ens1f0np0.10", fabric.Options{TrafficClass: -1, Root: t.TempDir()})
+	if len(k.Requests) != 1 || string(k.Requests[0][8:17]) != "ens1f0np0" || r.DCBNetdev != "ens1f0np0" || r.DCB == nil {
+		t.Errorf("requests %q, report %+v", k.Requests, r)
 	}
 }
 
@@ -113,9 +116,9 @@ func TestECN(t *testing.T) {
 			}
 		}
 	}
-	r := Check(mlx5Kernel(replyOpts{pfcEn: 8}), "ens1f0np0", Options{TrafficClass: -1, Root: root})
+	r := fabric.Check(mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8}), "ens1f0np0", fabric.Options{TrafficClass: -1, Root: root})
 	f, _ := findingOf(r, "ECN ens1f0np0")
-	if f.Status != StatusOK || f.Detail != "notification point (roce_np) on for priority 3; reaction point (roce_rp) on for priority 3" {
+	if f.Status != fabric.StatusOK || f.Detail != "notification point (roce_np) on for priority 3; reaction point (roce_rp) on for priority 3" {
 		t.Errorf("ECN finding %+v", f)
 	}
 	off := t.TempDir()
@@ -126,8 +129,8 @@ func TestECN(t *testing.T) {
 	if err := os.WriteFile(f0, []byte("0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r = Check(mlx5Kernel(replyOpts{pfcEn: 8}), "ens1f0np0", Options{TrafficClass: -1, Root: off})
-	if f, _ := findingOf(r, "ECN ens1f0np0"); f.Status != StatusWarn || !strings.Contains(f.Detail, "off on every priority") {
+	r = fabric.Check(mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8}), "ens1f0np0", fabric.Options{TrafficClass: -1, Root: off})
+	if f, _ := findingOf(r, "ECN ens1f0np0"); f.Status != fabric.StatusWarn || !strings.Contains(f.Detail, "off on every priority") {
 		t.Errorf("ECN off: %+v", f)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
+	"github.com/rdma-macvlan/rdma-macvlan/fabric"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
@@ -42,6 +43,10 @@ type doctorOutput struct {
 	Warnings  int     `json:"warnings"`
 	// OK is false when something blocks RDMA in containers.
 	OK bool `json:"ok"`
+	// Fabric and GPUTopology are the facts behind the fabric and GPU
+	// checks (doctor_lossless.go).
+	Fabric      []fabric.Report `json:"fabric,omitempty"`
+	GPUTopology *gpuTopology    `json:"gpu_topology,omitempty"`
 }
 
 type doctor struct {
@@ -49,7 +54,9 @@ type doctor struct {
 	root    string
 	image   string
 	memlock string
-	out     doctorOutput
+	// trafficClass is --traffic-class, -1 when not given.
+	trafficClass int
+	out          doctorOutput
 }
 
 func (d *doctor) add(name, status, detail, fix string) {
@@ -69,6 +76,7 @@ func (s *session) cmdDoctor(args []string) int {
 	fs.StringVar(&d.root, "sysfs-root", "/", "root under which sys/ is read (a test tree, or the host's /)")
 	fs.StringVar(&d.image, "image", "", "a local image with cat, to measure the engine's memlock limits (never pulled)")
 	fs.StringVar(&d.memlock, "memlock", "", "the memlock limit to try with --image (default unlimited, as docker rdma run)")
+	fs.IntVar(&d.trafficClass, "traffic-class", -1, "the traffic class (IP ToS byte, 0-255) RoCE is sent with: check that it lands on a PFC priority")
 	rest, status, ok := parseFlags(fs, args, s.env.Stdout)
 	if !ok {
 		return status
@@ -79,6 +87,10 @@ func (s *session) cmdDoctor(args []string) int {
 	}
 	if err := checkFormat(*format); err != nil {
 		fmt.Fprintf(s.env.Stderr, "docker rdma doctor: %v\n", err)
+		return exitUsage
+	}
+	if d.trafficClass < -1 || d.trafficClass > 255 {
+		fmt.Fprintf(s.env.Stderr, "docker rdma doctor: --traffic-class %d: want 0-255 (the IP ToS byte, as NCCL_IB_TC takes it)\n", d.trafficClass)
 		return exitUsage
 	}
 	memlock, err := runflags.ParseMemlock(d.memlock)
@@ -101,6 +113,7 @@ func (s *session) cmdDoctor(args []string) int {
 		d.checkCDI()
 		d.checkMemlock(memlock)
 	}
+	d.checkLossless(engine)
 	d.out.OK = d.out.Failures == 0
 	if *format == "json" {
 		writeJSON(s.env.Stdout, d.out)
@@ -568,6 +581,7 @@ func renderDoctor(w io.Writer, out doctorOutput) {
 			fmt.Fprintf(w, "      %-*s  fix: %s\n", width, "", c.Fix)
 		}
 	}
+	renderGPUTopology(w, out.GPUTopology)
 	fmt.Fprintln(w)
 	switch {
 	case out.Failures > 0:

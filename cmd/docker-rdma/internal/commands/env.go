@@ -6,6 +6,7 @@ package commands
 
 import (
 	"context"
+	"github.com/rdma-macvlan/rdma-macvlan/fabric"
 	"io"
 	"io/fs"
 	"os"
@@ -50,6 +51,10 @@ type Env struct {
 	// DefaultHost is the engine the docker CLI uses when nothing (-H,
 	// DOCKER_HOST, a context) names one: docker.DefaultHost.
 	DefaultHost string
+	// Kernel opens what doctor's fabric checks ask the kernel (DCB netlink,
+	// link MTUs) and returns how to close it; nil asks the kernel of the
+	// namespace docker rdma runs in, and only when the sysfs root is /.
+	Kernel func() (fabric.Kernel, func(), error)
 }
 
 // System is the real environment.
