@@ -40,7 +40,8 @@ func railWorld(t *testing.T, o gputest.Options, k fabric.Kernel, hcas ...int) (*
 	for _, i := range hcas {
 		h := gputest.HCAs[i]
 		id := strings.Repeat(fmt.Sprint(i), 64)
-		st.Networks = append(st.Networks, api.Network{ID: id, Parent: h.Netdev, HCA: h.Name, Port: 1, PortState: "ACTIVE", LinkLayer: "Ethernet", Endpoints: []api.Endpoint{}})
+		st.Networks = append(st.Networks, api.Network{ID: id, Parent: h.Netdev, HCA: h.Name, Port: 1, PortState: "ACTIVE", LinkLayer: "Ethernet", Endpoints: []api.Endpoint{},
+			Devices: []api.Device{{Path: fmt.Sprintf("/dev/infiniband/uverbs%d", i), Major: 231, Minor: uint32(192 + i)}, {Path: "/dev/infiniband/rdma_cm", Major: 10, Minor: 57}}})
 		w.network(fmt.Sprintf("rail%d", i), id, "rdma-macvlan:latest", map[string]string{"parent": h.Netdev}, nil)
 	}
 	b, err := json.Marshal(st)

@@ -88,6 +88,9 @@ func (s *session) cmdRun(args []string) int {
 	if err != nil {
 		return s.runFail("%v", err)
 	}
+	if p.GPUs != "" {
+		s.noteNearestRails(p.GPUs, nets)
+	}
 	helper := ""
 	if !p.Own.NoWait {
 		if helper, err = s.wrapWithHelper(p, nets); err != nil {

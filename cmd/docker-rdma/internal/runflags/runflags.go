@@ -73,6 +73,8 @@ type Parsed struct {
 	Entrypoint    string
 	EntrypointSet bool
 	entrypointAt  []int
+	// GPUs is the last --gpus value, "" without one.
+	GPUs string
 	// Pull, Platform and Quiet are --pull, --platform and -q.
 	Pull, Platform string
 	Quiet          bool
@@ -244,6 +246,8 @@ func (p *Parsed) record(name, val string, hasVal bool) {
 		}
 	case "entrypoint":
 		p.Entrypoint, p.EntrypointSet = val, true
+	case "gpus":
+		p.GPUs = val
 	case "pull":
 		p.Pull = val
 	case "platform":
