@@ -148,6 +148,29 @@ mutant api-error-not-asked-again cmd/docker-rdma/internal/docker/docker.go "$drd
   'c.Debugf("%v: asking the docker CLI instead", err)
 		return v, false' \
   'return v, true'
+# doctor's fabric checks: the PFC bitmap read from the wrong byte of struct
+# ieee_pfc, the RoCE headers miscounted, a NIC without DCB taken for an
+# error, the traffic class not shifted to its DSCP.
+mutant dcb-pfc-offset fabric/dcb.go ./fabric/ '' \
+  'pfcEnOff       = 1' \
+  'pfcEnOff       = 2'
+mutant roce-mtu-headers fabric/mtu.go ./fabric/ '' \
+  'const RoCEHeaders = 40 + 8 + 12 + 4 + 28 + 4' \
+  'const RoCEHeaders = 40 + 8 + 12 + 28 + 4'
+mutant dcb-unsupported-is-an-error fabric/dcb.go ./fabric/ '' \
+  'errors.Is(err, syscall.EOPNOTSUPP)' \
+  'errors.Is(err, syscall.ENOTSUP+1)'
+mutant traffic-class-not-dscp fabric/check.go ./fabric/ '' \
+  'code := tc >> 2' \
+  'code := tc >> 3'
+# doctor's GPU topology: two switches taken for one, root ports of one host
+# bridge taken for one switch.
+mutant topo-pix-too-wide gpu/topo.go ./gpu/ '' \
+  'if len(a.Path)-c <= 2 && len(b.Path)-c <= 2 {' \
+  'if len(a.Path)-c <= 4 && len(b.Path)-c <= 4 {'
+mutant topo-no-phb gpu/topo.go ./gpu/ '' \
+  'if c == 0 {' \
+  'if c == 99 {'
 
 if [ "${1:-}" = --list ]; then
   for i in "${!names[@]}"; do
