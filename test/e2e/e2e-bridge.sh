@@ -40,7 +40,7 @@
 # Leaves behind: nothing of a run (namespaces, links, processes, mounts, temp dirs), also when a
 #   step fails.
 #
-# Usage: e2e-bridge.sh [debian] [v27] [v28] [current]      (default: all four)
+# Usage: e2e-bridge.sh [debian] [v27] [v28] [current]      (default: debian, the middle engines (v28; E2E_MIDDLE_ENGINES adds v27), current)
 # Environment: E2E_CMD_TIMEOUT  seconds any single docker command may take (default 60)
 set -Eeuo pipefail
 

@@ -47,7 +47,7 @@
 # Leaves behind: nothing of a run (links, processes, mounts, sockets, temp dirs), also when a step
 #   fails.
 #
-# Usage: e2e-diff.sh [debian] [v27] [v28] [current]      (default: all four)
+# Usage: e2e-diff.sh [debian] [v27] [v28] [current]      (default: debian, the middle engines (v28; E2E_MIDDLE_ENGINES adds v27), current)
 # Environment:
 #   E2E_DIFF_ONLY    space-separated scenario names to run (default: all; on a middle engine
 #                    E2E_DIFF_MIDDLE)

@@ -16,7 +16,7 @@
 # Leaves behind: nothing of a run (links, processes, mounts, sockets, temp dirs), also when a step
 #   fails; only what scripts/engines.sh installs and caches on purpose.
 #
-# Usage: e2e.sh [debian] [v27] [v28] [current]   (default: all four; v27 and v28 are middle engines)
+# Usage: e2e.sh [debian] [v27] [v28] [current]   (default: debian, the middle engines (v28; E2E_MIDDLE_ENGINES adds v27), current)
 # Environment:
 #   E2E_MODES        "managed legacy" (default both; on a middle engine managed only, unless
 #                    E2E_MODES is set)
