@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/cdi"
 	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/sirupsen/logrus"
@@ -126,7 +127,7 @@ func TestCDIDirHostileFiles(t *testing.T) {
 		{"symlink to a spec outside", func(t *testing.T, path, outside string) {
 			// A spec as the plugin writes it, unmarked: still not a
 			// file the plugin wrote at this path.
-			written, err := rdma.WriteCDISpec(filepath.Dir(outside), rdma.CDIDevice{HCA: "mlx5_0", Port: 1,
+			written, err := cdi.WriteSpec(filepath.Dir(outside), cdi.Device{HCA: "mlx5_0", Port: 1,
 				Nodes: []rdma.DeviceNode{{Path: "/dev/infiniband/uverbs0", Major: 231, Minor: 192}}})
 			mustT(t, err)
 			mustT(t, os.Rename(written, outside))
@@ -153,7 +154,7 @@ func TestCDIDirHostileFiles(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			stateDir, cdiDir := t.TempDir(), t.TempDir()
 			outside := filepath.Join(t.TempDir(), "outside")
-			path := rdma.CDISpecPath(cdiDir, "mlx5_0")
+			path := cdi.SpecPath(cdiDir, "mlx5_0")
 			c.plant(t, path, outside)
 			sig := fileSig(t, path)
 			outsideBefore, _ := os.ReadFile(outside)
@@ -279,7 +280,7 @@ func TestCDIFileIOHoldsNoLock(t *testing.T) {
 			t.Cleanup(letGo) // a failed test lets the stalled call end
 			var first sync.Once
 			d.cdiIO = func(op, path string) {
-				if op == c.op && path == rdma.CDISpecPath(d.cdiDir, "mlx5_0") {
+				if op == c.op && path == cdi.SpecPath(d.cdiDir, "mlx5_0") {
 					first.Do(func() {
 						close(stalled)
 						<-release
@@ -317,7 +318,7 @@ func TestCDIFileIOHoldsNoLock(t *testing.T) {
 			call(t, c.call)
 			mustT(t, lifeErr)
 			mustT(t, callErr)
-			_, err := os.Stat(rdma.CDISpecPath(d.cdiDir, "mlx5_0"))
+			_, err := os.Stat(cdi.SpecPath(d.cdiDir, "mlx5_0"))
 			if exists := err == nil; exists != (c.call == "CreateNetwork") {
 				t.Errorf("after %s the spec exists: %v", c.call, exists)
 			}
@@ -335,7 +336,7 @@ func TestCDISpecFollowsRacingNetworks(t *testing.T) {
 	links := drivertest.NewLinks("p0")
 	d := newTestDriver(t, links, t.TempDir())
 	d.cdiIO = func(string, string) { time.Sleep(time.Millisecond) }
-	spec := rdma.CDISpecPath(d.cdiDir, "mlx5_0")
+	spec := cdi.SpecPath(d.cdiDir, "mlx5_0")
 	mustT(t, d.CreateNetwork(netReq("n0", "parent", "p0")))
 	// A round that interleaves them wrongly loses the spec about one time
 	// in twenty: 200 rounds all but never miss it.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdma-macvlan/rdma-macvlan/cdi"
 	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
@@ -56,8 +57,8 @@ func TestRDMADeviceOverride(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			links := drivertest.NewLinks("p0", "q0", "r0")
-			dir, cdi := t.TempDir(), t.TempDir()
-			d, err := New(Config{StateDir: dir, Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: cdi})
+			dir, cdiDir := t.TempDir(), t.TempDir()
+			d, err := New(Config{StateDir: dir, Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: cdiDir})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +75,7 @@ func TestRDMADeviceOverride(t *testing.T) {
 				if n == nil || n.RDMA == nil || n.RDMA.HCA != tt.wantHCA || n.RDMA.Port != 1 || n.RDMA.Netdev != "p0" {
 					t.Fatalf("network %+v, want it on %s port 1 behind p0", n, tt.wantHCA)
 				}
-				if got := dirNames(t, cdi); !slices.Equal(got, []string{filepath.Base(rdma.CDISpecPath(cdi, tt.wantHCA))}) {
+				if got := dirNames(t, cdiDir); !slices.Equal(got, []string{filepath.Base(cdi.SpecPath(cdiDir, tt.wantHCA))}) {
 					t.Fatalf("CDI specs %v, want only %s's", got, tt.wantHCA)
 				}
 				return
@@ -87,7 +88,7 @@ func TestRDMADeviceOverride(t *testing.T) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
 			}
-			if ents, _ := os.ReadDir(cdi); len(ents) != 0 {
+			if ents, _ := os.ReadDir(cdiDir); len(ents) != 0 {
 				t.Errorf("CDI files left: %v", ents)
 			}
 			if ents, _ := os.ReadDir(filepath.Join(dir, networksDir)); len(ents) != 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdma-macvlan/rdma-macvlan/cdi"
 	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
@@ -21,13 +22,13 @@ func dualPortRoot(t *testing.T) string {
 	return buildRoot(t, rdmatest.BuildMLX4DualPort)
 }
 
-func readSpec(t *testing.T, dir, name string) (rdma.CDISpec, []byte) {
+func readSpec(t *testing.T, dir, name string) (cdi.Spec, []byte) {
 	t.Helper()
-	spec, ok, err := rdma.ReadCDISpec(dir, name)
+	spec, ok, err := cdi.ReadSpec(dir, name)
 	if err != nil || !ok {
 		t.Fatalf("spec %s: ok %v, %v", name, ok, err)
 	}
-	data, err := os.ReadFile(rdma.CDISpecPath(dir, name))
+	data, err := os.ReadFile(cdi.SpecPath(dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestCDIPerPortOfDualPortHCA(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	names, err := rdma.CDISpecNames(d.cdiDir)
+	names, err := cdi.SpecNames(d.cdiDir)
 	if err != nil || !slices.Equal(names, []string{"mlx4_0-p1", "mlx4_0-p2"}) {
 		t.Fatalf("specs %v (%v), want one per port: mlx4_0-p1, mlx4_0-p2", names, err)
 	}
@@ -77,7 +78,7 @@ func TestCDIPerPortOfDualPortHCA(t *testing.T) {
 	for range 5 {
 		d.Close()
 		for name := range first {
-			if err := os.Remove(rdma.CDISpecPath(d.cdiDir, name)); err != nil {
+			if err := os.Remove(cdi.SpecPath(d.cdiDir, name)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -93,7 +94,7 @@ func TestCDIPerPortOfDualPortHCA(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if names, _ := rdma.CDISpecNames(d.cdiDir); !slices.Equal(names, []string{"mlx4_0-p2"}) {
+	if names, _ := cdi.SpecNames(d.cdiDir); !slices.Equal(names, []string{"mlx4_0-p2"}) {
 		t.Fatalf("specs after the port 1 networks went: %v, want mlx4_0-p2 only", names)
 	}
 }
@@ -118,14 +119,14 @@ func TestCDIUpgradeFromPerHCANames(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Close()
-	if err := os.Remove(rdma.CDISpecPath(d.cdiDir, "mlx4_0-p2")); err != nil {
+	if err := os.Remove(cdi.SpecPath(d.cdiDir, "mlx4_0-p2")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rdma.WriteCDISpec(d.cdiDir, rdma.CDIDevice{HCA: "mlx4_0", Port: 2, Nodes: []rdma.DeviceNode{{Path: "/dev/infiniband/uverbs0", Major: 231, Minor: 192}}}); err != nil {
+	if _, err := cdi.WriteSpec(d.cdiDir, cdi.Device{HCA: "mlx4_0", Port: 2, Nodes: []rdma.DeviceNode{{Path: "/dev/infiniband/uverbs0", Major: 231, Minor: 192}}}); err != nil {
 		t.Fatal(err)
 	}
 	d = newTestDriverAt(t, links, dir, root)
-	if names, _ := rdma.CDISpecNames(d.cdiDir); !slices.Equal(names, []string{"mlx4_0-p2"}) {
+	if names, _ := cdi.SpecNames(d.cdiDir); !slices.Equal(names, []string{"mlx4_0-p2"}) {
 		t.Fatalf("specs after the upgrade: %v, want mlx4_0-p2 only", names)
 	}
 	if st := d.Status().Networks[0]; st.CDIDevice != "rdma-macvlan/hca=mlx4_0-p2" {
@@ -144,11 +145,11 @@ func TestCDISpecOfAnotherInstance(t *testing.T) {
 	other := "rdma-macvlan 00000000000000ff"
 	plant := func(name string) []byte {
 		t.Helper()
-		if _, err := rdma.WriteCDISpec(d.cdiDir, rdma.CDIDevice{HCA: name, Port: 1, Owner: other,
+		if _, err := cdi.WriteSpec(d.cdiDir, cdi.Device{HCA: name, Port: 1, Owner: other,
 			Nodes: []rdma.DeviceNode{{Path: "/dev/infiniband/uverbs7", Major: 231, Minor: 199}}}); err != nil {
 			t.Fatal(err)
 		}
-		data, err := os.ReadFile(rdma.CDISpecPath(d.cdiDir, name))
+		data, err := os.ReadFile(cdi.SpecPath(d.cdiDir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,10 +158,10 @@ func TestCDISpecOfAnotherInstance(t *testing.T) {
 	theirs := plant("mlx5_0")
 	err := d.CreateNetwork(netReq("n1", "parent", "p0"))
 	var conflict *ConflictError
-	if !errors.As(err, &conflict) || !strings.Contains(err.Error(), rdma.CDISpecPath(d.cdiDir, "mlx5_0")) || !strings.Contains(err.Error(), other) {
+	if !errors.As(err, &conflict) || !strings.Contains(err.Error(), cdi.SpecPath(d.cdiDir, "mlx5_0")) || !strings.Contains(err.Error(), other) {
 		t.Fatalf("CreateNetwork over another instance's spec: %v; want a conflict naming the file and its owner", err)
 	}
-	if data, _ := os.ReadFile(rdma.CDISpecPath(d.cdiDir, "mlx5_0")); string(data) != string(theirs) {
+	if data, _ := os.ReadFile(cdi.SpecPath(d.cdiDir, "mlx5_0")); string(data) != string(theirs) {
 		t.Fatal("another instance's spec was replaced")
 	}
 	if len(d.Status().Networks) != 0 {
@@ -169,16 +170,16 @@ func TestCDISpecOfAnotherInstance(t *testing.T) {
 
 	// Unused specs of another instance survive a start; ours go.
 	unused := plant("mlx5_9")
-	if _, err := rdma.WriteCDISpec(d.cdiDir, rdma.CDIDevice{HCA: "mlx5_8", Port: 1, Owner: d.owner,
+	if _, err := cdi.WriteSpec(d.cdiDir, cdi.Device{HCA: "mlx5_8", Port: 1, Owner: d.owner,
 		Nodes: []rdma.DeviceNode{{Path: "/dev/infiniband/uverbs8", Major: 231, Minor: 200}}}); err != nil {
 		t.Fatal(err)
 	}
 	d.Close()
 	d = newTestDriverAt(t, links, dir, root)
-	if data, err := os.ReadFile(rdma.CDISpecPath(d.cdiDir, "mlx5_9")); err != nil || string(data) != string(unused) {
+	if data, err := os.ReadFile(cdi.SpecPath(d.cdiDir, "mlx5_9")); err != nil || string(data) != string(unused) {
 		t.Fatalf("another instance's unused spec removed or changed at start (%v)", err)
 	}
-	if _, err := os.Stat(rdma.CDISpecPath(d.cdiDir, "mlx5_8")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(cdi.SpecPath(d.cdiDir, "mlx5_8")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("this instance's unused spec not removed at start")
 	}
 }

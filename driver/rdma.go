@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rdma-macvlan/rdma-macvlan/cdi"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/sirupsen/logrus"
 )
@@ -18,7 +19,7 @@ type NetworkRDMA struct {
 	// Types is the number of RoCE types (GID entries per address) of the
 	// port; 0 in records of older versions, filled in on first use.
 	Types int `json:"roce_types,omitempty"`
-	// CDIName is the CDI device name of the port (rdma.CDIName): the HCA's
+	// CDIName is the CDI device name of the port (cdi.Name): the HCA's
 	// name, or <hca>-p<port> on an HCA with more than one port. Records of
 	// older versions have none; restore fills it in.
 	CDIName string `json:"cdi_name,omitempty"`
@@ -79,7 +80,7 @@ func (d *Driver) detectRDMA(parent, netdev, override string, log *logrus.Entry) 
 	if _, err := d.rdma.DeviceNodes(hca); err != nil && !errors.Is(err, rdma.ErrNoRdmaCM) {
 		return nil, fmt.Errorf("device nodes of RDMA device %s (parent %q): %w (check: ls /dev/infiniband; load ib_uverbs)", hca, parent, err)
 	}
-	cdiName, err := d.rdma.CDIName(hca, port)
+	cdiName, err := cdi.NameOnHost(d.rdma, hca, port)
 	if err != nil {
 		return nil, fmt.Errorf("CDI device name of RDMA device %s port %d (parent %q): %w", hca, port, parent, err)
 	}
@@ -123,8 +124,8 @@ func (d *Driver) writeCDI(r NetworkRDMA, log *logrus.Entry) error {
 	} else if err != nil {
 		return fmt.Errorf("device nodes of %s: %w", r.HCA, err)
 	}
-	d.beforeCDIIO("write", rdma.CDISpecPath(d.cdiDir, name))
-	path, err := rdma.WriteCDISpec(d.cdiDir, rdma.CDIDevice{Name: name, HCA: r.HCA, Port: r.Port, Nodes: nodes, Netdev: r.Netdev, Owner: d.owner})
+	d.beforeCDIIO("write", cdi.SpecPath(d.cdiDir, name))
+	path, err := cdi.WriteSpec(d.cdiDir, cdi.Device{Name: name, HCA: r.HCA, Port: r.Port, Nodes: nodes, Netdev: r.Netdev, Owner: d.owner})
 	if err != nil {
 		return fmt.Errorf("write CDI spec for %s in %s: %w (check --cdi-dir, or the plugin's cdi mount)", name, d.cdiDir, err)
 	}
@@ -147,11 +148,11 @@ func (d *Driver) beforeCDIIO(op, path string) {
 // too long or of another kind): it is never read, replaced nor removed.
 // Caller holds d.netsMu and not d.mu.
 func (d *Driver) ownCDI(name string) error {
-	path := rdma.CDISpecPath(d.cdiDir, name)
+	path := cdi.SpecPath(d.cdiDir, name)
 	d.beforeCDIIO("read", path)
-	spec, ok, err := rdma.ReadCDISpec(d.cdiDir, name)
+	spec, ok, err := cdi.ReadSpec(d.cdiDir, name)
 	switch {
-	case errors.Is(err, rdma.ErrForeignCDISpec):
+	case errors.Is(err, cdi.ErrForeignSpec):
 		return conflictf("%v: move it away if nothing else uses it, then try again", err)
 	case err != nil:
 		return err
@@ -159,7 +160,7 @@ func (d *Driver) ownCDI(name string) error {
 		return nil
 	}
 	return conflictf("CDI device %s is already published by another rdma-macvlan instance (%q, in %s): one instance per HCA port; use this port from that instance, or remove %s if that instance is gone",
-		rdma.CDIDeviceName(name), spec.Owner(), path, path)
+		cdi.Qualified(name), spec.Owner(), path, path)
 }
 
 // cdiUsedByOthers reports whether a network other than except uses the
@@ -188,8 +189,8 @@ func (d *Driver) removeCDIUnlessUsed(name, except string, log *logrus.Entry) {
 		log.WithError(err).Warn("CDI spec left in place")
 		return
 	}
-	d.beforeCDIIO("remove", rdma.CDISpecPath(d.cdiDir, name))
-	if err := rdma.RemoveCDISpec(d.cdiDir, name); err != nil {
+	d.beforeCDIIO("remove", cdi.SpecPath(d.cdiDir, name))
+	if err := cdi.RemoveSpec(d.cdiDir, name); err != nil {
 		log.WithError(err).Warn("could not remove CDI spec")
 		return
 	}
@@ -203,7 +204,7 @@ func (d *Driver) fillCDINames(log *logrus.Entry) {
 		if n.RDMA == nil || n.RDMA.CDIName != "" {
 			continue
 		}
-		name, err := d.rdma.CDIName(n.RDMA.HCA, n.RDMA.Port)
+		name, err := cdi.NameOnHost(d.rdma, n.RDMA.HCA, n.RDMA.Port)
 		if err != nil {
 			log.WithError(err).WithField("nid", ShortID(n.ID)).Warn("cannot tell the CDI device name of the network's HCA port; keeping the HCA's name")
 			name = n.RDMA.HCA
@@ -249,7 +250,7 @@ func (d *Driver) reconcileCDI(log *logrus.Entry) {
 		written[name] = true
 	}
 	d.beforeCDIIO("list", d.cdiDir)
-	names, err := rdma.CDISpecNames(d.cdiDir)
+	names, err := cdi.SpecNames(d.cdiDir)
 	if err != nil {
 		log.WithError(err).Warn("could not list CDI specs")
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/api"
+	"github.com/rdma-macvlan/rdma-macvlan/cdi"
 	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
@@ -184,8 +185,8 @@ func TestRDMACDISpecLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	path := rdma.CDISpecPath(d.cdiDir, "mlx5_0")
-	var spec rdma.CDISpec
+	path := cdi.SpecPath(d.cdiDir, "mlx5_0")
+	var spec cdi.Spec
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +220,7 @@ func TestRDMACDISpecLifecycle(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	stale, err := rdma.WriteCDISpec(d.cdiDir, rdma.CDIDevice{HCA: "mlx5_9", Port: 1, Owner: d.owner,
+	stale, err := cdi.WriteSpec(d.cdiDir, cdi.Device{HCA: "mlx5_9", Port: 1, Owner: d.owner,
 		Nodes: []rdma.DeviceNode{{Path: "/dev/infiniband/uverbs9", Major: 231, Minor: 201}}})
 	if err != nil {
 		t.Fatal(err)

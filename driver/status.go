@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/rdma-macvlan/rdma-macvlan/api"
+	"github.com/rdma-macvlan/rdma-macvlan/cdi"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
 
@@ -101,7 +102,7 @@ func (d *Driver) Status() api.Status {
 // the entries of endpoints) and kept in tables.
 func (d *Driver) rdmaStatus(ns *api.Network, r *NetworkRDMA, tables map[portKey]rdma.GIDTable) {
 	ns.HCA, ns.Port = r.HCA, r.Port
-	ns.CDIDevice = rdma.CDIDeviceName(r.cdiName())
+	ns.CDIDevice = cdi.Qualified(r.cdiName())
 	ns.RoCETypes = d.roceTypes(r)
 	pi, err := d.rdma.Port(r.HCA, r.Port)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/docker/go-plugins-helpers/network"
 	"github.com/rdma-macvlan/rdma-macvlan/api"
+	"github.com/rdma-macvlan/rdma-macvlan/cdi"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
@@ -495,7 +496,7 @@ func TestPrivilegedRDMAStatusAndCDI(t *testing.T) {
 	e := newEnv(t)
 	nid, eid := id("aa71"), id("ee71")
 	e.must(e.createNetwork(nid, map[string]string{"parent": "p0"}, "10.71.0.0/24"))
-	cdi := rdma.CDISpecPath(e.cdiDir, "mlx5_0")
+	cdi := cdi.SpecPath(e.cdiDir, "mlx5_0")
 	if _, err := os.Stat(cdi); err != nil {
 		t.Fatalf("no CDI spec: %v", err)
 	}

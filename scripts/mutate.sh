@@ -92,9 +92,9 @@ mutant safefile-opens-special-files internal/safefile/safefile.go './internal/sa
   'os.Lstat(path); false && err == nil &&'
 # The CDI directory is shared: a file of another kind at a spec's path is
 # not the plugin's to replace or remove.
-mutant cdi-adopts-other-kinds rdma/cdi.go './rdma/ ./driver/' '' \
-  'if spec.Kind != CDIKind {' \
-  'if false && spec.Kind != CDIKind {'
+mutant cdi-adopts-other-kinds cdi/cdi.go './cdi/ ./driver/' '' \
+  'if spec.Kind != Kind {' \
+  'if false && spec.Kind != Kind {'
 # CDI file I/O never holds the driver's lock.
 mutant cdi-write-under-lock driver/network.go "$unit" 'TestCDIFileIOHoldsNoLock' \
   'if err := d.writeCDI(*rinfo, log); err != nil {' \

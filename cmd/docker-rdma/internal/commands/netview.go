@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rdma-macvlan/rdma-macvlan/api"
+	"github.com/rdma-macvlan/rdma-macvlan/cdi"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
@@ -156,13 +157,13 @@ func (s *session) fallback(v *netView, rdmaDevice string) {
 			}
 			for _, n := range d.ContainerEdits.DeviceNodes {
 				v.Nodes = append(v.Nodes, api.Device{Path: n.Path, Major: uint32(n.Major), Minor: uint32(n.Minor)})
-				v.nodesFrom = "the CDI spec of " + rdma.CDIDeviceName(specName)
+				v.nodesFrom = "the CDI spec of " + cdi.Qualified(specName)
 			}
 		}
-		v.CDIDevice = rdma.CDIDeviceName(specName)
+		v.CDIDevice = cdi.Qualified(specName)
 		v.Missing = append(v.Missing, "which HCA serves parent "+v.Parent+" (taken from the only rdma-macvlan CDI spec, "+v.CDIDevice+")")
 	case spec != nil:
-		v.CDIDevice = rdma.CDIDeviceName(specName)
+		v.CDIDevice = cdi.Qualified(specName)
 	}
 	if v.HCA == "" {
 		why := "no parent in the network's options"
@@ -181,14 +182,14 @@ func (s *session) fallback(v *netView, rdmaDevice string) {
 // <hca>-p<port> on an HCA with more than one port); "" when the HCA is not
 // known.
 func (v *netView) cdiName() string {
-	if name := rdma.CDINameOf(v.CDIDevice); name != "" {
+	if name := cdi.Unqualified(v.CDIDevice); name != "" {
 		return name
 	}
 	if v.HCA == "" {
 		return ""
 	}
 	if v.sys != nil && v.Port > 0 {
-		if name, err := v.sys.CDIName(v.HCA, v.Port); err == nil {
+		if name, err := cdi.NameOnHost(v.sys, v.HCA, v.Port); err == nil {
 			return name
 		}
 	}
@@ -199,7 +200,7 @@ func (v *netView) cdiName() string {
 // as docker run --device takes it; "" when the HCA is not known.
 func (v *netView) cdiDevice() string {
 	if name := v.cdiName(); name != "" {
-		return rdma.CDIDeviceName(name)
+		return cdi.Qualified(name)
 	}
 	return ""
 }
@@ -276,12 +277,12 @@ func (s *session) cdiDirs(b *backend) []string {
 // findCDISpec reads the rdma-macvlan CDI spec of the device name, or when
 // name is "" the spec of the only device that has one. It returns nil
 // without an error when there is none.
-func (s *session) findCDISpec(b *backend, name string) (*rdma.CDISpec, string, error) {
+func (s *session) findCDISpec(b *backend, name string) (*cdi.Spec, string, error) {
 	dirs := s.cdiDirs(b)
 	if name == "" {
 		found := map[string]bool{}
 		for _, d := range dirs {
-			names, _ := rdma.CDISpecNames(d)
+			names, _ := cdi.SpecNames(d)
 			for _, n := range names {
 				found[n] = true
 			}
@@ -294,7 +295,7 @@ func (s *session) findCDISpec(b *backend, name string) (*rdma.CDISpec, string, e
 		}
 	}
 	for _, d := range dirs {
-		spec, ok, err := rdma.ReadCDISpec(d, name)
+		spec, ok, err := cdi.ReadSpec(d, name)
 		if err != nil {
 			return nil, "", err
 		}
@@ -326,12 +327,12 @@ func (s *session) cdiSpecInEngine(v *netView) (bool, string) {
 		return v.CDIDevice != "", "the engine's CDI directories are on another host"
 	}
 	for _, d := range info.CDISpecDirs {
-		if _, err := os.Stat(rdma.CDISpecPath(d, name)); err == nil {
+		if _, err := os.Stat(cdi.SpecPath(d, name)); err == nil {
 			return true, ""
 		}
 	}
 	return false, fmt.Sprintf("no rdma-macvlan CDI spec for %s in the engine's CDI directories (%s); the plugin writes specs to its --cdi-dir (managed plugin: the cdi mount)",
-		rdma.CDIDeviceName(name), strings.Join(info.CDISpecDirs, ", "))
+		cdi.Qualified(name), strings.Join(info.CDISpecDirs, ", "))
 }
 
 // rdmaNetworks lists Docker's rdma-macvlan networks, inspected, sorted by

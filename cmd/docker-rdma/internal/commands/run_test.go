@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rdma-macvlan/rdma-macvlan/api"
+	"github.com/rdma-macvlan/rdma-macvlan/cdi"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )
@@ -308,7 +309,7 @@ func TestRunDualPortHCA(t *testing.T) {
 		t.Helper()
 		dir := t.TempDir()
 		for port := 1; port <= 2; port++ {
-			if _, err := rdma.WriteCDISpec(dir, rdma.CDIDevice{Name: rdma.CDIName("mlx4_0", port, 2), HCA: "mlx4_0", Port: port,
+			if _, err := cdi.WriteSpec(dir, cdi.Device{Name: cdi.Name("mlx4_0", port, 2), HCA: "mlx4_0", Port: port,
 				Nodes: []rdma.DeviceNode{{Path: "/dev/infiniband/uverbs0", Major: 231, Minor: 192}}}); err != nil {
 				t.Fatal(err)
 			}
@@ -348,7 +349,7 @@ func TestRunDualPortHCA(t *testing.T) {
 	})
 	t.Run("the only spec", func(t *testing.T) {
 		dir := t.TempDir()
-		if _, err := rdma.WriteCDISpec(dir, rdma.CDIDevice{Name: "mlx4_0-p2", HCA: "mlx4_0", Port: 2,
+		if _, err := cdi.WriteSpec(dir, cdi.Device{Name: "mlx4_0-p2", HCA: "mlx4_0", Port: 2,
 			Nodes: []rdma.DeviceNode{{Path: "/dev/infiniband/uverbs0", Major: 231, Minor: 192}}}); err != nil {
 			t.Fatal(err)
 		}

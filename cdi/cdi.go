@@ -1,4 +1,9 @@
-package rdma
+// Package cdi is the Container Device Interface spec format of the
+// devices rdma-macvlan publishes: one spec file per HCA port, its device
+// names, its path in a CDI directory, and reading, writing and removing
+// those files. The daemon writes the specs; docker rdma reads them. The RDMA
+// facts a spec holds come from package rdma.
+package cdi
 
 import (
 	"encoding/json"
@@ -13,10 +18,11 @@ import (
 
 	"github.com/rdma-macvlan/rdma-macvlan/internal/atomicfile"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/safefile"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
 
 const (
-	// CDIVersion is the CDI spec version written. deviceNodes (path, type,
+	// Version is the CDI spec version written. deviceNodes (path, type,
 	// major, minor, fileMode, permissions) and env exist since 0.3.0; 0.5.0
 	// accepts device names starting with a digit, which HCA names may (rdma
 	// link add NAME ...); 0.6.0 adds the spec-level annotations that carry
@@ -24,14 +30,14 @@ const (
 	// vendored copy (v0.6.x: 0.1.0-0.6.0) and in Docker 28/29's (v0.8+/v1:
 	// up to 0.7.0+), and rejects a spec declaring a version lower than its
 	// features need.
-	CDIVersion = "0.6.0"
-	// CDIKind is the vendor/class of the devices this plugin publishes.
-	CDIKind = "rdma-macvlan/hca"
+	Version = "0.6.0"
+	// Kind is the vendor/class of the devices this plugin publishes.
+	Kind = "rdma-macvlan/hca"
 
-	// CDIOwnerAnnotation is the spec annotation that names the daemon
+	// OwnerAnnotation is the spec annotation that names the daemon
 	// instance that wrote the spec (the same mark its links carry as their
 	// ifalias): a daemon replaces or removes only specs with its own mark.
-	CDIOwnerAnnotation = "rdma-macvlan/owner"
+	OwnerAnnotation = "rdma-macvlan/owner"
 
 	cdiFilePrefix = "rdma-macvlan-"
 	// cdiFileMode matches the host nodes (rdma-core's udev rules make
@@ -39,43 +45,43 @@ const (
 	cdiFileMode fs.FileMode = 0o666
 )
 
-// CDIDevice is what the spec of one HCA port says.
-type CDIDevice struct {
-	// Name is the CDI device name (CDIName); "" means HCA.
+// Device is what the spec of one HCA port says.
+type Device struct {
+	// Name is the CDI device name (Name); "" means HCA.
 	Name  string
 	HCA   string
 	Port  int
-	Nodes []DeviceNode
+	Nodes []rdma.DeviceNode
 	// Owner is the mark of the daemon instance writing the spec, recorded
-	// under CDIOwnerAnnotation; "" writes no mark.
+	// under OwnerAnnotation; "" writes no mark.
 	Owner string
 	// Netdev is the host netdev of the HCA port (the parent with any VLAN
 	// resolved); optional, exported as RDMA_MACVLAN_NETDEV.
 	Netdev string
 }
 
-// CDISpec is the subset of the CDI spec format written here.
-type CDISpec struct {
+// Spec is the subset of the CDI spec format written here.
+type Spec struct {
 	Version     string            `json:"cdiVersion"`
 	Kind        string            `json:"kind"`
 	Annotations map[string]string `json:"annotations,omitempty"`
-	Devices     []CDISpecDevice   `json:"devices"`
+	Devices     []SpecDevice      `json:"devices"`
 }
 
-// CDISpecDevice is one device of a CDISpec.
-type CDISpecDevice struct {
-	Name           string            `json:"name"`
-	ContainerEdits CDIContainerEdits `json:"containerEdits"`
+// SpecDevice is one device of a Spec.
+type SpecDevice struct {
+	Name           string         `json:"name"`
+	ContainerEdits ContainerEdits `json:"containerEdits"`
 }
 
-// CDIContainerEdits are the edits a CDI device makes to a container.
-type CDIContainerEdits struct {
-	Env         []string        `json:"env,omitempty"`
-	DeviceNodes []CDIDeviceNode `json:"deviceNodes,omitempty"`
+// ContainerEdits are the edits a CDI device makes to a container.
+type ContainerEdits struct {
+	Env         []string     `json:"env,omitempty"`
+	DeviceNodes []DeviceNode `json:"deviceNodes,omitempty"`
 }
 
-// CDIDeviceNode is a device node edit.
-type CDIDeviceNode struct {
+// DeviceNode is a device node edit.
+type DeviceNode struct {
 	Path        string       `json:"path"`
 	Type        string       `json:"type,omitempty"`
 	Major       int64        `json:"major,omitempty"`
@@ -84,50 +90,50 @@ type CDIDeviceNode struct {
 	Permissions string       `json:"permissions,omitempty"`
 }
 
-// CDIName is the CDI device name of port port of HCA hca, which has ports
+// Name is the CDI device name of port port of HCA hca, which has ports
 // ports: the HCA's name when it has one port (every mlx5 function, rxe),
 // else the name with "-p<port>" (mlx4_0-p2). It depends only on the HCA,
 // so the same port gets the same name whatever networks exist.
-func CDIName(hca string, port, ports int) string {
+func Name(hca string, port, ports int) string {
 	if ports <= 1 {
 		return hca
 	}
 	return hca + "-p" + strconv.Itoa(port)
 }
 
-// CDIName is the CDI device name of an HCA port on this host (see the
-// function CDIName): it counts the HCA's ports in sysfs.
-func (s *Sysfs) CDIName(hca string, port int) (string, error) {
-	ports, err := s.Ports(hca)
+// NameOnHost is the CDI device name of an HCA port on the host sys reads
+// (see Name): it counts the HCA's ports in sysfs.
+func NameOnHost(sys *rdma.Sysfs, hca string, port int) (string, error) {
+	ports, err := sys.Ports(hca)
 	if err != nil {
 		return "", err
 	}
-	return CDIName(hca, port, len(ports)), nil
+	return Name(hca, port, len(ports)), nil
 }
 
-// CDIDeviceName is the fully qualified CDI name of a device, as given to
-// docker run --device: "rdma-macvlan/hca=<name>", name from CDIName.
-func CDIDeviceName(name string) string { return CDIKind + "=" + name }
+// Qualified is the fully qualified CDI name of a device, as given to
+// docker run --device: "rdma-macvlan/hca=<name>", name from Name.
+func Qualified(name string) string { return Kind + "=" + name }
 
-// CDINameOf is the device name in a fully qualified CDI name of this
+// Unqualified is the device name in a fully qualified CDI name of this
 // plugin's kind ("" for any other).
-func CDINameOf(qualified string) string {
-	name, ok := strings.CutPrefix(qualified, CDIKind+"=")
+func Unqualified(qualified string) string {
+	name, ok := strings.CutPrefix(qualified, Kind+"=")
 	if !ok {
 		return ""
 	}
 	return name
 }
 
-// CDISpecPath is where WriteCDISpec puts the spec of the device name.
-func CDISpecPath(dir, name string) string {
+// SpecPath is where WriteSpec puts the spec of the device name.
+func SpecPath(dir, name string) string {
 	return filepath.Join(dir, cdiFilePrefix+name+".json")
 }
 
-// CDISpecNames lists the device names that have a spec written by
-// WriteCDISpec in dir, sorted.
-func CDISpecNames(dir string) ([]string, error) {
-	paths, err := filepath.Glob(CDISpecPath(dir, "*"))
+// SpecNames lists the device names that have a spec written by
+// WriteSpec in dir, sorted.
+func SpecNames(dir string) ([]string, error) {
+	paths, err := filepath.Glob(SpecPath(dir, "*"))
 	if err != nil {
 		return nil, fmt.Errorf("list CDI specs in %s: %w", dir, err)
 	}
@@ -142,68 +148,68 @@ func CDISpecNames(dir string) ([]string, error) {
 	return names, nil
 }
 
-// MaxCDISpecBytes bounds the spec files ReadCDISpec reads. A spec this
+// MaxSpecBytes bounds the spec files ReadSpec reads. A spec this
 // plugin writes holds one device, its few device nodes and its environment:
 // about 1 KiB.
-const MaxCDISpecBytes = 64 << 10
+const MaxSpecBytes = 64 << 10
 
-// ReadCDISpec reads the spec of the device name in dir; ok is false when
+// ReadSpec reads the spec of the device name in dir; ok is false when
 // there is none. The CDI directory is shared with other CDI producers, so
-// the file is read only if it is a regular file of at most MaxCDISpecBytes,
+// the file is read only if it is a regular file of at most MaxSpecBytes,
 // not through a symbolic link and without blocking (see safefile.Read);
 // anything else at the spec's path, and a spec of another kind, is an
-// error wrapping ErrForeignCDISpec.
-func ReadCDISpec(dir, name string) (spec CDISpec, ok bool, err error) {
+// error wrapping ErrForeignSpec.
+func ReadSpec(dir, name string) (spec Spec, ok bool, err error) {
 	if err := checkCDIName(name); err != nil {
-		return CDISpec{}, false, err
+		return Spec{}, false, err
 	}
-	path := CDISpecPath(dir, name)
-	data, err := safefile.Read(path, MaxCDISpecBytes)
+	path := SpecPath(dir, name)
+	data, err := safefile.Read(path, MaxSpecBytes)
 	var bad *safefile.Error
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return CDISpec{}, false, nil
+		return Spec{}, false, nil
 	case errors.As(err, &bad) && bad.TooLarge:
-		return CDISpec{}, true, fmt.Errorf("CDI spec file %v, %w", bad, ErrForeignCDISpec)
+		return Spec{}, true, fmt.Errorf("CDI spec file %v, %w", bad, ErrForeignSpec)
 	case errors.As(err, &bad):
-		return CDISpec{}, true, fmt.Errorf("CDI spec file %v, %w (rdma-macvlan writes only regular files there)", bad, ErrForeignCDISpec)
+		return Spec{}, true, fmt.Errorf("CDI spec file %v, %w (rdma-macvlan writes only regular files there)", bad, ErrForeignSpec)
 	case err != nil:
-		return CDISpec{}, false, fmt.Errorf("read CDI spec %s: %w", path, err)
+		return Spec{}, false, fmt.Errorf("read CDI spec %s: %w", path, err)
 	}
 	if err := json.Unmarshal(data, &spec); err != nil {
-		return CDISpec{}, true, fmt.Errorf("CDI spec %s is not a CDI spec (%v): %w", path, err, ErrForeignCDISpec)
+		return Spec{}, true, fmt.Errorf("CDI spec %s is not a CDI spec (%v): %w", path, err, ErrForeignSpec)
 	}
-	if spec.Kind != CDIKind {
-		return CDISpec{}, true, fmt.Errorf("CDI spec %s is of kind %q, not %q: %w", path, spec.Kind, CDIKind, ErrForeignCDISpec)
+	if spec.Kind != Kind {
+		return Spec{}, true, fmt.Errorf("CDI spec %s is of kind %q, not %q: %w", path, spec.Kind, Kind, ErrForeignSpec)
 	}
 	return spec, true, nil
 }
 
-// ErrForeignCDISpec marks a spec file with this plugin's file name that
+// ErrForeignSpec marks a spec file with this plugin's file name that
 // the plugin cannot read as one of its own.
-var ErrForeignCDISpec = errors.New("not a spec this plugin wrote")
+var ErrForeignSpec = errors.New("not a spec this plugin wrote")
 
 // Owner is the mark of the instance that wrote the spec ("" for specs of
 // versions before the mark).
-func (s CDISpec) Owner() string { return s.Annotations[CDIOwnerAnnotation] }
+func (s Spec) Owner() string { return s.Annotations[OwnerAnnotation] }
 
-// NewCDISpec builds the spec of one HCA: its device nodes, readable and
+// NewSpec builds the spec of one HCA: its device nodes, readable and
 // writable, and the env RDMA software reads to pick the device and port.
-func NewCDISpec(d CDIDevice) (CDISpec, error) {
+func NewSpec(d Device) (Spec, error) {
 	if err := checkCDIName(d.HCA); err != nil {
-		return CDISpec{}, err
+		return Spec{}, err
 	}
 	if d.Name == "" {
 		d.Name = d.HCA
 	}
 	if err := checkCDIName(d.Name); err != nil {
-		return CDISpec{}, err
+		return Spec{}, err
 	}
 	if d.Port < 1 {
-		return CDISpec{}, fmt.Errorf("CDI spec for RDMA device %s: port %d is not a port number", d.HCA, d.Port)
+		return Spec{}, fmt.Errorf("CDI spec for RDMA device %s: port %d is not a port number", d.HCA, d.Port)
 	}
 	if len(d.Nodes) == 0 {
-		return CDISpec{}, fmt.Errorf("CDI spec for RDMA device %s: %w", d.HCA, ErrNoUverbs)
+		return Spec{}, fmt.Errorf("CDI spec for RDMA device %s: %w", d.HCA, rdma.ErrNoUverbs)
 	}
 	hcaPort := d.HCA + ":" + strconv.Itoa(d.Port)
 	env := []string{
@@ -217,13 +223,13 @@ func NewCDISpec(d CDIDevice) (CDISpec, error) {
 		env = append(env, "RDMA_MACVLAN_NETDEV="+d.Netdev)
 	}
 	mode := cdiFileMode
-	nodes := make([]CDIDeviceNode, 0, len(d.Nodes))
+	nodes := make([]DeviceNode, 0, len(d.Nodes))
 	for _, n := range d.Nodes {
 		typ := n.Type
 		if typ == "" {
 			typ = "c"
 		}
-		nodes = append(nodes, CDIDeviceNode{
+		nodes = append(nodes, DeviceNode{
 			Path:        n.Path,
 			Type:        typ,
 			Major:       int64(n.Major),
@@ -234,25 +240,25 @@ func NewCDISpec(d CDIDevice) (CDISpec, error) {
 	}
 	var ann map[string]string
 	if d.Owner != "" {
-		ann = map[string]string{CDIOwnerAnnotation: d.Owner}
+		ann = map[string]string{OwnerAnnotation: d.Owner}
 	}
-	return CDISpec{
-		Version:     CDIVersion,
-		Kind:        CDIKind,
+	return Spec{
+		Version:     Version,
+		Kind:        Kind,
 		Annotations: ann,
-		Devices: []CDISpecDevice{{
+		Devices: []SpecDevice{{
 			Name:           d.Name,
-			ContainerEdits: CDIContainerEdits{Env: env, DeviceNodes: nodes},
+			ContainerEdits: ContainerEdits{Env: env, DeviceNodes: nodes},
 		}},
 	}, nil
 }
 
-// WriteCDISpec writes the CDI spec of one HCA port to dir/rdma-macvlan-<name>.json
+// WriteSpec writes the CDI spec of one HCA port to dir/rdma-macvlan-<name>.json
 // (mode 0644), atomically: a reader (dockerd watches the directory) sees
 // the old file or the new one, never a part. The temporary file's name does
 // not end in .json, so CDI caches ignore it.
-func WriteCDISpec(dir string, d CDIDevice) (path string, err error) {
-	spec, err := NewCDISpec(d)
+func WriteSpec(dir string, d Device) (path string, err error) {
+	spec, err := NewSpec(d)
 	if err != nil {
 		return "", err
 	}
@@ -261,7 +267,7 @@ func WriteCDISpec(dir string, d CDIDevice) (path string, err error) {
 		return "", fmt.Errorf("encode CDI spec for RDMA device %s: %w", d.HCA, err)
 	}
 	data = append(data, '\n')
-	path = CDISpecPath(dir, spec.Devices[0].Name)
+	path = SpecPath(dir, spec.Devices[0].Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("write CDI spec %s: %w (check --cdi-dir)", path, err)
 	}
@@ -279,13 +285,13 @@ func notDurable(err error) bool {
 	return errors.As(err, &nd)
 }
 
-// RemoveCDISpec removes the spec of the device name and any temporary file
+// RemoveSpec removes the spec of the device name and any temporary file
 // a crash left behind. Removing a spec that does not exist succeeds.
-func RemoveCDISpec(dir, name string) error {
+func RemoveSpec(dir, name string) error {
 	if err := checkCDIName(name); err != nil {
 		return err
 	}
-	path := CDISpecPath(dir, name)
+	path := SpecPath(dir, name)
 	// Not durable is done too: specs no network uses are removed at start.
 	if err := atomicfile.Remove(path); err != nil && !notDurable(err) {
 		return fmt.Errorf("remove CDI spec: %w", err)
@@ -294,8 +300,8 @@ func RemoveCDISpec(dir, name string) error {
 }
 
 func checkCDIName(hca string) error {
-	if err := checkName("RDMA device", hca); err != nil {
-		return err
+	if hca == "" || hca == "." || hca == ".." || strings.ContainsAny(hca, "/\x00") {
+		return fmt.Errorf("RDMA device name %q: %w", hca, rdma.ErrInvalidName)
 	}
 	last := len(hca) - 1
 	for i, r := range hca {
@@ -303,7 +309,7 @@ func checkCDIName(hca string) error {
 		if alnum || i > 0 && i < last && (r == '_' || r == '-' || r == '.' || r == ':') {
 			continue
 		}
-		return fmt.Errorf("RDMA device name %q cannot be a CDI device name (letters, digits, _ - . :): %w", hca, ErrInvalidName)
+		return fmt.Errorf("RDMA device name %q cannot be a CDI device name (letters, digits, _ - . :): %w", hca, rdma.ErrInvalidName)
 	}
 	return nil
 }

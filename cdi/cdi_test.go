@@ -1,4 +1,4 @@
-package rdma_test
+package cdi_test
 
 import (
 	"bytes"
@@ -15,14 +15,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/cdi"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
-func mlx5CDIDevice() rdma.CDIDevice {
-	return rdma.CDIDevice{
+func mlx5CDIDevice() cdi.Device {
+	return cdi.Device{
 		HCA:  "mlx5_0",
 		Port: 1,
 		Nodes: []rdma.DeviceNode{
@@ -38,12 +39,12 @@ func mlx5CDIDevice() rdma.CDIDevice {
 // it checks the JSON names a CDI consumer reads, not this package's structs.
 func TestWriteCDISpecContent(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cdi") // created on demand
-	path, err := rdma.WriteCDISpec(dir, mlx5CDIDevice())
+	path, err := cdi.WriteSpec(dir, mlx5CDIDevice())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := filepath.Join(dir, "rdma-macvlan-mlx5_0.json"); path != want || rdma.CDISpecPath(dir, "mlx5_0") != want {
-		t.Errorf("spec path = %q, CDISpecPath = %q; want %q", path, rdma.CDISpecPath(dir, "mlx5_0"), want)
+	if want := filepath.Join(dir, "rdma-macvlan-mlx5_0.json"); path != want || cdi.SpecPath(dir, "mlx5_0") != want {
+		t.Errorf("spec path = %q, SpecPath = %q; want %q", path, cdi.SpecPath(dir, "mlx5_0"), want)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -78,8 +79,8 @@ func TestWriteCDISpecContent(t *testing.T) {
 		got, _ := json.MarshalIndent(doc, "", "  ")
 		t.Errorf("spec =\n%s", got)
 	}
-	if got := rdma.CDIDeviceName("mlx5_0"); got != "rdma-macvlan/hca=mlx5_0" {
-		t.Errorf("CDIDeviceName = %q", got)
+	if got := cdi.Qualified("mlx5_0"); got != "rdma-macvlan/hca=mlx5_0" {
+		t.Errorf("Qualified = %q", got)
 	}
 
 	golden := filepath.Join("testdata", "cdi-mlx5_0.json")
@@ -102,7 +103,10 @@ func TestWriteCDISpecContent(t *testing.T) {
 // A dual-port HCA gets one CDI device per port, each with its own port's
 // environment; a single-port HCA keeps its plain name.
 func TestCDINamePerPort(t *testing.T) {
-	root := dualPortHost(t)
+	root := t.TempDir()
+	if err := rdmatest.BuildMLX4DualPort(root); err != nil {
+		t.Fatal(err)
+	}
 	if err := rdmatest.BuildMLX5(root, rdmatest.MLX5Options{Netdev: "p0", PCIAddr: "0000:05:00.0", MAC: "a0:88:c2:5b:03:05", Uverbs: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -111,20 +115,15 @@ func TestCDINamePerPort(t *testing.T) {
 		hca        string
 		port       int
 		want       string
-		netdev     string
 		wantNCCLIB string
 	}{
-		{"mlx4_0", 1, "mlx4_0-p1", "eth2", "NCCL_IB_HCA==mlx4_0:1"},
-		{"mlx4_0", 2, "mlx4_0-p2", "eth3", "NCCL_IB_HCA==mlx4_0:2"},
-		{"mlx5_0", 1, "mlx5_0", "p0", "NCCL_IB_HCA==mlx5_0:1"},
+		{"mlx4_0", 1, "mlx4_0-p1", "NCCL_IB_HCA==mlx4_0:1"},
+		{"mlx4_0", 2, "mlx4_0-p2", "NCCL_IB_HCA==mlx4_0:2"},
+		{"mlx5_0", 1, "mlx5_0", "NCCL_IB_HCA==mlx5_0:1"},
 	} {
-		got, err := s.CDIName(c.hca, c.port)
+		got, err := cdi.NameOnHost(s, c.hca, c.port)
 		if err != nil || got != c.want {
-			t.Fatalf("CDIName(%s, %d) = %q, %v; want %q", c.hca, c.port, got, err, c.want)
-		}
-		hca, port, err := s.HCAForNetdev(c.netdev)
-		if err != nil || hca != c.hca || port != c.port {
-			t.Fatalf("HCAForNetdev(%s) = %s %d %v", c.netdev, hca, port, err)
+			t.Fatalf("NameOnHost(%s, %d) = %q, %v; want %q", c.hca, c.port, got, err, c.want)
 		}
 	}
 	dir := t.TempDir()
@@ -133,18 +132,18 @@ func TestCDINamePerPort(t *testing.T) {
 		if err != nil && !errors.Is(err, rdma.ErrNoRdmaCM) {
 			t.Fatal(err)
 		}
-		name, _ := s.CDIName("mlx4_0", port)
-		if _, err := rdma.WriteCDISpec(dir, rdma.CDIDevice{Name: name, HCA: "mlx4_0", Port: port, Nodes: nodes, Netdev: fmt.Sprintf("eth%d", port+1)}); err != nil {
+		name, _ := cdi.NameOnHost(s, "mlx4_0", port)
+		if _, err := cdi.WriteSpec(dir, cdi.Device{Name: name, HCA: "mlx4_0", Port: port, Nodes: nodes, Netdev: fmt.Sprintf("eth%d", port+1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	names, err := rdma.CDISpecNames(dir)
+	names, err := cdi.SpecNames(dir)
 	if err != nil || !slices.Equal(names, []string{"mlx4_0-p1", "mlx4_0-p2"}) {
-		t.Fatalf("CDISpecNames = %v, %v", names, err)
+		t.Fatalf("SpecNames = %v, %v", names, err)
 	}
 	for _, port := range []int{1, 2} {
 		name := fmt.Sprintf("mlx4_0-p%d", port)
-		spec, ok, err := rdma.ReadCDISpec(dir, name)
+		spec, ok, err := cdi.ReadSpec(dir, name)
 		if err != nil || !ok || len(spec.Devices) != 1 || spec.Devices[0].Name != name {
 			t.Fatalf("spec of %s: %+v %v %v", name, spec, ok, err)
 		}
@@ -155,11 +154,11 @@ func TestCDINamePerPort(t *testing.T) {
 			}
 		}
 	}
-	if got := rdma.CDINameOf(rdma.CDIDeviceName("mlx4_0-p2")); got != "mlx4_0-p2" {
-		t.Errorf("CDINameOf = %q", got)
+	if got := cdi.Unqualified(cdi.Qualified("mlx4_0-p2")); got != "mlx4_0-p2" {
+		t.Errorf("Unqualified = %q", got)
 	}
-	if got := rdma.CDINameOf("vendor.com/gpu=0"); got != "" {
-		t.Errorf("CDINameOf(other kind) = %q", got)
+	if got := cdi.Unqualified("vendor.com/gpu=0"); got != "" {
+		t.Errorf("Unqualified(other kind) = %q", got)
 	}
 }
 
@@ -172,11 +171,11 @@ func TestWriteCDISpecFromFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	path, err := rdma.WriteCDISpec(dir, rdma.CDIDevice{HCA: "rxe0", Port: 1, Nodes: nodes})
+	path, err := cdi.WriteSpec(dir, cdi.Device{HCA: "rxe0", Port: 1, Nodes: nodes})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var spec rdma.CDISpec
+	var spec cdi.Spec
 	data, _ := os.ReadFile(path)
 	if err := json.Unmarshal(data, &spec); err != nil {
 		t.Fatal(err)
@@ -197,16 +196,16 @@ func TestWriteCDISpecFromFixture(t *testing.T) {
 func TestWriteCDISpecReplacesAtomically(t *testing.T) {
 	dir := t.TempDir()
 	d := mlx5CDIDevice()
-	if _, err := rdma.WriteCDISpec(dir, d); err != nil {
+	if _, err := cdi.WriteSpec(dir, d); err != nil {
 		t.Fatal(err)
 	}
 	d.Port = 2
 	d.Nodes = d.Nodes[:1]
-	path, err := rdma.WriteCDISpec(dir, d)
+	path, err := cdi.WriteSpec(dir, d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var spec rdma.CDISpec
+	var spec cdi.Spec
 	data, _ := os.ReadFile(path)
 	if err := json.Unmarshal(data, &spec); err != nil {
 		t.Fatal(err)
@@ -226,15 +225,15 @@ func TestWriteCDISpecRejects(t *testing.T) {
 	tests := []struct {
 		name    string
 		dir     string
-		mutate  func(d *rdma.CDIDevice)
+		mutate  func(d *cdi.Device)
 		wantErr error
 	}{
-		{name: "path in name", mutate: func(d *rdma.CDIDevice) { d.HCA = "../mlx5_0" }, wantErr: rdma.ErrInvalidName},
-		{name: "name CDI refuses", mutate: func(d *rdma.CDIDevice) { d.HCA = "mlx5_0-" }, wantErr: rdma.ErrInvalidName},
-		{name: "empty name", mutate: func(d *rdma.CDIDevice) { d.HCA = "" }, wantErr: rdma.ErrInvalidName},
-		{name: "no nodes", mutate: func(d *rdma.CDIDevice) { d.Nodes = nil }, wantErr: rdma.ErrNoUverbs},
-		{name: "no port", mutate: func(d *rdma.CDIDevice) { d.Port = 0 }},
-		{name: "cdi dir is a file", dir: notADir, mutate: func(*rdma.CDIDevice) {}, wantErr: syscall.ENOTDIR},
+		{name: "path in name", mutate: func(d *cdi.Device) { d.HCA = "../mlx5_0" }, wantErr: rdma.ErrInvalidName},
+		{name: "name CDI refuses", mutate: func(d *cdi.Device) { d.HCA = "mlx5_0-" }, wantErr: rdma.ErrInvalidName},
+		{name: "empty name", mutate: func(d *cdi.Device) { d.HCA = "" }, wantErr: rdma.ErrInvalidName},
+		{name: "no nodes", mutate: func(d *cdi.Device) { d.Nodes = nil }, wantErr: rdma.ErrNoUverbs},
+		{name: "no port", mutate: func(d *cdi.Device) { d.Port = 0 }},
+		{name: "cdi dir is a file", dir: notADir, mutate: func(*cdi.Device) {}, wantErr: syscall.ENOTDIR},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,9 +243,9 @@ func TestWriteCDISpecRejects(t *testing.T) {
 			}
 			d := good
 			tt.mutate(&d)
-			path, err := rdma.WriteCDISpec(dir, d)
+			path, err := cdi.WriteSpec(dir, d)
 			if err == nil {
-				t.Fatalf("WriteCDISpec(%+v) = %s, want an error", d, path)
+				t.Fatalf("WriteSpec(%+v) = %s, want an error", d, path)
 			}
 			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 				t.Errorf("error = %v, want %v", err, tt.wantErr)
@@ -260,7 +259,7 @@ func TestWriteCDISpecRejects(t *testing.T) {
 
 func TestRemoveCDISpec(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := rdma.WriteCDISpec(dir, mlx5CDIDevice()); err != nil {
+	if _, err := cdi.WriteSpec(dir, mlx5CDIDevice()); err != nil {
 		t.Fatal(err)
 	}
 	// A temporary file left by a crash mid-write, and another HCA's spec.
@@ -269,20 +268,20 @@ func TestRemoveCDISpec(t *testing.T) {
 	}
 	other := mlx5CDIDevice()
 	other.HCA = "mlx5_1"
-	if _, err := rdma.WriteCDISpec(dir, other); err != nil {
+	if _, err := cdi.WriteSpec(dir, other); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		if err := rdma.RemoveCDISpec(dir, "mlx5_0"); err != nil {
-			t.Fatalf("RemoveCDISpec #%d: %v", i+1, err)
+		if err := cdi.RemoveSpec(dir, "mlx5_0"); err != nil {
+			t.Fatalf("RemoveSpec #%d: %v", i+1, err)
 		}
 		assertOnlyFiles(t, dir, "rdma-macvlan-mlx5_1.json")
 	}
-	if err := rdma.RemoveCDISpec(filepath.Join(dir, "missing"), "mlx5_0"); err != nil {
-		t.Errorf("RemoveCDISpec in a missing directory: %v", err)
+	if err := cdi.RemoveSpec(filepath.Join(dir, "missing"), "mlx5_0"); err != nil {
+		t.Errorf("RemoveSpec in a missing directory: %v", err)
 	}
-	if err := rdma.RemoveCDISpec(dir, "../x"); !errors.Is(err, rdma.ErrInvalidName) {
-		t.Errorf("RemoveCDISpec(../x) error = %v, want ErrInvalidName", err)
+	if err := cdi.RemoveSpec(dir, "../x"); !errors.Is(err, rdma.ErrInvalidName) {
+		t.Errorf("RemoveSpec(../x) error = %v, want ErrInvalidName", err)
 	}
 }
 
@@ -305,8 +304,8 @@ func assertOnlyFiles(t *testing.T, dir string, want ...string) {
 }
 
 // TestReadCDISpecRefusesWhatThePluginDidNotWrite: the CDI directory is
-// shared with other CDI producers, so ReadCDISpec reads only a regular
-// file of at most MaxCDISpecBytes, not through a symbolic link, without
+// shared with other CDI producers, so ReadSpec reads only a regular
+// file of at most MaxSpecBytes, not through a symbolic link, without
 // blocking on a FIFO, and says of anything else at a spec's path that it
 // is not one of this plugin's specs.
 func TestReadCDISpecRefusesWhatThePluginDidNotWrite(t *testing.T) {
@@ -332,7 +331,7 @@ func TestReadCDISpecRefusesWhatThePluginDidNotWrite(t *testing.T) {
 			}
 		}, `is a symbolic link (to "/dev/zero")`},
 		{"symlink to a spec", func(t *testing.T, path string) {
-			written, err := rdma.WriteCDISpec(t.TempDir(), mlx5CDIDevice())
+			written, err := cdi.WriteSpec(t.TempDir(), mlx5CDIDevice())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -352,7 +351,7 @@ func TestReadCDISpecRefusesWhatThePluginDidNotWrite(t *testing.T) {
 			if err := os.Truncate(path, 1536<<20); err != nil {
 				t.Fatal(err)
 			}
-		}, fmt.Sprintf("is 1610612736 bytes long, more than the %d", rdma.MaxCDISpecBytes)},
+		}, fmt.Sprintf("is 1610612736 bytes long, more than the %d", cdi.MaxSpecBytes)},
 		{"not JSON", func(t *testing.T, path string) {
 			if err := os.WriteFile(path, []byte("garbage\n"), 0o644); err != nil {
 				t.Fatal(err)
@@ -367,7 +366,7 @@ func TestReadCDISpecRefusesWhatThePluginDidNotWrite(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			path := rdma.CDISpecPath(dir, "mlx5_0")
+			path := cdi.SpecPath(dir, "mlx5_0")
 			c.plant(t, path)
 			type result struct {
 				ok  bool
@@ -375,35 +374,35 @@ func TestReadCDISpecRefusesWhatThePluginDidNotWrite(t *testing.T) {
 			}
 			done := make(chan result, 1)
 			go func() {
-				_, ok, err := rdma.ReadCDISpec(dir, "mlx5_0")
+				_, ok, err := cdi.ReadSpec(dir, "mlx5_0")
 				done <- result{ok, err}
 			}()
 			var r result
 			select {
 			case r = <-done:
 			case <-time.After(20 * time.Second):
-				t.Fatalf("ReadCDISpec of a %s did not return within 20 s", c.name)
+				t.Fatalf("ReadSpec of a %s did not return within 20 s", c.name)
 			}
-			if !r.ok || !errors.Is(r.err, rdma.ErrForeignCDISpec) || !strings.Contains(r.err.Error(), path) || !strings.Contains(r.err.Error(), c.want) {
-				t.Fatalf("ReadCDISpec = ok %v, %v; want an ErrForeignCDISpec naming %s and saying %q", r.ok, r.err, path, c.want)
+			if !r.ok || !errors.Is(r.err, cdi.ErrForeignSpec) || !strings.Contains(r.err.Error(), path) || !strings.Contains(r.err.Error(), c.want) {
+				t.Fatalf("ReadSpec = ok %v, %v; want an ErrForeignSpec naming %s and saying %q", r.ok, r.err, path, c.want)
 			}
 		})
 	}
 	// What the plugin writes is read; a missing spec is none.
 	dir := t.TempDir()
-	if _, err := rdma.WriteCDISpec(dir, mlx5CDIDevice()); err != nil {
+	if _, err := cdi.WriteSpec(dir, mlx5CDIDevice()); err != nil {
 		t.Fatal(err)
 	}
-	if spec, ok, err := rdma.ReadCDISpec(dir, "mlx5_0"); err != nil || !ok || spec.Owner() != mlx5CDIDevice().Owner {
-		t.Fatalf("ReadCDISpec of a written spec = %+v, %v, %v", spec, ok, err)
+	if spec, ok, err := cdi.ReadSpec(dir, "mlx5_0"); err != nil || !ok || spec.Owner() != mlx5CDIDevice().Owner {
+		t.Fatalf("ReadSpec of a written spec = %+v, %v, %v", spec, ok, err)
 	}
-	if _, ok, err := rdma.ReadCDISpec(dir, "mlx5_1"); err != nil || ok {
-		t.Fatalf("ReadCDISpec of a missing spec = %v, %v; want none", ok, err)
+	if _, ok, err := cdi.ReadSpec(dir, "mlx5_1"); err != nil || ok {
+		t.Fatalf("ReadSpec of a missing spec = %v, %v; want none", ok, err)
 	}
 }
 
 // TestWriteCDISpecReplacesALinkNotItsTarget: a symbolic link at a spec's
-// path is replaced by the spec (WriteCDISpec renames a new file over the
+// path is replaced by the spec (WriteSpec renames a new file over the
 // path); what the link pointed at is not written.
 func TestWriteCDISpecReplacesALinkNotItsTarget(t *testing.T) {
 	dir := t.TempDir()
@@ -411,11 +410,11 @@ func TestWriteCDISpecReplacesALinkNotItsTarget(t *testing.T) {
 	if err := os.WriteFile(target, []byte("not a spec\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	path := rdma.CDISpecPath(dir, "mlx5_0")
+	path := cdi.SpecPath(dir, "mlx5_0")
 	if err := os.Symlink(target, path); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rdma.WriteCDISpec(dir, mlx5CDIDevice()); err != nil {
+	if _, err := cdi.WriteSpec(dir, mlx5CDIDevice()); err != nil {
 		t.Fatal(err)
 	}
 	if data, _ := os.ReadFile(target); string(data) != "not a spec\n" {
