@@ -1,5 +1,7 @@
 package driver
 
+import "time"
+
 // The driver's lock, d.mu, guards its maps and the in-memory records only:
 // no netlink call, sysfs read or fsync of a life-cycle call (CreateEndpoint,
 // Join, Leave, DeleteEndpoint) and of the GID watch happens while it is
@@ -35,63 +37,49 @@ func (d *Driver) release(eid string) {
 	}
 }
 
-// portAcct is the GID accounting of one port: the endpoints whose entries
-// may not yet be in the last table read (not RDMA-ready yet, or found after
-// the table admission looks at was read). Every other endpoint on the port
-// has its entries counted in the table itself. Guarded by d.mu.
-type portAcct struct {
-	unsettled map[string]*Endpoint
-}
-
-// portOf returns the port of e's network, if it has one. Caller holds d.mu.
-func (d *Driver) portOf(e *Endpoint) (portKey, bool) {
-	n, ok := d.networks[e.NetworkID]
-	if !ok || n.RDMA == nil {
-		return portKey{}, false
-	}
-	return portKey{n.RDMA.HCA, n.RDMA.Port}, true
-}
-
-func (d *Driver) acct(key portKey) *portAcct {
-	a, ok := d.ports[key]
+// endpointOf looks up endpoint eid of network nid: nil (and no error) when
+// it is unknown, an error when it belongs to another network. Caller holds
+// d.mu.
+func (d *Driver) endpointOf(nid, eid string) (*Endpoint, error) {
+	e, ok := d.endpoints[eid]
 	if !ok {
-		a = &portAcct{unsettled: map[string]*Endpoint{}}
-		d.ports[key] = a
+		return nil, nil
 	}
-	return a
+	if err := checkEndpointNetwork(e, nid); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
-// track has admission count e's entries until a table read after e's
-// entries were found shows them: called whenever e is added or its
-// readiness changes. Caller holds d.mu.
-func (d *Driver) track(e *Endpoint) {
-	if key, ok := d.portOf(e); ok {
-		d.acct(key).unsettled[e.ID] = e
+// claimEndpoint is how a call on one endpoint begins: it takes d.mu and
+// the claim on endpoint eid and looks it up (endpointOf). It returns the
+// endpoint with both held; or, holding neither, nil and no error when the
+// endpoint is unknown, or the error of a call that names another network.
+func (d *Driver) claimEndpoint(nid, eid string) (*Endpoint, error) {
+	d.mu.Lock()
+	d.claim(eid)
+	e, err := d.endpointOf(nid, eid)
+	if e == nil {
+		d.release(eid)
+		d.mu.Unlock()
 	}
+	return e, err
 }
 
-// untrack ends the accounting of e (or of the reservation standing for
-// it), if it is the one tracked. Caller holds d.mu.
-func (d *Driver) untrack(e *Endpoint) {
-	if key, ok := d.portOf(e); ok {
-		if a := d.ports[key]; a != nil && a.unsettled[e.ID] == e {
-			delete(a.unsettled, e.ID)
-		}
-	}
-}
-
-// addEndpoint records e as known. Caller holds d.mu.
-func (d *Driver) addEndpoint(e *Endpoint) {
+// addEndpoint records e as known; if it is RDMA-ready, its entries were
+// found in a read of its port's table that began no later than readyAt.
+// Caller holds d.mu.
+func (d *Driver) addEndpoint(e *Endpoint, readyAt time.Time) {
 	d.endpoints[e.ID] = e
 	d.ifnames[e.Ifname] = e.ID
-	d.track(e)
+	d.track(e, readyAt)
 }
 
 // forget drops e from the driver's memory (its record and link are gone).
 // Caller holds d.mu.
 func (d *Driver) forget(e *Endpoint) {
-	d.entriesGoing(e)
-	d.untrack(e)
+	d.gids.Going(e.ID)
+	d.gids.Forget(e.ID)
 	if d.ifnames[e.Ifname] == e.ID {
 		delete(d.ifnames, e.Ifname)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/driver/gid"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/sirupsen/logrus"
@@ -74,27 +75,21 @@ const (
 
 // Driver implements the network driver. Calls arrive concurrently; one mutex
 // guards the in-memory state, and each endpoint is changed by one call at a
-// time (see claim.go), so that state, links and files always agree.
+// time (see claim.go), so that state, links and files always agree. The GID
+// accounting of the RDMA ports is the tracker's (package gid), which has a
+// lock of its own.
 type Driver struct {
-	links       Links
-	store       *store
-	log         *logrus.Logger
-	rdma        *rdma.Sysfs
-	netnsMode   func() (string, error)
-	cdiDir      string
-	gidTimeout  time.Duration
-	gidPoll     time.Duration
-	grace       time.Duration
-	owner       string // ifalias of every link this instance creates
-	version     string
-	tableMaxAge time.Duration
-
-	tableReadMu sync.Mutex // one table read at a time
-	tablesMu    sync.Mutex
-	tables      map[portKey]tableSnap    // guarded by tablesMu
-	going       map[portKey]map[int]bool // slots of entries going; guarded by tablesMu
-	fullEvery   time.Duration
-	gcTimer     *time.Timer // deletes endpoints never joined after a restart
+	links     Links
+	store     *store
+	log       *logrus.Logger
+	rdma      *rdma.Sysfs
+	netnsMode func() (string, error)
+	cdiDir    string
+	grace     time.Duration
+	owner     string // ifalias of every link this instance creates
+	version   string
+	gids      *gid.Tracker
+	gcTimer   *time.Timer // deletes endpoints never joined after a restart
 
 	// netsMu is held by the calls that change which networks exist
 	// (CreateNetwork, DeleteNetwork) and by the start-up reconciliation of
@@ -113,14 +108,9 @@ type Driver struct {
 	mu        sync.Mutex
 	networks  map[string]*Network      // guarded by mu
 	endpoints map[string]*Endpoint     // guarded by mu
-	watches   map[string]*gidWatch     // by endpoint ID; guarded by mu
-	pollers   map[portKey]*portPoller  // one per port with watches; guarded by mu
 	busy      map[string]chan struct{} // endpoint IDs a call works on; guarded by mu
 	reserved  map[string]*Endpoint     // CreateEndpoint under way, by ID; guarded by mu
 	ifnames   map[string]string        // link name -> endpoint ID, reserved ones too; guarded by mu
-	ports     map[portKey]*portAcct    // GID accounting per port; guarded by mu
-	pollWG    sync.WaitGroup           // the running pollers
-	closing   chan struct{}            // closed by Close: pollers stop
 	stopping  chan struct{}            // closed by Stopping: strict waits end
 	stopOnce  sync.Once
 
@@ -171,33 +161,24 @@ func New(cfg Config) (*Driver, error) {
 		log.WithField("state_dir", cfg.StateDir).Warn(w)
 	}
 	d := &Driver{
-		links:       cfg.Links,
-		store:       st,
-		log:         log,
-		rdma:        cfg.Sysfs.WithLog(log),
-		netnsMode:   cfg.NetnsMode,
-		cdiDir:      cfg.CDIDir,
-		gidTimeout:  cfg.GIDTimeout,
-		gidPoll:     cfg.GIDPoll,
-		grace:       cfg.UnjoinedGrace,
-		tableMaxAge: cfg.GIDTableMaxAge,
-		version:     cfg.Version,
-		tables:      make(map[portKey]tableSnap),
-		going:       make(map[portKey]map[int]bool),
-		fullEvery:   defaultFullEvery,
-		networks:    make(map[string]*Network),
-		endpoints:   make(map[string]*Endpoint),
-		watches:     make(map[string]*gidWatch),
-		pollers:     make(map[portKey]*portPoller),
-		busy:        make(map[string]chan struct{}),
-		reserved:    make(map[string]*Endpoint),
-		ifnames:     make(map[string]string),
-		ports:       make(map[portKey]*portAcct),
-		closing:     make(chan struct{}),
-		stopping:    make(chan struct{}),
+		links:     cfg.Links,
+		store:     st,
+		log:       log,
+		rdma:      cfg.Sysfs.WithLog(log),
+		netnsMode: cfg.NetnsMode,
+		cdiDir:    cfg.CDIDir,
+		grace:     cfg.UnjoinedGrace,
+		version:   cfg.Version,
+		networks:  make(map[string]*Network),
+		endpoints: make(map[string]*Endpoint),
+		busy:      make(map[string]chan struct{}),
+		reserved:  make(map[string]*Endpoint),
+		ifnames:   make(map[string]string),
+		stopping:  make(chan struct{}),
 
 		collectEvery: defaultCollectEvery,
 	}
+	d.gids = gid.New(gid.Config{Sysfs: d.rdma, Timeout: cfg.GIDTimeout, Poll: cfg.GIDPoll, MaxAge: cfg.GIDTableMaxAge, Report: d.watchEnded})
 	id, recovered, err := st.instanceID(func() string { return recoverInstanceID(st, cfg.Links, log.WithField("op", "restore")) })
 	if err != nil {
 		st.close()
@@ -235,7 +216,7 @@ func (d *Driver) Close() {
 		}
 	}
 	d.mu.Unlock()
-	d.stopWatches()
+	d.gids.Close()
 	d.store.close()
 }
 

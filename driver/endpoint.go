@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
-	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/sirupsen/logrus"
 )
 
@@ -74,7 +73,8 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (CreateEndpointRespon
 	eid := req.EndpointID
 	ifname := LinkName(eid)
 
-	// Under the lock: decide, and reserve the link name.
+	// Under the lock: decide, and reserve the link name and the endpoint
+	// (DeleteNetwork waits for it).
 	d.mu.Lock()
 	d.claim(eid)
 	n, err := d.createDecide(req, ifname)
@@ -86,54 +86,25 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (CreateEndpointRespon
 		d.mu.Unlock()
 		return resp, err
 	}
-	d.ifnames[ifname] = eid
-	d.mu.Unlock()
-
-	// Without it: what admission and the link need from the kernel.
-	mtu, err := d.endpointMTU(n, opts.MTU)
 	res := &Endpoint{ID: eid, NetworkID: n.ID, Ifname: ifname, IPv4: req.IPv4, IPv6: req.IPv6}
 	if mac != nil {
 		res.MAC = mac.String()
 	}
-	how := readCached
-	for {
-		var table rdma.GIDTable
-		var at time.Time
-		full, types := false, 0
-		if err == nil && n.RDMA != nil {
-			if table, at, full, err = d.table(*n.RDMA, how, 0, 0); err != nil {
-				err = fmt.Errorf("read GID table: %w", err)
-			}
-			types = d.roceTypes(n.RDMA) // recorded with the network: no read
-		}
-		// Under the lock: admission, which reserves the endpoint's GID
-		// entries.
-		d.mu.Lock()
-		if err == nil && d.networks[n.ID] != n {
-			err = fmt.Errorf("%w: network %s was removed while endpoint %s was being created", ErrNetworkNotFound, ShortID(n.ID), ShortID(eid))
-		}
-		tooFull := false
-		if err == nil && n.RDMA != nil {
-			tooFull, err = d.admit(n, res, table, at, types, full)
-		}
-		if tooFull && !full && how != readFull {
-			// A refusal is decided on every slot of the table.
-			d.mu.Unlock()
-			err, how = nil, readFull
-			continue
-		}
-		if err != nil {
-			d.undoCreate(res)
-			d.mu.Unlock()
-			return resp, err
-		}
-		break
-	}
+	d.ifnames[ifname] = eid
 	d.reserved[eid] = res
-	d.track(res)
 	d.mu.Unlock()
 
-	e, err := d.createIO(n, req, res, mtu, mac, log)
+	// Without it: what the link needs from the kernel, and admission (the
+	// GID tracker reserves the endpoint's entries).
+	mtu, err := d.endpointMTU(n, opts.MTU)
+	need, types := 0, 0
+	if err == nil && n.RDMA != nil {
+		need, types, err = d.admit(n, res, log)
+	}
+	var e *Endpoint
+	if err == nil {
+		e, err = d.createIO(n, req, res, need, types, mtu, mac, log)
+	}
 
 	// Under the lock: record, or give the reservation back.
 	d.mu.Lock()
@@ -143,8 +114,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (CreateEndpointRespon
 		return resp, err
 	}
 	delete(d.reserved, eid)
-	d.untrack(res)
-	d.addEndpoint(e)
+	d.addEndpoint(e, time.Time{})
 	d.release(eid)
 	if req.MAC == "" {
 		resp.MAC = e.MAC
@@ -191,7 +161,7 @@ func (d *Driver) undoCreate(res *Endpoint) {
 	if d.reserved[res.ID] == res {
 		delete(d.reserved, res.ID)
 	}
-	d.untrack(res)
+	d.gids.Forget(res.ID)
 	if d.ifnames[res.Ifname] == res.ID {
 		delete(d.ifnames, res.Ifname)
 	}
@@ -200,7 +170,7 @@ func (d *Driver) undoCreate(res *Endpoint) {
 
 // createIO creates the link of endpoint res and writes its record, without
 // d.mu; on failure it leaves no link behind.
-func (d *Driver) createIO(n *Network, req CreateEndpointRequest, res *Endpoint, mtu int, mac net.HardwareAddr, log *logrus.Entry) (_ *Endpoint, retErr error) {
+func (d *Driver) createIO(n *Network, req CreateEndpointRequest, res *Endpoint, need, types, mtu int, mac net.HardwareAddr, log *logrus.Entry) (_ *Endpoint, retErr error) {
 	ifname := res.Ifname
 	// A link of that name that no endpoint owns is left from a crash.
 	if err := d.clearStaleLink(ifname); err != nil {
@@ -234,8 +204,8 @@ func (d *Driver) createIO(n *Network, req CreateEndpointRequest, res *Endpoint, 
 		IPv6:      req.IPv6,
 		DstName:   req.ContainerIfname,
 		Created:   time.Now().UTC(),
-		GIDNeed:   res.GIDNeed,
-		GIDTypes:  res.GIDTypes,
+		GIDNeed:   need,
+		GIDTypes:  types,
 	}
 	if err := d.store.saveEndpoint(e); err != nil {
 		return nil, fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
@@ -286,24 +256,17 @@ func (d *Driver) DeleteEndpoint(nid, eid string) error {
 		return err
 	}
 	log := d.logFor("DeleteEndpoint", logrus.Fields{"nid": ShortID(nid), "eid": ShortID(eid)})
-	d.mu.Lock()
-	d.claim(eid)
-	e, ok := d.endpoints[eid]
-	if !ok {
-		d.release(eid)
-		d.mu.Unlock()
-		log.Debug("endpoint not known; nothing to delete")
-		return nil
-	}
-	if err := checkEndpointNetwork(e, nid); err != nil {
-		d.release(eid)
-		d.mu.Unlock()
+	e, err := d.claimEndpoint(nid, eid)
+	if e == nil {
+		if err == nil {
+			log.Debug("endpoint not known; nothing to delete")
+		}
 		return err
 	}
-	d.stopWatch(e.ID)
+	d.gids.StopWatch(e.ID)
 	d.mu.Unlock()
 
-	err := d.deleteEndpointIO(e, log)
+	err = d.deleteEndpointIO(e, log)
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -319,7 +282,7 @@ func (d *Driver) DeleteEndpoint(nid, eid string) error {
 // on e (the paths that are not a container's life cycle: network removal,
 // the collection of endpoints never joined).
 func (d *Driver) deleteEndpointLocked(e *Endpoint, log *logrus.Entry) error {
-	d.stopWatch(e.ID)
+	d.gids.StopWatch(e.ID)
 	if err := d.deleteEndpointIO(e, log); err != nil {
 		return err
 	}

@@ -34,29 +34,23 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 		return resp, err
 	}
 	log := d.logFor("Join", logrus.Fields{"nid": ShortID(nid), "eid": ShortID(eid)})
-	d.mu.Lock()
-	d.claim(eid)
-	e, ok := d.endpoints[eid]
-	if !ok {
-		d.release(eid)
-		d.mu.Unlock()
+	e, err := d.claimEndpoint(nid, eid)
+	if err != nil {
+		return resp, err
+	}
+	if e == nil {
 		return resp, fmt.Errorf("%w: endpoint %s is not known to rdma-macvlan (its state may have been lost): remove the container and start it again",
 			ErrEndpointNotFound, ShortID(eid))
 	}
-	if err := checkEndpointNetwork(e, nid); err != nil {
-		d.release(eid)
-		d.mu.Unlock()
-		return resp, err
-	}
 	// The watch of an earlier Join must not record its outcome meanwhile;
 	// this Join starts a new one.
-	d.stopWatch(eid)
+	d.gids.StopWatch(eid)
 	save := e.Sandbox != sandboxKey || e.RDMAReady
 	rec := *e
 	rec.Sandbox, rec.GIDs, rec.RDMAReady, rec.RDMAReason = sandboxKey, nil, false, ""
 	d.mu.Unlock()
 
-	err := d.ensureLink(e, log)
+	err = d.ensureLink(e, log)
 	if err == nil && save {
 		if err = d.store.saveEndpointUnsynced(&rec); err != nil {
 			err = fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
@@ -70,14 +64,15 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 	defer d.release(eid)
 	if err == nil && save {
 		e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason = sandboxKey, nil, false, ""
-		d.track(e)
+		d.gids.Reset(eid)
 	}
 	n, nok := d.networks[e.NetworkID]
-	if nok && n.RDMA != nil && e.Sandbox != "" && !e.RDMAReady {
+	if e.Sandbox != "" && !e.RDMAReady {
 		// libnetwork sets the addresses after Join returns: watch for the
-		// GID entries they bring without blocking Join. (After a failed
-		// Join, the watch of the one before goes on.)
-		d.startWatch(n, e)
+		// GID entries they bring without blocking Join (on a network with
+		// an RDMA port: the tracker knows no other endpoint). After a
+		// failed Join, the watch of the one before goes on.
+		d.gids.Watch(eid)
 	}
 	if err != nil {
 		return resp, err
@@ -126,21 +121,14 @@ func (d *Driver) Leave(nid, eid string) error {
 		return err
 	}
 	log := d.logFor("Leave", logrus.Fields{"nid": ShortID(nid), "eid": ShortID(eid)})
-	d.mu.Lock()
-	d.claim(eid)
-	e, ok := d.endpoints[eid]
-	if !ok {
-		d.release(eid)
-		d.mu.Unlock()
-		log.Debug("endpoint not known; nothing to leave")
-		return nil
-	}
-	if err := checkEndpointNetwork(e, nid); err != nil {
-		d.release(eid)
-		d.mu.Unlock()
+	e, err := d.claimEndpoint(nid, eid)
+	if e == nil {
+		if err == nil {
+			log.Debug("endpoint not known; nothing to leave")
+		}
 		return err
 	}
-	d.stopWatch(eid)
+	d.gids.StopWatch(eid)
 	if e.Sandbox == "" {
 		d.release(eid)
 		d.mu.Unlock()
@@ -151,7 +139,7 @@ func (d *Driver) Leave(nid, eid string) error {
 	rec.Sandbox, rec.GIDs, rec.RDMAReady, rec.RDMAReason = "", nil, false, ""
 	d.mu.Unlock()
 
-	err := d.store.saveEndpointUnsynced(&rec)
+	err = d.store.saveEndpointUnsynced(&rec)
 	if err == nil {
 		crashPoint("leave:state-written")
 	}
@@ -162,9 +150,8 @@ func (d *Driver) Leave(nid, eid string) error {
 	if err != nil {
 		return fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
 	}
-	d.entriesGoing(e)
 	e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason = "", nil, false, ""
-	d.track(e)
+	d.gids.Left(eid)
 	log.WithField("ifname", e.Ifname).Info("endpoint left")
 	return nil
 }

@@ -116,10 +116,7 @@ func (d *Driver) restore() error {
 			log.WithFields(logrus.Fields{"eid": ShortID(e.ID), "nid": ShortID(e.NetworkID)}).
 				Warn("endpoint of an unknown network; kept so that its link can still be deleted")
 		}
-		if e.RDMAReady {
-			e.readyAt = started
-		}
-		d.addEndpoint(e)
+		d.addEndpoint(e, started)
 	}
 	for _, n := range d.networks {
 		if n.VLAN != nil && n.VLAN.Created {
@@ -131,8 +128,8 @@ func (d *Driver) restore() error {
 	d.collectGone(log)
 	for _, e := range d.endpoints {
 		// Watches do not survive a restart: resume those that were running.
-		if n, ok := d.networks[e.NetworkID]; ok && n.RDMA != nil && e.Sandbox != "" && !e.RDMAReady {
-			d.startWatch(n, e)
+		if e.Sandbox != "" && !e.RDMAReady {
+			d.gids.Watch(e.ID)
 		}
 	}
 	var unjoined []string
@@ -237,6 +234,18 @@ func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
 	return n, nil
 }
 
+// collectIfDue is GID admission's last resort before it refuses an
+// endpoint: it collects the endpoints of removed containers (collectGone),
+// at most every collectEvery.
+func (d *Driver) collectIfDue(log *logrus.Entry) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if time.Since(d.lastCollect) < d.collectEvery {
+		return 0
+	}
+	return d.collectGone(log)
+}
+
 // collectGone deletes the records of joined endpoints whose container is
 // gone without Docker telling the driver: a container removed while the
 // plugin was down or disabled, by a dockerd crash or a reboot with a legacy
@@ -309,7 +318,7 @@ func (d *Driver) collectGone(log *logrus.Entry) int {
 		if d.busy[e.ID] != nil {
 			continue
 		}
-		d.stopWatch(e.ID)
+		d.gids.StopWatch(e.ID)
 		elog := log.WithFields(logrus.Fields{"eid": ShortID(e.ID), "nid": ShortID(e.NetworkID), "sandbox": e.Sandbox})
 		if err := d.store.deleteEndpoint(e.ID); err != nil {
 			elog.WithError(err).Warn("could not delete the record of an endpoint whose container is gone")

@@ -72,11 +72,6 @@ type Endpoint struct {
 	GIDs       []EndpointGID `json:"gids,omitempty"`
 	RDMAReady  bool          `json:"rdma_ready,omitempty"`
 	RDMAReason string        `json:"rdma_reason,omitempty"`
-
-	// Not persisted, guarded by Driver.mu: the GIDs the kernel will add
-	// for it (computed once), and when its watch found them.
-	gids    *endpointGIDs
-	readyAt time.Time
 }
 
 // gatewayFor returns the gateway (plain IP) of the subnet of subnets that

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/cdi"
+	"github.com/rdma-macvlan/rdma-macvlan/driver/gid"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
 
@@ -21,15 +22,15 @@ func (d *Driver) Status() api.Status {
 		nets = append(nets, *n)
 	}
 	eps := make([]Endpoint, 0, len(d.endpoints))
-	watching := make(map[string]bool, len(d.watches))
+	watching := make(map[string]bool, len(d.endpoints))
 	for _, e := range d.endpoints {
 		eps = append(eps, *e)
-		watching[e.ID] = d.watches[e.ID] != nil
+		watching[e.ID] = d.gids.Watching(e.ID)
 	}
 	d.mu.Unlock()
 
 	mode, _, modeErr := rdma.NetnsMode(d.netnsMode, d.rdma)
-	tables := map[portKey]rdma.GIDTable{}
+	tables := map[gid.Port]rdma.GIDTable{}
 	st := api.Status{Version: d.version, Networks: make([]api.Network, 0, len(nets))}
 	byNet := map[string]*api.Network{}
 	ipv6 := map[string]bool{}
@@ -67,10 +68,10 @@ func (d *Driver) Status() api.Status {
 		}
 		es := api.Endpoint{ID: e.ID, Ifname: e.Ifname, IPv4: addrOnly(e.IPv4), IPv6: addrOnly(e.IPv6), MAC: e.MAC,
 			Sandbox: e.Sandbox, GIDs: []api.GID{}}
-		if table, ok := tables[portKey{ns.HCA, ns.Port}]; ok && ns.HCA != "" {
-			want := gidsOf(e, ipv6[e.NetworkID])
-			found := d.foundIn(NetworkRDMA{HCA: ns.HCA, Port: ns.Port}, table, want, ns.RoCETypes)
-			missing := missingIn(table, want.Required, ns.RoCETypes)
+		port := gid.Port{HCA: ns.HCA, Port: ns.Port}
+		if table, ok := tables[port]; ok && ns.HCA != "" {
+			want := gid.Expect(e.IPv4, e.IPv6, e.MAC, ipv6[e.NetworkID])
+			found, missing := d.gids.Lookup(port, table, want, ns.RoCETypes)
 			for _, g := range found {
 				es.GIDs = append(es.GIDs, gidStatus(g))
 			}
@@ -100,7 +101,7 @@ func (d *Driver) Status() api.Status {
 // rdmaStatus fills in the port, its GID table and the device nodes. The
 // table is read once per port (the GID files only: attributes are read for
 // the entries of endpoints) and kept in tables.
-func (d *Driver) rdmaStatus(ns *api.Network, r *NetworkRDMA, tables map[portKey]rdma.GIDTable) {
+func (d *Driver) rdmaStatus(ns *api.Network, r *NetworkRDMA, tables map[gid.Port]rdma.GIDTable) {
 	ns.HCA, ns.Port = r.HCA, r.Port
 	ns.CDIDevice = cdi.Qualified(r.cdiName())
 	ns.RoCETypes = d.roceTypes(r)
@@ -110,10 +111,10 @@ func (d *Driver) rdmaStatus(ns *api.Network, r *NetworkRDMA, tables map[portKey]
 		return
 	}
 	ns.PortState, ns.LinkLayer = pi.State, pi.LinkLayer
-	key := portKey{r.HCA, r.Port}
+	key := portOfNet(r)
 	table, ok := tables[key]
 	if !ok {
-		if table, _, _, err = d.table(*r, readFull, 0, 0); err != nil {
+		if table, err = d.gids.Read(key); err != nil {
 			ns.Problems = append(ns.Problems, err.Error())
 			return
 		}
@@ -138,7 +139,7 @@ func vlanStatus(v *VLAN) *api.VLAN {
 }
 
 // gidStatus is the wire form of an endpoint's GID entry.
-func gidStatus(g EndpointGID) api.GID {
+func gidStatus(g gid.Entry) api.GID {
 	return api.GID{Index: g.Index, Type: g.Type, GID: g.GID}
 }
 

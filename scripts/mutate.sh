@@ -31,21 +31,22 @@ mutant() {
 }
 
 unit=./driver/
+gids='./driver/gid/ ./driver/'
 
 # GID admission: a container that fits exactly is admitted, one entry more
 # is refused.
-mutant admission-refuses-exact-fit driver/gids.go "$unit" '' \
-  'if e.GIDNeed <= free-held {' \
-  'if e.GIDNeed < free-held {'
-mutant admission-overcommits-by-one driver/gids.go "$unit" '' \
-  'if e.GIDNeed <= free-held {' \
-  'if e.GIDNeed <= free-held+1 {'
+mutant admission-refuses-exact-fit driver/gid/admit.go "$gids" '' \
+  'if e.need <= free-held {' \
+  'if e.need < free-held {'
+mutant admission-overcommits-by-one driver/gid/admit.go "$gids" '' \
+  'if e.need <= free-held {' \
+  'if e.need <= free-held+1 {'
 # A refusal is decided on a read of every slot, never on a snapshot. (Using
 # the snapshot at all only saves reads: a cost, which the benchmarks
 # measure; ignoring it breaks no rule a test can see.)
-mutant refusal-on-snapshot driver/endpoint.go "$unit" '' \
-  'if tooFull && !full' \
-  'if false && tooFull && !full'
+mutant refusal-on-snapshot driver/gid/admit.go "$gids" '' \
+  'if !full && how != readFull {' \
+  'if false && !full && how != readFull {'
 # The orphan sweep at start: deletes this instance's unrecorded links, keeps
 # recorded ones.
 mutant orphan-sweep-disabled driver/reconcile.go "$unit" '' \
@@ -62,9 +63,9 @@ mutant cdi-lists-umad rdma/devnodes.go './rdma/ ./driver/' '' \
   'nodes = append(nodes, DeviceNode{Path: filepath.Join(DevDir, "rdma_cm")' \
   'nodes = append(nodes, DeviceNode{Path: filepath.Join(DevDir, "umad0"), Major: 231, Minor: 0, Type: "c"}); nodes = append(nodes, DeviceNode{Path: filepath.Join(DevDir, "rdma_cm")'
 # The GID index reported is the table slot the entry is in.
-mutant wrong-gid-index driver/gids.go "$unit" '' \
-  'EndpointGID{Index: i,' \
-  'EndpointGID{Index: i + 1,'
+mutant wrong-gid-index driver/gid/expect.go "$gids" '' \
+  'Entry{Index: i,' \
+  'Entry{Index: i + 1,'
 # -o rdma_device picks the named device among a parent's candidates.
 mutant override-picks-another-device driver/rdma.go "$unit" '' \
   'if c.HCA == override {' \
@@ -108,8 +109,8 @@ mutant delete-network-unserialized driver/network.go "$unit" 'TestCDISpecFollows
 	log := d.logFor("DeleteNetwork"'
 # Join re-creates a link lost since CreateEndpoint.
 mutant join-does-not-recreate-link driver/joinleave.go "$unit" '' \
-  'err := d.ensureLink(e, log)' \
-  'err := error(nil)'
+  'err = d.ensureLink(e, log)' \
+  'err = error(nil)'
 # Every crash point is reached by the crash test (a point dropped from the
 # code is noticed).
 mutant crash-point-unreached driver/joinleave.go './cmd/rdma-macvlan/' 'TestPrivilegedCrashPoints' \
