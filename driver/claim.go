@@ -2,15 +2,31 @@ package driver
 
 import "time"
 
-// The driver's lock, d.mu, guards its maps and the in-memory records only:
-// no netlink call, sysfs read or fsync of a life-cycle call (CreateEndpoint,
-// Join, Leave, DeleteEndpoint) and of the GID watch happens while it is
-// held. Each of them works in three steps: under the lock it claims the
-// endpoint (one call at a time per endpoint ID), decides and reserves (the
-// link name, the endpoint's GID entries); without the lock it does the
-// kernel and disk work; under the lock again it records the outcome or
-// undoes the reservation, and gives the claim back. A second call for the
-// same endpoint waits for the first to finish and then sees its outcome.
+// The lock rule, kept by every call. The driver's lock, d.mu, guards its
+// maps and in-memory records only: no netlink call, sysfs read, file read
+// or write and no fsync happens while it is held, on any call (the
+// endpoint calls, CreateNetwork and DeleteNetwork, /v1/status), nor in the
+// recording of a GID watch's outcome, the collection of endpoints whose
+// container is gone, the deletion of endpoints never joined, the restore
+// at start or Close. The one exception: log lines are written while it is
+// held (a write to the daemon's standard error, which the engine drains);
+// it would cost a copy of every field to write them after.
+//
+// Calls on one endpoint work in three steps: under d.mu they claim the
+// endpoint (one call at a time per endpoint ID: claimEndpoint), decide and
+// reserve (the link name, the endpoint's GID entries); without it they do
+// the kernel and disk work; under it again they record the outcome or undo
+// the reservation, and give the claim back. A second call for the same
+// endpoint waits for the first to finish and then sees its outcome.
+//
+// Calls on networks: d.netsMu serialises CreateNetwork, DeleteNetwork and
+// the reconciliation of CDI specs at start, for their whole length. The
+// map of networks changes only with both d.netsMu and d.mu held, so those
+// calls read it holding d.netsMu alone, do their kernel, sysfs and disk
+// work without d.mu, and take d.mu only to change the maps; DeleteNetwork
+// deletes each endpoint of the network as DeleteEndpoint does, under its
+// claim. Locks are taken in the order d.netsMu, d.mu, the GID tracker's
+// lock (package gid), never the other way round.
 
 // claim waits until no other call works on endpoint eid and marks it as
 // worked on by the caller. The caller holds d.mu; claim releases it while

@@ -23,11 +23,22 @@ type gatedLinks struct {
 	gate    chan struct{} // closed: held calls go on
 	created sync.Map      // name -> *atomic.Int32
 	delay   time.Duration // every CreateMacvlan waits this long
+	lookup  bool          // LinkByName of the name is held too
 }
 
 func newGatedLinks(name string) *gatedLinks {
 	f := drivertest.NewLinks("p0")
 	return &gatedLinks{Links: f, fake: f, name: name, entered: make(chan string, 16), gate: make(chan struct{})}
+}
+
+// open lets the held calls go on (again and again: a closed gate stays
+// open).
+func (g *gatedLinks) open() {
+	select {
+	case <-g.gate:
+	default:
+		close(g.gate)
+	}
 }
 
 func (g *gatedLinks) hold(name, kind string) {
@@ -43,6 +54,13 @@ func (g *gatedLinks) CreateMacvlan(s netns.MacvlanSpec) (netns.Link, error) {
 	c, _ := g.created.LoadOrStore(s.Name, new(atomic.Int32))
 	c.(*atomic.Int32).Add(1)
 	return g.Links.CreateMacvlan(s)
+}
+
+func (g *gatedLinks) LinkByName(name string) (netns.Link, error) {
+	if g.lookup {
+		g.hold(name, "lookup")
+	}
+	return g.Links.LinkByName(name)
 }
 
 func (g *gatedLinks) DeleteLink(name string) error {
@@ -81,23 +99,52 @@ func within(t *testing.T, d time.Duration, what string, fn func() error) {
 	}
 }
 
+// gatedDriver runs a driver whose netlink calls go through g, with
+// network n1 on p0.
+func gatedDriver(t *testing.T, g *gatedLinks) testDriver {
+	t.Helper()
+	d := newTestDriverAt(t, g.fake, t.TempDir(), mlx5Root(t, rdmatest.MLX5Options{TableSize: 64}))
+	d.links = linksOf{g}
+	t.Cleanup(func() { g.open() }) // a failed test must not leave a call held: Close waits for it
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// lifeCycle runs the whole life cycle of endpoint eid of network nid, and
+// a status.
+func lifeCycle(d testDriver, nid, eid, ip string) func() error {
+	return func() error {
+		if _, err := d.CreateEndpoint(ep(nid, eid, ip)); err != nil {
+			return err
+		}
+		if _, err := d.Join(nid, eid, "/sb/"+eid); err != nil {
+			return err
+		}
+		if err := d.Leave(nid, eid); err != nil {
+			return err
+		}
+		if err := d.DeleteEndpoint(nid, eid); err != nil {
+			return err
+		}
+		_ = d.Status()
+		return nil
+	}
+}
+
 // A netlink call for one endpoint does not hold up the calls of another:
 // CreateEndpoint and DeleteEndpoint do their kernel work without d.mu.
 func TestLinkCallsDoNotHoldOtherEndpoints(t *testing.T) {
 	for _, held := range []string{"create", "delete"} {
 		t.Run(held, func(t *testing.T) {
 			g := newGatedLinks(LinkName("slow"))
-			root := mlx5Root(t, rdmatest.MLX5Options{TableSize: 64})
-			d := newTestDriverAt(t, g.fake, t.TempDir(), root)
-			d.links = linksOf{g}
-			if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
-				t.Fatal(err)
-			}
+			d := gatedDriver(t, g)
 			slowErr := make(chan error, 1)
 			if held == "create" {
 				go func() { _, err := d.CreateEndpoint(ep("n1", "slow", "10.5.0.2/24")); slowErr <- err }()
 			} else {
-				close(g.gate)
+				g.open()
 				if _, err := d.CreateEndpoint(ep("n1", "slow", "10.5.0.2/24")); err != nil {
 					t.Fatal(err)
 				}
@@ -108,25 +155,52 @@ func TestLinkCallsDoNotHoldOtherEndpoints(t *testing.T) {
 			if k := <-g.entered; k != held {
 				t.Fatalf("held a %s, want a %s", k, held)
 			}
-			within(t, 5*time.Second, "another endpoint's life cycle", func() error {
-				if _, err := d.CreateEndpoint(ep("n1", "fast", "10.5.0.3/24")); err != nil {
-					return err
-				}
-				if _, err := d.Join("n1", "fast", "/sb/fast"); err != nil {
-					return err
-				}
-				if err := d.Leave("n1", "fast"); err != nil {
-					return err
-				}
-				if err := d.DeleteEndpoint("n1", "fast"); err != nil {
-					return err
-				}
-				_ = d.Status()
-				return nil
-			})
-			close(g.gate)
+			within(t, 5*time.Second, "another endpoint's life cycle", lifeCycle(d, "n1", "fast", "10.5.0.3/24"))
+			g.open()
 			if err := <-slowErr; err != nil {
 				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Network calls hold no lock the endpoint calls and /v1/status need while
+// they wait on the kernel: CreateNetwork looking up its parent, and
+// DeleteNetwork deleting the link of one of its endpoints.
+func TestNetworkCallsDoNotHoldOtherEndpoints(t *testing.T) {
+	for _, held := range []string{"lookup", "delete"} {
+		t.Run(held, func(t *testing.T) {
+			g := newGatedLinks(LinkName("slow"))
+			if held == "lookup" {
+				g = newGatedLinks("p0.20")
+				g.lookup = true
+			}
+			d := gatedDriver(t, g)
+			slowErr := make(chan error, 1)
+			if held == "lookup" {
+				go func() { slowErr <- d.CreateNetwork(netReq("n2", "parent", "p0.20")) }()
+			} else {
+				g.open()
+				if err := d.CreateNetwork(netReq("n2", "parent", "p0")); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := d.CreateEndpoint(ep("n2", "slow", "10.6.0.2/24")); err != nil {
+					t.Fatal(err)
+				}
+				<-g.entered // the create's, let through
+				g.gate = make(chan struct{})
+				go func() { slowErr <- d.DeleteNetwork("n2") }()
+			}
+			if k := <-g.entered; k != held {
+				t.Fatalf("held a %s, want a %s", k, held)
+			}
+			within(t, 5*time.Second, "an endpoint's life cycle on another network", lifeCycle(d, "n1", "fast", "10.5.0.3/24"))
+			g.open()
+			if err := <-slowErr; err != nil {
+				t.Fatal(err)
+			}
+			if held == "delete" && (g.Has(LinkName("slow")) || len(d.Status().Networks) != 1) {
+				t.Fatal("DeleteNetwork left its endpoint's link or the network")
 			}
 		})
 	}

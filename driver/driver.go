@@ -98,7 +98,7 @@ type Driver struct {
 	// specs holding netsMu and not mu: the CDI directory is shared with
 	// other producers, and its I/O never holds up the calls that only
 	// need mu (/v1/status, the endpoint calls). Taken before mu, never
-	// while holding it.
+	// while holding it (the lock rule: claim.go).
 	netsMu sync.Mutex
 	// cdiIO, if not nil, is called before each file operation in the CDI
 	// directory, with what it is about to do and the path: tests stall
@@ -110,6 +110,7 @@ type Driver struct {
 	endpoints map[string]*Endpoint     // guarded by mu
 	busy      map[string]chan struct{} // endpoint IDs a call works on; guarded by mu
 	reserved  map[string]*Endpoint     // CreateEndpoint under way, by ID; guarded by mu
+	removing  map[string]bool          // networks DeleteNetwork is removing; guarded by mu
 	ifnames   map[string]string        // link name -> endpoint ID, reserved ones too; guarded by mu
 	stopping  chan struct{}            // closed by Stopping: strict waits end
 	stopOnce  sync.Once
@@ -121,7 +122,7 @@ type Driver struct {
 }
 
 // collectEvery bounds how often a full GID table makes the driver read
-// every container's namespace (about 0.1 ms each) while it holds its lock.
+// every container's namespace (about 0.1 ms each).
 const defaultCollectEvery = 10 * time.Second
 
 // Sentinel errors, wrapped with the object's name.
@@ -173,6 +174,7 @@ func New(cfg Config) (*Driver, error) {
 		endpoints: make(map[string]*Endpoint),
 		busy:      make(map[string]chan struct{}),
 		reserved:  make(map[string]*Endpoint),
+		removing:  make(map[string]bool),
 		ifnames:   make(map[string]string),
 		stopping:  make(chan struct{}),
 

@@ -132,6 +132,9 @@ func (d *Driver) createDecide(req CreateEndpointRequest, ifname string) (*Networ
 		return nil, fmt.Errorf("%w: network %s is not known to rdma-macvlan (its state may have been lost): remove it with docker network rm and create it again",
 			ErrNetworkNotFound, ShortID(req.NetworkID))
 	}
+	if d.removing[n.ID] {
+		return nil, fmt.Errorf("%w: network %s is being removed: create the container on another network", ErrNetworkNotFound, ShortID(n.ID))
+	}
 	if e, ok := d.endpoints[req.EndpointID]; ok {
 		if e.NetworkID != req.NetworkID {
 			return nil, conflictf("endpoint %s already exists on network %s: remove the container using it, or retry to get a new endpoint ID", ShortID(e.ID), ShortID(e.NetworkID))
@@ -263,27 +266,20 @@ func (d *Driver) DeleteEndpoint(nid, eid string) error {
 		}
 		return err
 	}
-	d.gids.StopWatch(e.ID)
-	d.mu.Unlock()
-
-	err = d.deleteEndpointIO(e, log)
-
-	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err == nil {
-		d.forget(e)
-		log.WithField("ifname", e.Ifname).Info("endpoint deleted")
-	}
-	d.release(eid)
-	return err
+	defer d.release(eid)
+	return d.deleteClaimed(e, log)
 }
 
-// deleteEndpointLocked deletes e while the caller holds d.mu and the claim
-// on e (the paths that are not a container's life cycle: network removal,
-// the collection of endpoints never joined).
-func (d *Driver) deleteEndpointLocked(e *Endpoint, log *logrus.Entry) error {
+// deleteClaimed deletes endpoint e, whose claim the caller holds, with
+// d.mu: it stops e's GID watch, deletes its link and record without d.mu,
+// and forgets it. It returns with d.mu held again.
+func (d *Driver) deleteClaimed(e *Endpoint, log *logrus.Entry) error {
 	d.gids.StopWatch(e.ID)
-	if err := d.deleteEndpointIO(e, log); err != nil {
+	d.mu.Unlock()
+	err := d.deleteEndpointIO(e, log)
+	d.mu.Lock()
+	if err != nil {
 		return err
 	}
 	d.forget(e)

@@ -26,9 +26,8 @@ type CreateNetworkRequest struct {
 // CreateNetwork validates the options and the parent, creates the VLAN
 // sub-interface when the parent is IFNAME.VLAN and missing, writes the CDI
 // spec of the parent's HCA port and records the network. On any error
-// nothing is left behind. It holds d.netsMu throughout, and d.mu to check
-// the request against the other networks and to record the network, not
-// across the CDI file I/O.
+// nothing is left behind. It holds d.netsMu throughout, and d.mu only to
+// add the network to the driver's map (see claim.go).
 func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 	if err := checkID("network", req.NetworkID); err != nil {
 		return err
@@ -46,14 +45,13 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 	d.netsMu.Lock()
 	defer d.netsMu.Unlock()
 	log := d.logFor("CreateNetwork", logrus.Fields{"nid": ShortID(req.NetworkID), "parent": opts.Parent})
-	d.mu.Lock()
+	// No other call adds or removes a network until this one returns
+	// (d.netsMu): d.networks is read without d.mu, and what planNetwork
+	// finds stays true.
 	n, plan, err := d.planNetwork(req, opts, log)
-	d.mu.Unlock()
 	if err != nil || n == nil {
 		return err
 	}
-	// No other call adds or removes a network until this one returns
-	// (d.netsMu): what planNetwork found stays true without d.mu.
 	created := false
 	if plan.createVLAN {
 		if err := d.createVLAN(opts.Parent, plan.vlan); err != nil {
@@ -74,17 +72,14 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 		return err
 	}
 	crashPoint("create-network:cdi-written")
-	d.mu.Lock()
-	err = d.store.saveNetwork(n)
-	if err == nil {
-		crashPoint("create-network:state-written")
-		d.networks[n.ID] = n
-	}
-	d.mu.Unlock()
-	if err != nil {
+	if err := d.store.saveNetwork(n); err != nil {
 		d.removeCDIUnlessUsed(rinfo.cdiName(), n.ID, log)
 		return fmt.Errorf("save network %s: %w", ShortID(n.ID), err)
 	}
+	crashPoint("create-network:state-written")
+	d.mu.Lock()
+	d.networks[n.ID] = n
+	d.mu.Unlock()
 	log.WithFields(logrus.Fields{"mode": n.Mode, "mtu": n.MTU, "vlan_created": created, "ibdev": rinfo.HCA, "port": rinfo.Port}).Info("network created")
 	return nil
 }
@@ -92,7 +87,7 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 // planNetwork checks a CreateNetwork against the networks there are and the
 // host, changing nothing, and returns the network to create and how its
 // parent is to be made. It returns no network for a repeated CreateNetwork
-// of a known network (answered as done). Caller holds d.mu.
+// of a known network (answered as done). Caller holds d.netsMu.
 func (d *Driver) planNetwork(req CreateNetworkRequest, opts NetworkOptions, log *logrus.Entry) (*Network, parentPlan, error) {
 	if n, ok := d.networks[req.NetworkID]; ok {
 		// A repeated CreateNetwork (a retry, or a network restored from
@@ -173,7 +168,7 @@ func checkSubnets(subnets []Subnet, v6 bool) error {
 }
 
 // checkParentConflicts enforces that a passthru network has its parent to
-// itself.
+// itself. Caller holds d.netsMu.
 func (d *Driver) checkParentConflicts(parent, mode string) error {
 	for _, other := range d.networks {
 		if other.Parent != parent {
@@ -278,7 +273,7 @@ func checkParentLink(name string, l netns.Link) error {
 }
 
 // ownsVLAN reports whether a network of the driver created (or shares) the
-// VLAN sub-interface called name. Caller holds d.mu.
+// VLAN sub-interface called name. Caller holds d.netsMu.
 func (d *Driver) ownsVLAN(name string) bool {
 	for _, n := range d.networks {
 		if n.Parent == name && n.VLAN != nil && n.VLAN.Created {
@@ -291,8 +286,8 @@ func (d *Driver) ownsVLAN(name string) bool {
 // DeleteNetwork removes the network, the links of any endpoints it still has
 // and, with the last network using it, the VLAN sub-interface the driver
 // created and the CDI spec of its HCA port. An unknown network is not an
-// error. It holds d.netsMu throughout, and d.mu for all but the CDI file
-// I/O.
+// error. It holds d.netsMu throughout, and d.mu only to look at and change
+// the driver's maps (see claim.go).
 func (d *Driver) DeleteNetwork(nid string) error {
 	if err := checkID("network", nid); err != nil {
 		return err
@@ -300,9 +295,7 @@ func (d *Driver) DeleteNetwork(nid string) error {
 	d.netsMu.Lock()
 	defer d.netsMu.Unlock()
 	log := d.logFor("DeleteNetwork", logrus.Fields{"nid": ShortID(nid)})
-	d.mu.Lock()
-	n, err := d.deleteNetworkLocked(nid, log)
-	d.mu.Unlock()
+	n, err := d.removeNetwork(nid, log)
 	if err != nil || n == nil {
 		return err
 	}
@@ -313,16 +306,26 @@ func (d *Driver) DeleteNetwork(nid string) error {
 	return nil
 }
 
-// deleteNetworkLocked is DeleteNetwork but for the CDI spec: it returns the
-// network it deleted, nil if there was none. Caller holds d.mu.
-func (d *Driver) deleteNetworkLocked(nid string, log *logrus.Entry) (*Network, error) {
+// removeNetwork is DeleteNetwork but for the CDI spec: it returns the
+// network it deleted, nil if there was none. Caller holds d.netsMu.
+func (d *Driver) removeNetwork(nid string, log *logrus.Entry) (*Network, error) {
 	n, ok := d.networks[nid]
 	if !ok {
 		log.Debug("network not known; nothing to delete")
 		return nil, nil
 	}
-	// Endpoints being created or changed are waited for, then deleted.
+	// No endpoint is created on it from now on; those being created or
+	// changed are waited for, then deleted.
+	d.mu.Lock()
+	d.removing[nid] = true
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.removing, nid)
+		d.mu.Unlock()
+	}()
 	for {
+		d.mu.Lock()
 		var ids []string
 		for _, m := range []map[string]*Endpoint{d.endpoints, d.reserved} {
 			for id, e := range m {
@@ -331,21 +334,15 @@ func (d *Driver) deleteNetworkLocked(nid string, log *logrus.Entry) (*Network, e
 				}
 			}
 		}
+		d.mu.Unlock()
 		if len(ids) == 0 {
 			break
 		}
 		for _, id := range ids {
-			d.claim(id)
-			var err error
-			if e, ok := d.endpoints[id]; ok && e.NetworkID == nid {
-				err = d.deleteEndpointLocked(e, log)
-			}
-			d.release(id)
-			if err != nil {
+			if err := d.deleteOf(nid, id, log); err != nil {
 				return nil, err
 			}
 		}
-		// No other call deletes the network meanwhile (d.netsMu).
 	}
 	if n.VLAN != nil && n.VLAN.Created && !d.parentUsedByOthers(n) {
 		if err := d.deleteOwnedVLAN(n); err != nil {
@@ -358,10 +355,26 @@ func (d *Driver) deleteNetworkLocked(nid string, log *logrus.Entry) (*Network, e
 		return nil, fmt.Errorf("delete state of network %s: %w", ShortID(nid), err)
 	}
 	crashPoint("delete-network:state-deleted")
+	d.mu.Lock()
 	delete(d.networks, nid)
+	d.mu.Unlock()
 	return n, nil
 }
 
+// deleteOf deletes endpoint eid if it is one of network nid's, once the
+// call that works on it (its CreateEndpoint, say) is done.
+func (d *Driver) deleteOf(nid, eid string, log *logrus.Entry) error {
+	e, _ := d.claimEndpoint(nid, eid)
+	if e == nil {
+		return nil // gone meanwhile
+	}
+	defer d.mu.Unlock()
+	defer d.release(eid)
+	return d.deleteClaimed(e, log)
+}
+
+// parentUsedByOthers reports whether another network has n's parent.
+// Caller holds d.netsMu.
 func (d *Driver) parentUsedByOthers(n *Network) bool {
 	for _, o := range d.networks {
 		if o.ID != n.ID && o.Parent == n.Parent {

@@ -164,7 +164,7 @@ func (d *Driver) ownCDI(name string) error {
 }
 
 // cdiUsedByOthers reports whether a network other than except uses the
-// CDI device name. Caller holds d.mu.
+// CDI device name. Caller holds d.netsMu.
 func (d *Driver) cdiUsedByOthers(name, except string) bool {
 	for _, n := range d.networks {
 		if n.ID != except && n.RDMA != nil && n.RDMA.cdiName() == name {
@@ -178,10 +178,7 @@ func (d *Driver) cdiUsedByOthers(name, except string) bool {
 // network but except uses it and it is this instance's. Caller holds
 // d.netsMu, so that no network takes the name up meanwhile, and not d.mu.
 func (d *Driver) removeCDIUnlessUsed(name, except string, log *logrus.Entry) {
-	d.mu.Lock()
-	used := d.cdiUsedByOthers(name, except)
-	d.mu.Unlock()
-	if used {
+	if d.cdiUsedByOthers(name, except) {
 		return
 	}
 	log = log.WithField("cdi_device", name)
@@ -197,20 +194,19 @@ func (d *Driver) removeCDIUnlessUsed(name, except string, log *logrus.Entry) {
 	log.Info("cdi spec removed")
 }
 
-// fillCDINames gives the records of versions before per-port CDI device
-// names the name of their HCA port. Caller holds d.mu.
-func (d *Driver) fillCDINames(log *logrus.Entry) {
-	for _, n := range d.networks {
-		if n.RDMA == nil || n.RDMA.CDIName != "" {
-			continue
-		}
-		name, err := cdi.NameOnHost(d.rdma, n.RDMA.HCA, n.RDMA.Port)
-		if err != nil {
-			log.WithError(err).WithField("nid", ShortID(n.ID)).Warn("cannot tell the CDI device name of the network's HCA port; keeping the HCA's name")
-			name = n.RDMA.HCA
-		}
-		n.RDMA.CDIName = name
+// fillCDIName gives the record n of a version before per-port CDI device
+// names the name of its HCA port. It reads sysfs: restore calls it before
+// the driver knows n.
+func (d *Driver) fillCDIName(n *Network, log *logrus.Entry) {
+	if n.RDMA == nil || n.RDMA.CDIName != "" {
+		return
 	}
+	name, err := cdi.NameOnHost(d.rdma, n.RDMA.HCA, n.RDMA.Port)
+	if err != nil {
+		log.WithError(err).WithField("nid", ShortID(n.ID)).Warn("cannot tell the CDI device name of the network's HCA port; keeping the HCA's name")
+		name = n.RDMA.HCA
+	}
+	n.RDMA.CDIName = name
 }
 
 // reconcileCDI rewrites the specs of restored networks (the device numbers
@@ -227,13 +223,11 @@ func (d *Driver) reconcileCDI(log *logrus.Entry) {
 		r   NetworkRDMA
 	}
 	var ports []port
-	d.mu.Lock()
 	for id, n := range d.networks {
 		if n.RDMA != nil {
 			ports = append(ports, port{id, *n.RDMA})
 		}
 	}
-	d.mu.Unlock()
 	sort.Slice(ports, func(i, j int) bool { return ports[i].nid < ports[j].nid })
 	used := map[string]bool{}
 	written := map[string]bool{}

@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,12 +87,10 @@ func (d *Driver) clearStaleLink(name string) error {
 
 // restore loads the state and makes the host agree with it. Problems with
 // single objects are logged and skipped: the daemon keeps serving the others.
-// It holds d.mu.
+// It runs before the driver serves any call, and holds d.mu only to fill
+// and read the driver's maps (the watches it resumes may finish, and change
+// them, before it is done).
 func (d *Driver) restore() error {
-	// Held throughout: the watches resumed below may finish, and change the
-	// driver's maps, before the restore is done.
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	// Entries of endpoints found ready before the restart count as held
 	// until a table read after this moment shows them.
 	started := time.Now()
@@ -109,6 +108,10 @@ func (d *Driver) restore() error {
 			// parent's MTU at creation; the user asked for none.
 			n.MTU = 0
 		}
+		d.fillCDIName(n, log)
+	}
+	d.mu.Lock()
+	for _, n := range nets {
 		d.networks[n.ID] = n
 	}
 	for _, e := range eps {
@@ -118,22 +121,21 @@ func (d *Driver) restore() error {
 		}
 		d.addEndpoint(e, started)
 	}
-	for _, n := range d.networks {
+	d.mu.Unlock()
+	for _, n := range nets {
 		if n.VLAN != nil && n.VLAN.Created {
 			d.restoreVLAN(n, log)
 		}
 	}
-	// The CDI specs are reconciled after, without d.mu (see New).
-	d.fillCDINames(log)
+	// The CDI specs are reconciled after (see New).
 	d.collectGone(log)
+	var unjoined []string
+	d.mu.Lock()
 	for _, e := range d.endpoints {
 		// Watches do not survive a restart: resume those that were running.
 		if e.Sandbox != "" && !e.RDMAReady {
 			d.gids.Watch(e.ID)
 		}
-	}
-	var unjoined []string
-	for _, e := range d.endpoints {
 		if e.Sandbox == "" {
 			unjoined = append(unjoined, e.ID)
 		}
@@ -141,12 +143,16 @@ func (d *Driver) restore() error {
 	if len(unjoined) > 0 {
 		d.gcTimer = time.AfterFunc(d.grace, func() { d.deleteUnjoined(unjoined) })
 	}
+	d.mu.Unlock()
 	swept, err := d.sweepOrphans(log)
 	if err != nil {
 		// Not fatal: the links stay until the next start.
 		log.WithError(err).Warn("could not sweep orphan links")
 	}
-	log.WithFields(logrus.Fields{"networks": len(d.networks), "endpoints": len(d.endpoints), "orphans_deleted": swept}).Info("state restored")
+	d.mu.Lock()
+	nn, ne := len(d.networks), len(d.endpoints)
+	d.mu.Unlock()
+	log.WithFields(logrus.Fields{"networks": nn, "endpoints": ne, "orphans_deleted": swept}).Info("state restored")
 	return nil
 }
 
@@ -154,19 +160,20 @@ func (d *Driver) restore() error {
 // sandbox: their CreateEndpoint answer was lost in a crash (Docker then
 // never joins nor deletes them), or their DeleteEndpoint was.
 func (d *Driver) deleteUnjoined(ids []string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	log := d.logFor("gc", nil)
 	for _, id := range ids {
+		d.mu.Lock()
 		d.claim(id)
 		e, ok := d.endpoints[id]
 		if !ok || e.Sandbox != "" {
 			d.release(id)
+			d.mu.Unlock()
 			continue
 		}
 		l := log.WithFields(logrus.Fields{"eid": ShortID(id), "nid": ShortID(e.NetworkID)})
-		err := d.deleteEndpointLocked(e, l)
+		err := d.deleteClaimed(e, l)
 		d.release(id)
+		d.mu.Unlock()
 		if err != nil {
 			l.WithError(err).Warn("could not delete an endpoint never joined since the restart")
 			continue
@@ -209,6 +216,7 @@ func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("list links: %w", err)
 	}
+	d.mu.Lock()
 	owned := make(map[string]bool, len(d.endpoints))
 	for _, e := range d.endpoints {
 		owned[e.Ifname] = true
@@ -217,6 +225,7 @@ func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
 	for _, n := range d.networks {
 		owned[n.Parent] = true
 	}
+	d.mu.Unlock()
 	n := 0
 	for _, l := range links {
 		ours := l.Alias == d.owner && !owned[l.Name] &&
@@ -239,8 +248,9 @@ func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
 // at most every collectEvery.
 func (d *Driver) collectIfDue(log *logrus.Entry) int {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if time.Since(d.lastCollect) < d.collectEvery {
+	due := time.Since(d.lastCollect) >= d.collectEvery
+	d.mu.Unlock()
+	if !due {
 		return 0
 	}
 	return d.collectGone(log)
@@ -256,7 +266,8 @@ func (d *Driver) collectIfDue(log *logrus.Entry) int {
 // namespace one for as long as it exists, and the kernel destroys the
 // macvlan with the namespace. When other namespaces cannot be read, or a link
 // there carries this driver's mark with a MAC no endpoint has (so matching
-// by MAC cannot be trusted), nothing is collected. Caller holds d.mu.
+// by MAC cannot be trusted), nothing is collected. It reads the kernel
+// without d.mu, and deletes each record under the endpoint's claim.
 func (d *Driver) collectGone(log *logrus.Entry) int {
 	// One dump of the host's links instead of a look-up per endpoint (a
 	// thousand of them at start-up).
@@ -271,30 +282,35 @@ func (d *Driver) collectGone(log *logrus.Entry) int {
 		}
 		inHost = func(name string) bool { return names[name] }
 	}
-	var cand []*Endpoint
+	type candidate struct {
+		e                         *Endpoint
+		ifname, mac, nid, sandbox string
+	}
+	var cand []candidate
+	d.mu.Lock()
+	byMAC := make(map[string]bool, len(d.endpoints))
 	for _, e := range d.endpoints {
+		byMAC[e.MAC] = true
 		if e.Sandbox == "" {
 			continue // not in a container: the unjoined grace handles it
 		}
 		if d.busy[e.ID] != nil {
 			continue // a call is changing it: not gone
 		}
-		if !inHost(e.Ifname) {
-			cand = append(cand, e)
-		}
+		cand = append(cand, candidate{e, e.Ifname, e.MAC, e.NetworkID, e.Sandbox})
 	}
+	d.mu.Unlock()
+	cand = slices.DeleteFunc(cand, func(c candidate) bool { return inHost(c.ifname) })
 	if len(cand) == 0 {
 		return 0
 	}
+	d.mu.Lock()
 	d.lastCollect = time.Now()
+	d.mu.Unlock()
 	peers, err := d.links.PeerLinks(d.owner)
 	if err != nil {
 		log.WithError(err).Warn("cannot read other network namespaces; endpoints of removed containers are kept")
 		return 0
-	}
-	byMAC := make(map[string]bool, len(d.endpoints))
-	for _, e := range d.endpoints {
-		byMAC[e.MAC] = true
 	}
 	alive := make(map[string]bool, len(peers))
 	for _, l := range peers {
@@ -307,26 +323,41 @@ func (d *Driver) collectGone(log *logrus.Entry) int {
 		alive[mac] = true
 	}
 	collected := 0
-	for _, e := range cand {
-		if alive[e.MAC] {
+	for _, c := range cand {
+		if alive[c.mac] {
 			continue
 		}
 		// Moved back to the host (a Leave under way) while we looked?
-		if _, err := d.links.LinkByName(e.Ifname); !errors.Is(err, netns.ErrLinkNotFound) {
+		if _, err := d.links.LinkByName(c.ifname); !errors.Is(err, netns.ErrLinkNotFound) {
 			continue
 		}
-		if d.busy[e.ID] != nil {
-			continue
+		elog := log.WithFields(logrus.Fields{"eid": ShortID(c.e.ID), "nid": ShortID(c.nid), "sandbox": c.sandbox})
+		if d.collect(c.e, elog) {
+			collected++
 		}
-		d.gids.StopWatch(e.ID)
-		elog := log.WithFields(logrus.Fields{"eid": ShortID(e.ID), "nid": ShortID(e.NetworkID), "sandbox": e.Sandbox})
-		if err := d.store.deleteEndpoint(e.ID); err != nil {
-			elog.WithError(err).Warn("could not delete the record of an endpoint whose container is gone")
-			continue
-		}
-		d.forget(e)
-		collected++
-		elog.Warn("endpoint collected: its container is gone (removed while rdma-macvlan was not running); its GID entries are free again")
 	}
 	return collected
+}
+
+// collect deletes the record of endpoint e, found gone, unless a call has
+// begun to work on it, or changed it, since.
+func (d *Driver) collect(e *Endpoint, log *logrus.Entry) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.busy[e.ID] != nil || d.endpoints[e.ID] != e || e.Sandbox == "" {
+		return false
+	}
+	d.claim(e.ID) // not busy: no wait
+	defer d.release(e.ID)
+	d.gids.StopWatch(e.ID)
+	d.mu.Unlock()
+	err := d.store.deleteEndpoint(e.ID)
+	d.mu.Lock()
+	if err != nil {
+		log.WithError(err).Warn("could not delete the record of an endpoint whose container is gone")
+		return false
+	}
+	d.forget(e)
+	log.Warn("endpoint collected: its container is gone (removed while rdma-macvlan was not running); its GID entries are free again")
+	return true
 }
