@@ -1,7 +1,23 @@
-// Package driver is the domain of rdma-macvlan: networks, endpoints, join and
-// leave, option validation, persistent state and reconciliation after a
-// restart. It knows nothing of HTTP; the plugin package adapts it to Docker's
-// remote driver protocol.
+// Package driver is rdma-macvlan's network driver: Docker's calls on
+// networks and endpoints, the registry of both, the claims that order the
+// calls on one endpoint, the records of both in the state directory and
+// the reconciliation of the host with them at start. It knows nothing of
+// HTTP (package plugin adapts it to Docker's remote driver protocol), and
+// the GID accounting of the RDMA ports is package gid's tracker.
+//
+// One job a file: driver.go (Config, New, Close), claim.go (the lock rule
+// and the claim on an endpoint), network.go (CreateNetwork,
+// DeleteNetwork), parent.go (a network's parent and its VLAN), detect.go
+// (the RDMA port behind a parent), cdi.go (the life cycle of the CDI
+// specs), endpoint.go (CreateEndpoint, DeleteEndpoint, EndpointInfo),
+// join.go, leave.go, strict.go (gid_check=strict), gids.go (what the
+// driver asks of the GID tracker and how it records a watch's outcome),
+// status.go (/v1/status), options.go (-o and driver-opt options), ids.go
+// (IDs and link names), requests.go (checks of what a request carries),
+// retry.go (a repeated CreateNetwork), records.go (the persisted
+// records), store.go (the state directory), restore.go (the start),
+// collect.go (endpoints of removed containers), owner.go (the owner
+// mark), errors.go (the kinds of refusal), crash.go (crash points).
 package driver
 
 import (

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
@@ -331,27 +330,4 @@ func (d *Driver) EndpointInfo(nid, eid string) (map[string]string, error) {
 		"macvlan_mode": e.Mode,
 		"mtu":          fmt.Sprint(e.MTU),
 	}, nil
-}
-
-// checkAddress refuses an endpoint address from IPAM ("" is none) that is not
-// in CIDR form, or not of its field's family: Docker's IPAM gives the IPv4
-// address in Address and the IPv6 one in AddressIPv6, and the GID entries
-// admission counts, and those the watch waits for, follow the field.
-func checkAddress(a string, v6 bool) error {
-	if a == "" {
-		return nil
-	}
-	if _, _, err := net.ParseCIDR(a); err != nil {
-		return badRequestf("address %q from IPAM is not in CIDR form (like 192.168.7.2/24)", truncate(a, 80))
-	}
-	// The text tells the family: an IPv6 address always has a colon, an
-	// IPv4 one never (an IPv4-mapped ::ffff:a.b.c.d is IPv6 text).
-	if isV6 := strings.Contains(a, ":"); isV6 != v6 {
-		field, other, want, otherField := "Address", "IPv6", "IPv4", "AddressIPv6"
-		if v6 {
-			field, other, want, otherField = "AddressIPv6", "IPv4", "IPv6", "Address"
-		}
-		return badRequestf("address %q from IPAM is an %s address in the %s field (%s): IPAM gives %s addresses in %s", truncate(a, 80), other, want, field, other, otherField)
-	}
-	return nil
 }

@@ -2,15 +2,10 @@ package driver
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
-	"net"
-	"strings"
 	"time"
 
-	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
 )
 
 // CreateNetworkRequest is the typed form of Docker's CreateNetwork.
@@ -141,148 +136,6 @@ func (d *Driver) planNetwork(req CreateNetworkRequest, opts NetworkOptions, log 
 	}, plan, nil
 }
 
-// checkSubnets refuses IPAM data that is not what Docker's IPAM sends: pools
-// in CIDR form of the right family, gateways inside their pool.
-func checkSubnets(subnets []Subnet, v6 bool) error {
-	family := "IPv4"
-	if v6 {
-		family = "IPv6"
-	}
-	for _, s := range subnets {
-		ip, pool, err := net.ParseCIDR(s.Pool)
-		if err != nil || (ip.To4() == nil) != v6 {
-			return invalidf("%s pool %q is not an %s subnet in CIDR form (like %s): check --subnet", family, truncate(s.Pool, 80), family, map[bool]string{false: "192.168.7.0/24", true: "fd00:7::/64"}[v6])
-		}
-		if s.Gateway == "" {
-			continue
-		}
-		gw, _, err := net.ParseCIDR(s.Gateway)
-		if err != nil {
-			gw = net.ParseIP(s.Gateway)
-		}
-		if gw == nil || !pool.Contains(gw) {
-			return invalidf("%s gateway %q is not an address in pool %s: check --gateway", family, truncate(s.Gateway, 80), s.Pool)
-		}
-	}
-	return nil
-}
-
-// checkParentConflicts enforces that a passthru network has its parent to
-// itself. Caller holds d.netsMu.
-func (d *Driver) checkParentConflicts(parent, mode string) error {
-	for _, other := range d.networks {
-		if other.Parent != parent {
-			continue
-		}
-		if other.Mode == ModePassthru {
-			return conflictf("parent %q is taken by network %s in passthru mode, which allows no other network on it: use another parent, or a VLAN (-o parent=%s.<vlan id>)",
-				parent, ShortID(other.ID), parent)
-		}
-		if mode == ModePassthru {
-			return conflictf("macvlan_mode=passthru needs parent %q to itself, but network %s uses it: use -o macvlan_mode=bridge, or another parent",
-				parent, ShortID(other.ID))
-		}
-	}
-	return nil
-}
-
-// parentPlan is what CreateNetwork learned about a parent before changing
-// anything.
-type parentPlan struct {
-	vlan       *VLAN  // nil: not a VLAN sub-interface
-	createVLAN bool   // the VLAN sub-interface is missing and will be created
-	mtu        int    // the largest MTU a child may have
-	mtuOf      string // the link that MTU comes from
-}
-
-// planParent checks the parent (or, for a missing IFNAME.VLAN, its lower
-// device and VLAN id) without changing anything.
-func (d *Driver) planParent(name string) (parentPlan, error) {
-	link, err := d.links.LinkByName(name)
-	switch {
-	case err == nil:
-		if err := checkParentLink(name, link); err != nil {
-			return parentPlan{}, err
-		}
-		plan := parentPlan{mtu: link.MTU, mtuOf: name}
-		if link.Kind == "vlan" {
-			// Ours when it carries our mark (a crash after creating it
-			// lost the network's record) or another network shares it.
-			plan.vlan = &VLAN{ID: link.VLANID, Created: link.Alias == d.owner || d.ownsVLAN(name)}
-			if lower, err := d.links.LinkByIndex(link.ParentIndex); err == nil {
-				plan.vlan.Lower = lower.Name
-			}
-		}
-		return plan, nil
-	case !errors.Is(err, netns.ErrLinkNotFound):
-		return parentPlan{}, fmt.Errorf("look up parent %q: %w", name, err)
-	}
-
-	lowerName, id, isVLAN := splitVLAN(name)
-	if !isVLAN {
-		return parentPlan{}, invalidf("parent %q not found (check: ip link show): pass -o parent=<RoCE netdev>, or <netdev>.<vlan id> to have a VLAN sub-interface created",
-			name)
-	}
-	if id < 1 || id > maxVLANID {
-		return parentPlan{}, invalidf("parent %q: VLAN id %d is outside 1-%d: use a VLAN id in that range", name, id, maxVLANID)
-	}
-	lower, err := d.links.LinkByName(lowerName)
-	if errors.Is(err, netns.ErrLinkNotFound) {
-		return parentPlan{}, invalidf("parent %q: its lower device %q not found (check: ip link show): pass -o parent=<RoCE netdev>.%d",
-			name, lowerName, id)
-	}
-	if err != nil {
-		return parentPlan{}, fmt.Errorf("look up %q, lower device of parent %q: %w", lowerName, name, err)
-	}
-	if err := checkParentLink(lowerName, lower); err != nil {
-		return parentPlan{}, err
-	}
-	return parentPlan{
-		vlan:       &VLAN{Lower: lowerName, ID: id, Created: true},
-		createVLAN: true,
-		mtu:        lower.MTU, // a new VLAN sub-interface takes its lower device's MTU
-		mtuOf:      lowerName,
-	}, nil
-}
-
-// createVLAN creates the VLAN sub-interface name for v.
-func (d *Driver) createVLAN(name string, v *VLAN) error {
-	_, err := d.links.CreateVLAN(name, v.Lower, v.ID, d.owner)
-	if errors.Is(err, unix.EOPNOTSUPP) {
-		return fmt.Errorf("create VLAN sub-interface %s: this kernel has no 802.1Q VLAN support (CONFIG_VLAN_8021Q): load it (modprobe 8021q), or create the VLAN yourself and pass it as parent: %w", name, err)
-	}
-	if err != nil {
-		return fmt.Errorf("create VLAN sub-interface %s (id %d on %s): %w", name, v.ID, v.Lower, err)
-	}
-	d.log.WithFields(logrus.Fields{"parent": name, "lower": v.Lower, "vlan": v.ID}).Info("vlan sub-interface created")
-	return nil
-}
-
-// checkParentLink refuses links a macvlan cannot (or must not) hang off.
-func checkParentLink(name string, l netns.Link) error {
-	switch {
-	case l.Loopback():
-		return invalidf("parent %q is a loopback device: pass -o parent=<RoCE netdev>", name)
-	case !l.Ethernet():
-		return invalidf("parent %q is not an Ethernet device (link type %s); RoCE and macvlan need Ethernet: pass -o parent=<RoCE netdev>",
-			name, l.EncapType)
-	case l.Kind == "macvlan" && strings.HasPrefix(name, LinkPrefix):
-		return invalidf("parent %q is a container link made by rdma-macvlan: pass -o parent=<RoCE netdev>", name)
-	}
-	return nil
-}
-
-// ownsVLAN reports whether a network of the driver created (or shares) the
-// VLAN sub-interface called name. Caller holds d.netsMu.
-func (d *Driver) ownsVLAN(name string) bool {
-	for _, n := range d.networks {
-		if n.Parent == name && n.VLAN != nil && n.VLAN.Created {
-			return true
-		}
-	}
-	return false
-}
-
 // DeleteNetwork removes the network, the links of any endpoints it still has
 // and, with the last network using it, the VLAN sub-interface the driver
 // created and the CDI spec of its HCA port. An unknown network is not an
@@ -373,34 +226,13 @@ func (d *Driver) deleteOf(nid, eid string, log *logrus.Entry) error {
 	return d.deleteClaimed(e, log)
 }
 
-// parentUsedByOthers reports whether another network has n's parent.
-// Caller holds d.netsMu.
-func (d *Driver) parentUsedByOthers(n *Network) bool {
-	for _, o := range d.networks {
-		if o.ID != n.ID && o.Parent == n.Parent {
-			return true
-		}
-	}
-	return false
-}
-
-// deleteOwnedVLAN deletes n's VLAN sub-interface if it is still the one the
-// driver made: a VLAN with the same id and this instance's mark.
-func (d *Driver) deleteOwnedVLAN(n *Network) error {
-	l, err := d.links.LinkByName(n.Parent)
-	if errors.Is(err, netns.ErrLinkNotFound) {
+func optionMap(opts []Option) map[string]string {
+	if len(opts) == 0 {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("look up vlan sub-interface %s: %w", n.Parent, err)
+	m := make(map[string]string, len(opts))
+	for _, o := range opts {
+		m[o.Key] = o.Value
 	}
-	if l.Kind != "vlan" || l.VLANID != n.VLAN.ID || l.Alias != d.owner {
-		d.log.WithFields(logrus.Fields{"op": "DeleteNetwork", "parent": n.Parent, "kind": l.Kind, "ifalias": l.Alias}).
-			Warn("parent is no longer the vlan sub-interface this rdma-macvlan instance created; leaving it")
-		return nil
-	}
-	if err := d.links.DeleteLink(n.Parent); err != nil {
-		return fmt.Errorf("delete vlan sub-interface %s: %w", n.Parent, err)
-	}
-	return nil
+	return m
 }

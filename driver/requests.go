@@ -1,10 +1,8 @@
 package driver
 
 import (
-	"fmt"
 	"net"
 	"path/filepath"
-	"slices"
 	"strings"
 )
 
@@ -40,84 +38,51 @@ func checkEndpointNetwork(e *Endpoint, nid string) error {
 		ShortID(e.ID), ShortID(e.NetworkID), ShortID(nid))
 }
 
-// sameNetwork reports why a CreateNetwork for the known network n asks for
-// something else than n is, or nil when it is a retry of the request that
-// created n. What counts is what the driver acts on: the parsed, validated
-// options (so option order, defaults given explicitly and keys the engine
-// adds and the driver ignores make no difference), the subnets (pools and
-// gateways compared as networks and addresses), IPv6 and internal.
-func sameNetwork(n *Network, opts NetworkOptions, req CreateNetworkRequest) error {
-	var stored []Option
-	for k, v := range n.Options {
-		stored = append(stored, Option{Key: k, Value: v})
+// checkSubnets refuses IPAM data that is not what Docker's IPAM sends: pools
+// in CIDR form of the right family, gateways inside their pool.
+func checkSubnets(subnets []Subnet, v6 bool) error {
+	family := "IPv4"
+	if v6 {
+		family = "IPv6"
 	}
-	old, err := ParseNetworkOptions(stored)
-	if err != nil {
-		// A record from a daemon with other option rules: compare what it
-		// recorded.
-		old = NetworkOptions{Parent: n.Parent, Mode: n.Mode, RDMADevice: n.RDMADevice, GIDCheck: n.GIDCheck}
-		if _, ok := n.Options[OptMTU]; ok {
-			old.MTU = n.MTU
+	for _, s := range subnets {
+		ip, pool, err := net.ParseCIDR(s.Pool)
+		if err != nil || (ip.To4() == nil) != v6 {
+			return invalidf("%s pool %q is not an %s subnet in CIDR form (like %s): check --subnet", family, truncate(s.Pool, 80), family, map[bool]string{false: "192.168.7.0/24", true: "fd00:7::/64"}[v6])
+		}
+		if s.Gateway == "" {
+			continue
+		}
+		gw, _, err := net.ParseCIDR(s.Gateway)
+		if err != nil {
+			gw = net.ParseIP(s.Gateway)
+		}
+		if gw == nil || !pool.Contains(gw) {
+			return invalidf("%s gateway %q is not an address in pool %s: check --gateway", family, truncate(s.Gateway, 80), s.Pool)
 		}
 	}
-	var diff []string
-	add := func(what, was, now string) {
-		if was != now {
-			diff = append(diff, fmt.Sprintf("%s %s (asked: %s)", what, orNone(was), orNone(now)))
-		}
-	}
-	add(OptParent, old.Parent, opts.Parent)
-	add(OptMode, old.Mode, opts.Mode)
-	add(OptMTU, mtuText(old.MTU), mtuText(opts.MTU))
-	add(OptRDMADevice, old.RDMADevice, opts.RDMADevice)
-	add(OptGIDCheck, old.GIDCheck, opts.GIDCheck)
-	add("IPv4 subnets", subnetText(n.IPv4), subnetText(req.IPv4))
-	add("IPv6 subnets", subnetText(n.IPv6), subnetText(req.IPv6))
-	add("enable_ipv6", fmt.Sprint(n.EnableIPv6), fmt.Sprint(req.EnableIPv6))
-	add("internal", fmt.Sprint(n.Internal), fmt.Sprint(req.Internal))
-	if len(diff) == 0 {
+	return nil
+}
+
+// checkAddress refuses an endpoint address from IPAM ("" is none) that is not
+// in CIDR form, or not of its field's family: Docker's IPAM gives the IPv4
+// address in Address and the IPv6 one in AddressIPv6, and the GID entries
+// admission counts, and those the watch waits for, follow the field.
+func checkAddress(a string, v6 bool) error {
+	if a == "" {
 		return nil
 	}
-	return conflictf("network %s already exists with other settings: %s; remove it (docker network rm) before creating it with new ones",
-		ShortID(n.ID), strings.Join(diff, ", "))
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
+	if _, _, err := net.ParseCIDR(a); err != nil {
+		return badRequestf("address %q from IPAM is not in CIDR form (like 192.168.7.2/24)", truncate(a, 80))
 	}
-	return s
-}
-
-func mtuText(mtu int) string {
-	if mtu == 0 {
-		return "the parent's"
-	}
-	return fmt.Sprint(mtu)
-}
-
-// subnetText is a canonical form of subnets: each pool as its network and
-// gateway as an address, sorted.
-func subnetText(subnets []Subnet) string {
-	var out []string
-	for _, s := range subnets {
-		p := s.Pool
-		if _, n, err := net.ParseCIDR(s.Pool); err == nil {
-			p = n.String()
+	// The text tells the family: an IPv6 address always has a colon, an
+	// IPv4 one never (an IPv4-mapped ::ffff:a.b.c.d is IPv6 text).
+	if isV6 := strings.Contains(a, ":"); isV6 != v6 {
+		field, other, want, otherField := "Address", "IPv6", "IPv4", "AddressIPv6"
+		if v6 {
+			field, other, want, otherField = "AddressIPv6", "IPv4", "IPv6", "Address"
 		}
-		if s.Gateway != "" {
-			gw, _, err := net.ParseCIDR(s.Gateway)
-			if err != nil {
-				gw = net.ParseIP(s.Gateway)
-			}
-			if gw != nil {
-				p += " gateway " + gw.String()
-			} else {
-				p += " gateway " + s.Gateway
-			}
-		}
-		out = append(out, p)
+		return badRequestf("address %q from IPAM is an %s address in the %s field (%s): IPAM gives %s addresses in %s", truncate(a, 80), other, want, field, other, otherField)
 	}
-	slices.Sort(out)
-	return strings.Join(out, "; ")
+	return nil
 }

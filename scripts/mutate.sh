@@ -49,13 +49,13 @@ mutant refusal-on-snapshot driver/gid/admit.go "$gids" '' \
   'if false && !full && how != readFull {'
 # The orphan sweep at start: deletes this instance's unrecorded links, keeps
 # recorded ones.
-mutant orphan-sweep-disabled driver/reconcile.go "$unit" '' \
+mutant orphan-sweep-disabled driver/restore.go "$unit" '' \
   'd.sweepOrphans(log)' \
   '0, error(nil)'
-mutant orphan-sweep-ignores-records driver/reconcile.go "$unit" '' \
+mutant orphan-sweep-ignores-records driver/restore.go "$unit" '' \
   'owned[e.Ifname] = true' \
   'owned[e.Ifname] = false'
-mutant orphan-sweep-ignores-owner driver/reconcile.go "$unit" '' \
+mutant orphan-sweep-ignores-owner driver/restore.go "$unit" '' \
   'ours := l.Alias == d.owner' \
   'ours := true'
 # The CDI spec holds uverbs and rdma_cm only: never umad (fabric management).
@@ -67,11 +67,11 @@ mutant wrong-gid-index driver/gid/expect.go "$gids" '' \
   'Entry{Index: i,' \
   'Entry{Index: i + 1,'
 # -o rdma_device picks the named device among a parent's candidates.
-mutant override-picks-another-device driver/rdma.go "$unit" '' \
+mutant override-picks-another-device driver/detect.go "$unit" '' \
   'if c.HCA == override {' \
   'if c.HCA != override {'
 # The exclusive RDMA netns mode is refused.
-mutant exclusive-netns-accepted driver/rdma.go "$unit" '' \
+mutant exclusive-netns-accepted driver/detect.go "$unit" '' \
   'if mode != rdma.NetnsShared {' \
   'if false && mode != rdma.NetnsShared {'
 # State files are private.
@@ -108,12 +108,12 @@ mutant delete-network-unserialized driver/network.go "$unit" 'TestCDISpecFollows
   'd.netsMu.Unlock()
 	log := d.logFor("DeleteNetwork"'
 # Join re-creates a link lost since CreateEndpoint.
-mutant join-does-not-recreate-link driver/joinleave.go "$unit" '' \
+mutant join-does-not-recreate-link driver/join.go "$unit" '' \
   'err = d.ensureLink(e, log)' \
   'err = error(nil)'
 # Every crash point is reached by the crash test (a point dropped from the
 # code is noticed).
-mutant crash-point-unreached driver/joinleave.go './cmd/rdma-macvlan/' 'TestPrivilegedCrashPoints' \
+mutant crash-point-unreached driver/join.go './cmd/rdma-macvlan/' 'TestPrivilegedCrashPoints' \
   'crashPoint("join:link-recreated")' \
   ''
 # docker rdma asks the engine the docker CLI would use, by the CLI's rules

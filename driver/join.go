@@ -113,45 +113,25 @@ func (d *Driver) ensureLink(e *Endpoint, log *logrus.Entry) error {
 	return nil
 }
 
-// Leave records that the endpoint left its sandbox; libnetwork moves the link
-// back to the host namespace and DeleteEndpoint removes it. An unknown
-// endpoint is not an error.
-func (d *Driver) Leave(nid, eid string) error {
-	if err := checkID("endpoint", eid); err != nil {
-		return err
-	}
-	log := d.logFor("Leave", logrus.Fields{"nid": ShortID(nid), "eid": ShortID(eid)})
-	e, err := d.claimEndpoint(nid, eid)
-	if e == nil {
-		if err == nil {
-			log.Debug("endpoint not known; nothing to leave")
-		}
-		return err
-	}
-	d.gids.StopWatch(eid)
-	if e.Sandbox == "" {
-		d.release(eid)
-		d.mu.Unlock()
-		return nil
-	}
-	// The link leaves the sandbox without its addresses: its GIDs go.
-	rec := *e
-	rec.Sandbox, rec.GIDs, rec.RDMAReady, rec.RDMAReason = "", nil, false, ""
-	d.mu.Unlock()
-
-	err = d.store.saveEndpointUnsynced(&rec)
-	if err == nil {
-		crashPoint("leave:state-written")
-	}
-
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	defer d.release(eid)
+// gatewayFor returns the gateway (plain IP) of the subnet of subnets that
+// holds the address addr (CIDR), or "" if none does.
+func gatewayFor(subnets []Subnet, addr string) string {
+	ip, _, err := net.ParseCIDR(addr)
 	if err != nil {
-		return fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
+		return ""
 	}
-	e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason = "", nil, false, ""
-	d.gids.Left(eid)
-	log.WithField("ifname", e.Ifname).Info("endpoint left")
-	return nil
+	for _, s := range subnets {
+		_, pool, err := net.ParseCIDR(s.Pool)
+		if err != nil || !pool.Contains(ip) || s.Gateway == "" {
+			continue
+		}
+		gw, _, err := net.ParseCIDR(s.Gateway)
+		if err != nil {
+			gw = net.ParseIP(s.Gateway)
+		}
+		if gw != nil {
+			return gw.String()
+		}
+	}
+	return ""
 }

@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"net"
 	"time"
 )
 
@@ -72,38 +71,4 @@ type Endpoint struct {
 	GIDs       []EndpointGID `json:"gids,omitempty"`
 	RDMAReady  bool          `json:"rdma_ready,omitempty"`
 	RDMAReason string        `json:"rdma_reason,omitempty"`
-}
-
-// gatewayFor returns the gateway (plain IP) of the subnet of subnets that
-// holds the address addr (CIDR), or "" if none does.
-func gatewayFor(subnets []Subnet, addr string) string {
-	ip, _, err := net.ParseCIDR(addr)
-	if err != nil {
-		return ""
-	}
-	for _, s := range subnets {
-		_, pool, err := net.ParseCIDR(s.Pool)
-		if err != nil || !pool.Contains(ip) || s.Gateway == "" {
-			continue
-		}
-		gw, _, err := net.ParseCIDR(s.Gateway)
-		if err != nil {
-			gw = net.ParseIP(s.Gateway)
-		}
-		if gw != nil {
-			return gw.String()
-		}
-	}
-	return ""
-}
-
-func optionMap(opts []Option) map[string]string {
-	if len(opts) == 0 {
-		return nil
-	}
-	m := make(map[string]string, len(opts))
-	for _, o := range opts {
-		m[o.Key] = o.Value
-	}
-	return m
 }

@@ -1,0 +1,169 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/sirupsen/logrus"
+)
+
+// restore loads the state and makes the host agree with it. Problems with
+// single objects are logged and skipped: the daemon keeps serving the others.
+// It runs before the driver serves any call, and holds d.mu only to fill
+// and read the driver's maps (the watches it resumes may finish, and change
+// them, before it is done).
+func (d *Driver) restore() error {
+	// Entries of endpoints found ready before the restart count as held
+	// until a table read after this moment shows them.
+	started := time.Now()
+	nets, eps, problems, err := d.store.load()
+	if err != nil {
+		return err
+	}
+	log := d.logFor("restore", nil)
+	for _, p := range problems {
+		log.WithError(p.Err).WithField("file", p.Path).Error("state file unusable; set aside, the objects in it are forgotten")
+	}
+	for _, n := range nets {
+		if n.MTU != 0 && n.Options[OptMTU] == "" && n.Options[OptEngineMTU] == "" {
+			// Records written before the MTU followed the parent hold the
+			// parent's MTU at creation; the user asked for none.
+			n.MTU = 0
+		}
+		d.fillCDIName(n, log)
+	}
+	d.mu.Lock()
+	for _, n := range nets {
+		d.networks[n.ID] = n
+	}
+	for _, e := range eps {
+		if _, ok := d.networks[e.NetworkID]; !ok {
+			log.WithFields(logrus.Fields{"eid": ShortID(e.ID), "nid": ShortID(e.NetworkID)}).
+				Warn("endpoint of an unknown network; kept so that its link can still be deleted")
+		}
+		d.addEndpoint(e, started)
+	}
+	d.mu.Unlock()
+	for _, n := range nets {
+		if n.VLAN != nil && n.VLAN.Created {
+			d.restoreVLAN(n, log)
+		}
+	}
+	// The CDI specs are reconciled after (see New).
+	d.collectGone(log)
+	var unjoined []string
+	d.mu.Lock()
+	for _, e := range d.endpoints {
+		// Watches do not survive a restart: resume those that were running.
+		if e.Sandbox != "" && !e.RDMAReady {
+			d.gids.Watch(e.ID)
+		}
+		if e.Sandbox == "" {
+			unjoined = append(unjoined, e.ID)
+		}
+	}
+	if len(unjoined) > 0 {
+		d.gcTimer = time.AfterFunc(d.grace, func() { d.deleteUnjoined(unjoined) })
+	}
+	d.mu.Unlock()
+	swept, err := d.sweepOrphans(log)
+	if err != nil {
+		// Not fatal: the links stay until the next start.
+		log.WithError(err).Warn("could not sweep orphan links")
+	}
+	d.mu.Lock()
+	nn, ne := len(d.networks), len(d.endpoints)
+	d.mu.Unlock()
+	log.WithFields(logrus.Fields{"networks": nn, "endpoints": ne, "orphans_deleted": swept}).Info("state restored")
+	return nil
+}
+
+// deleteUnjoined deletes the endpoints of ids that are still not in a
+// sandbox: their CreateEndpoint answer was lost in a crash (Docker then
+// never joins nor deletes them), or their DeleteEndpoint was.
+func (d *Driver) deleteUnjoined(ids []string) {
+	log := d.logFor("gc", nil)
+	for _, id := range ids {
+		d.mu.Lock()
+		d.claim(id)
+		e, ok := d.endpoints[id]
+		if !ok || e.Sandbox != "" {
+			d.release(id)
+			d.mu.Unlock()
+			continue
+		}
+		l := log.WithFields(logrus.Fields{"eid": ShortID(id), "nid": ShortID(e.NetworkID)})
+		err := d.deleteClaimed(e, l)
+		d.release(id)
+		d.mu.Unlock()
+		if err != nil {
+			l.WithError(err).Warn("could not delete an endpoint never joined since the restart")
+			continue
+		}
+		l.WithField("grace", d.grace).Info("endpoint never joined since the restart: deleted")
+	}
+}
+
+// restoreVLAN re-creates a VLAN sub-interface the driver owns that is
+// missing (after a reboot, say), and marks one made before the mark.
+func (d *Driver) restoreVLAN(n *Network, log *logrus.Entry) {
+	l, err := d.links.LinkByName(n.Parent)
+	log = log.WithFields(logrus.Fields{"nid": ShortID(n.ID), "parent": n.Parent})
+	if err == nil {
+		if l.Kind == "vlan" && l.VLANID == n.VLAN.ID && l.Alias == "" {
+			// Made by the release before the mark: the record says ours.
+			if err := d.links.SetAlias(n.Parent, d.owner); err != nil {
+				log.WithError(err).Warn("could not mark the vlan sub-interface as this instance's; it stays when its networks go")
+			}
+		}
+		return
+	}
+	if !errors.Is(err, netns.ErrLinkNotFound) {
+		log.WithError(err).Warn("could not look up vlan sub-interface")
+		return
+	}
+	if err := d.createVLAN(n.Parent, n.VLAN); err != nil {
+		log.WithError(err).Error("could not re-create vlan sub-interface; containers on this network cannot start until it exists")
+	}
+}
+
+// sweepOrphans deletes links in the host namespace that this instance made
+// (its ifalias) but that no record names: macvlans with its name prefix that
+// belong to no known endpoint, and VLAN sub-interfaces that are no
+// network's parent, left by a crash between creating a link and recording
+// it. Links of another instance on the same host (another state directory)
+// are not touched.
+func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
+	links, err := d.links.Links()
+	if err != nil {
+		return 0, fmt.Errorf("list links: %w", err)
+	}
+	d.mu.Lock()
+	owned := make(map[string]bool, len(d.endpoints))
+	for _, e := range d.endpoints {
+		owned[e.Ifname] = true
+		owned[e.Parent] = true
+	}
+	for _, n := range d.networks {
+		owned[n.Parent] = true
+	}
+	d.mu.Unlock()
+	n := 0
+	for _, l := range links {
+		ours := l.Alias == d.owner && !owned[l.Name] &&
+			(l.Kind == "macvlan" && strings.HasPrefix(l.Name, LinkPrefix) || l.Kind == "vlan")
+		if !ours {
+			continue
+		}
+		if err := d.links.DeleteLink(l.Name); err != nil {
+			log.WithError(err).WithField("ifname", l.Name).Warn("could not delete orphan link")
+			continue
+		}
+		n++
+		log.WithField("ifname", l.Name).Info("orphan link deleted")
+	}
+	return n, nil
+}
