@@ -14,7 +14,7 @@ import (
 // nodes and the port's environment. It refuses to replace a spec another
 // instance wrote, or what is no spec of this plugin (see ownCDI). Caller
 // holds d.netsMu and not d.mu.
-func (d *Driver) writeCDI(r NetworkRDMA, log *logrus.Entry) error {
+func (d *Driver) writeCDI(r networkRDMA, log *logrus.Entry) error {
 	name := r.cdiName()
 	if err := d.ownCDI(name); err != nil {
 		return err
@@ -98,7 +98,7 @@ func (d *Driver) removeCDIUnlessUsed(name, except string, log *logrus.Entry) {
 // fillCDIName gives the record n of a version before per-port CDI device
 // names the name of its HCA port. It reads sysfs: restore calls it before
 // the driver knows n.
-func (d *Driver) fillCDIName(n *Network, log *logrus.Entry) {
+func (d *Driver) fillCDIName(n *network, log *logrus.Entry) {
 	if n.RDMA == nil || n.RDMA.CDIName != "" {
 		return
 	}
@@ -121,7 +121,7 @@ func (d *Driver) reconcileCDI(log *logrus.Entry) {
 	defer d.netsMu.Unlock()
 	type port struct {
 		nid string
-		r   NetworkRDMA
+		r   networkRDMA
 	}
 	var ports []port
 	for id, n := range d.networks {

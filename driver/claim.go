@@ -56,7 +56,7 @@ func (d *Driver) release(eid string) {
 // endpointOf looks up endpoint eid of network nid: nil (and no error) when
 // it is unknown, an error when it belongs to another network. Caller holds
 // d.mu.
-func (d *Driver) endpointOf(nid, eid string) (*Endpoint, error) {
+func (d *Driver) endpointOf(nid, eid string) (*endpoint, error) {
 	e, ok := d.endpoints[eid]
 	if !ok {
 		return nil, nil
@@ -71,7 +71,7 @@ func (d *Driver) endpointOf(nid, eid string) (*Endpoint, error) {
 // the claim on endpoint eid and looks it up (endpointOf). It returns the
 // endpoint with both held; or, holding neither, nil and no error when the
 // endpoint is unknown, or the error of a call that names another network.
-func (d *Driver) claimEndpoint(nid, eid string) (*Endpoint, error) {
+func (d *Driver) claimEndpoint(nid, eid string) (*endpoint, error) {
 	d.mu.Lock()
 	d.claim(eid)
 	e, err := d.endpointOf(nid, eid)
@@ -85,7 +85,7 @@ func (d *Driver) claimEndpoint(nid, eid string) (*Endpoint, error) {
 // addEndpoint records e as known; if it is RDMA-ready, its entries were
 // found in a read of its port's table that began no later than readyAt.
 // Caller holds d.mu.
-func (d *Driver) addEndpoint(e *Endpoint, readyAt time.Time) {
+func (d *Driver) addEndpoint(e *endpoint, readyAt time.Time) {
 	d.endpoints[e.ID] = e
 	d.ifnames[e.Ifname] = e.ID
 	d.track(e, readyAt)
@@ -93,7 +93,7 @@ func (d *Driver) addEndpoint(e *Endpoint, readyAt time.Time) {
 
 // forget drops e from the driver's memory (its record and link are gone).
 // Caller holds d.mu.
-func (d *Driver) forget(e *Endpoint) {
+func (d *Driver) forget(e *endpoint) {
 	d.gids.Going(e.ID)
 	d.gids.Forget(e.ID)
 	if d.ifnames[e.Ifname] == e.ID {

@@ -49,7 +49,7 @@ func (d *Driver) collectGone(log *logrus.Entry) int {
 		inHost = func(name string) bool { return names[name] }
 	}
 	type candidate struct {
-		e                         *Endpoint
+		e                         *endpoint
 		ifname, mac, nid, sandbox string
 	}
 	var cand []candidate
@@ -107,7 +107,7 @@ func (d *Driver) collectGone(log *logrus.Entry) int {
 
 // collect deletes the record of endpoint e, found gone, unless a call has
 // begun to work on it, or changed it, since.
-func (d *Driver) collect(e *Endpoint, log *logrus.Entry) bool {
+func (d *Driver) collect(e *endpoint, log *logrus.Entry) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.busy[e.ID] != nil || d.endpoints[e.ID] != e || e.Sandbox == "" {

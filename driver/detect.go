@@ -10,8 +10,8 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// NetworkRDMA is what a network knows of the RDMA device behind its parent.
-type NetworkRDMA struct {
+// networkRDMA is what a network knows of the RDMA device behind its parent.
+type networkRDMA struct {
 	HCA    string `json:"hca"`
 	Port   int    `json:"port"`
 	Netdev string `json:"netdev"` // the real device: the parent, or its VLAN's lower device
@@ -26,7 +26,7 @@ type NetworkRDMA struct {
 
 // cdiName is the CDI device name of r: the one recorded, else the HCA's
 // (what versions before per-port names published).
-func (r *NetworkRDMA) cdiName() string {
+func (r *networkRDMA) cdiName() string {
 	if r.CDIName != "" {
 		return r.CDIName
 	}
@@ -36,7 +36,7 @@ func (r *NetworkRDMA) cdiName() string {
 // detectRDMA maps the parent to its HCA port and checks that containers on
 // it can use RDMA: Ethernet link layer, the shared RDMA netns mode and a
 // uverbs node. A port that is down is only a warning: it may come up later.
-func (d *Driver) detectRDMA(parent, netdev, override string, log *logrus.Entry) (*NetworkRDMA, error) {
+func (d *Driver) detectRDMA(parent, netdev, override string, log *logrus.Entry) (*networkRDMA, error) {
 	hca, port, err := d.rdma.HCAForNetdev(netdev)
 	switch {
 	case override != "" && err == nil && hca != override:
@@ -83,7 +83,7 @@ func (d *Driver) detectRDMA(parent, netdev, override string, log *logrus.Entry) 
 	if err != nil {
 		return nil, fmt.Errorf("CDI device name of RDMA device %s port %d (parent %q): %w", hca, port, parent, err)
 	}
-	return &NetworkRDMA{HCA: hca, Port: port, Netdev: netdev, Types: d.rdma.RoCETypesPerAddress(hca, port), CDIName: cdiName}, nil
+	return &networkRDMA{HCA: hca, Port: port, Netdev: netdev, Types: d.rdma.RoCETypesPerAddress(hca, port), CDIName: cdiName}, nil
 }
 
 // overrideRDMA checks -o rdma_device when detection found nothing or more

@@ -122,14 +122,18 @@ type Driver struct {
 	cdiIO func(op, path string)
 
 	mu        sync.Mutex
-	networks  map[string]*Network      // guarded by mu
-	endpoints map[string]*Endpoint     // guarded by mu
+	networks  map[string]*network      // guarded by mu
+	endpoints map[string]*endpoint     // guarded by mu
 	busy      map[string]chan struct{} // endpoint IDs a call works on; guarded by mu
-	reserved  map[string]*Endpoint     // CreateEndpoint under way, by ID; guarded by mu
+	reserved  map[string]*endpoint     // CreateEndpoint under way, by ID; guarded by mu
 	removing  map[string]bool          // networks DeleteNetwork is removing; guarded by mu
-	ifnames   map[string]string        // link name -> endpoint ID, reserved ones too; guarded by mu
-	stopping  chan struct{}            // closed by Stopping: strict waits end
-	stopOnce  sync.Once
+	// strictNotes say, by network ID, why gid_check=strict could not hold
+	// the last start on the network (the engine's call order); not
+	// persisted: the engine may be upgraded. Guarded by mu.
+	strictNotes map[string]string
+	ifnames     map[string]string // link name -> endpoint ID, reserved ones too; guarded by mu
+	stopping    chan struct{}     // closed by Stopping: strict waits end
+	stopOnce    sync.Once
 
 	// lastCollect is when collectGone last read other namespaces (guarded
 	// by mu); a full table looks again only collectEvery later.
@@ -186,13 +190,15 @@ func New(cfg Config) (*Driver, error) {
 		cdiDir:    cfg.CDIDir,
 		grace:     cfg.UnjoinedGrace,
 		version:   cfg.Version,
-		networks:  make(map[string]*Network),
-		endpoints: make(map[string]*Endpoint),
+		networks:  make(map[string]*network),
+		endpoints: make(map[string]*endpoint),
 		busy:      make(map[string]chan struct{}),
-		reserved:  make(map[string]*Endpoint),
+		reserved:  make(map[string]*endpoint),
 		removing:  make(map[string]bool),
-		ifnames:   make(map[string]string),
-		stopping:  make(chan struct{}),
+
+		strictNotes: make(map[string]string),
+		ifnames:     make(map[string]string),
+		stopping:    make(chan struct{}),
 
 		collectEvery: defaultCollectEvery,
 	}

@@ -24,7 +24,7 @@ func TestLifeCycleFsyncs(t *testing.T) {
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
 		t.Fatal(err)
 	}
-	record := func() Endpoint {
+	record := func() endpoint {
 		t.Helper()
 		data, err := os.ReadFile(filepath.Join(dir, endpointsDir, "e1.json"))
 		if err != nil {

@@ -85,7 +85,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (CreateEndpointRespon
 		d.mu.Unlock()
 		return resp, err
 	}
-	res := &Endpoint{ID: eid, NetworkID: n.ID, Ifname: ifname, IPv4: req.IPv4, IPv6: req.IPv6}
+	res := &endpoint{ID: eid, NetworkID: n.ID, Ifname: ifname, IPv4: req.IPv4, IPv6: req.IPv6}
 	if mac != nil {
 		res.MAC = mac.String()
 	}
@@ -100,7 +100,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (CreateEndpointRespon
 	if err == nil && n.RDMA != nil {
 		need, types, err = d.admit(n, res, log)
 	}
-	var e *Endpoint
+	var e *endpoint
 	if err == nil {
 		e, err = d.createIO(n, req, res, need, types, mtu, mac, log)
 	}
@@ -125,7 +125,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (CreateEndpointRespon
 // createDecide checks that endpoint req can be created. It returns its
 // network, or nil and no error when the endpoint exists already (a retry).
 // Caller holds d.mu and the claim on the endpoint.
-func (d *Driver) createDecide(req CreateEndpointRequest, ifname string) (*Network, error) {
+func (d *Driver) createDecide(req CreateEndpointRequest, ifname string) (*network, error) {
 	n, ok := d.networks[req.NetworkID]
 	if !ok {
 		return nil, fmt.Errorf("%w: network %s is not known to rdma-macvlan (its state may have been lost): remove it with docker network rm and create it again",
@@ -141,7 +141,7 @@ func (d *Driver) createDecide(req CreateEndpointRequest, ifname string) (*Networ
 		return nil, nil
 	}
 	if n.Mode == ModePassthru {
-		for _, m := range []map[string]*Endpoint{d.endpoints, d.reserved} {
+		for _, m := range []map[string]*endpoint{d.endpoints, d.reserved} {
 			for _, e := range m {
 				if e.NetworkID == n.ID {
 					return nil, conflictf("network %s is in passthru mode and its parent %q already serves container endpoint %s: passthru allows one container; use macvlan_mode=bridge for more",
@@ -159,7 +159,7 @@ func (d *Driver) createDecide(req CreateEndpointRequest, ifname string) (*Networ
 
 // undoCreate gives back what CreateEndpoint reserved for res. Caller holds
 // d.mu.
-func (d *Driver) undoCreate(res *Endpoint) {
+func (d *Driver) undoCreate(res *endpoint) {
 	if d.reserved[res.ID] == res {
 		delete(d.reserved, res.ID)
 	}
@@ -172,7 +172,7 @@ func (d *Driver) undoCreate(res *Endpoint) {
 
 // createIO creates the link of endpoint res and writes its record, without
 // d.mu; on failure it leaves no link behind.
-func (d *Driver) createIO(n *Network, req CreateEndpointRequest, res *Endpoint, need, types, mtu int, mac net.HardwareAddr, log *logrus.Entry) (_ *Endpoint, retErr error) {
+func (d *Driver) createIO(n *network, req CreateEndpointRequest, res *endpoint, need, types, mtu int, mac net.HardwareAddr, log *logrus.Entry) (_ *endpoint, retErr error) {
 	ifname := res.Ifname
 	// A link of that name that no endpoint owns is left from a crash.
 	if err := d.clearStaleLink(ifname); err != nil {
@@ -194,7 +194,7 @@ func (d *Driver) createIO(n *Network, req CreateEndpointRequest, res *Endpoint, 
 			}
 		}
 	}()
-	e := &Endpoint{
+	e := &endpoint{
 		ID:        req.EndpointID,
 		NetworkID: n.ID,
 		Ifname:    ifname,
@@ -220,7 +220,7 @@ func (d *Driver) createIO(n *Network, req CreateEndpointRequest, res *Endpoint, 
 // given, else the network's -o mtu, else the parent's MTU now (a parent
 // raised after the network was created gives its new MTU to new containers,
 // as with the built-in macvlan).
-func (d *Driver) endpointMTU(n *Network, asked int) (int, error) {
+func (d *Driver) endpointMTU(n *network, asked int) (int, error) {
 	parent, err := d.links.LinkByName(n.Parent)
 	if errors.Is(err, netns.ErrLinkNotFound) {
 		return 0, fmt.Errorf("parent %q of network %s is gone (check: ip link show %s): bring it back, or remove the network and create it on an existing parent",
@@ -273,7 +273,7 @@ func (d *Driver) DeleteEndpoint(nid, eid string) error {
 // deleteClaimed deletes endpoint e, whose claim the caller holds, with
 // d.mu: it stops e's GID watch, deletes its link and record without d.mu,
 // and forgets it. It returns with d.mu held again.
-func (d *Driver) deleteClaimed(e *Endpoint, log *logrus.Entry) error {
+func (d *Driver) deleteClaimed(e *endpoint, log *logrus.Entry) error {
 	d.gids.StopWatch(e.ID)
 	d.mu.Unlock()
 	err := d.deleteEndpointIO(e, log)
@@ -288,7 +288,7 @@ func (d *Driver) deleteClaimed(e *Endpoint, log *logrus.Entry) error {
 
 // deleteEndpointIO deletes e's link and record. It reads only fields of e
 // that never change, and needs the claim on e, not d.mu.
-func (d *Driver) deleteEndpointIO(e *Endpoint, log *logrus.Entry) error {
+func (d *Driver) deleteEndpointIO(e *endpoint, log *logrus.Entry) error {
 	l, err := d.links.LinkByName(e.Ifname)
 	switch {
 	case errors.Is(err, netns.ErrLinkNotFound):

@@ -191,12 +191,12 @@ var (
 	fuzzOrphanEP = "0bad" + strings.Repeat("0", 60)
 )
 
-func fuzzGoodRecords() (*Network, *Endpoint) {
-	n := &Network{ID: fuzzGoodNet, Parent: "p0", Mode: ModeBridge, MTU: 1500, GIDCheck: GIDCheckWarn,
-		RDMA: &NetworkRDMA{HCA: "mlx5_0", Port: 1, Netdev: "p0", CDIName: "mlx5_0"},
+func fuzzGoodRecords() (*network, *endpoint) {
+	n := &network{ID: fuzzGoodNet, Parent: "p0", Mode: ModeBridge, MTU: 1500, GIDCheck: GIDCheckWarn,
+		RDMA: &networkRDMA{HCA: "mlx5_0", Port: 1, Netdev: "p0", CDIName: "mlx5_0"},
 		IPv4: []Subnet{{Pool: "10.9.0.0/24", Gateway: "10.9.0.1/24"}}, Options: map[string]string{"parent": "p0", "mtu": "1500"},
 		Created: time.Unix(1700000000, 0).UTC()}
-	e := &Endpoint{ID: fuzzGoodEP, NetworkID: fuzzGoodNet, Ifname: LinkName(fuzzGoodEP), Parent: "p0", Mode: ModeBridge,
+	e := &endpoint{ID: fuzzGoodEP, NetworkID: fuzzGoodNet, Ifname: LinkName(fuzzGoodEP), Parent: "p0", Mode: ModeBridge,
 		MTU: 1500, MAC: "02:42:0a:09:00:02", IPv4: "10.9.0.2/24", GIDNeed: 2, Created: time.Unix(1700000001, 0).UTC()}
 	return n, e
 }

@@ -10,26 +10,26 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// EndpointGID is one RoCE GID entry of an endpoint, as its record holds it.
-type EndpointGID struct {
+// endpointGID is one RoCE GID entry of an endpoint, as its record holds it.
+type endpointGID struct {
 	Index int    `json:"index"`
 	Type  string `json:"type"`
 	GID   string `json:"gid"`
 }
 
 // portOfNet is the tracker's name of r's port.
-func portOfNet(r *NetworkRDMA) gid.Port { return gid.Port{HCA: r.HCA, Port: r.Port} }
+func portOfNet(r *networkRDMA) gid.Port { return gid.Port{HCA: r.HCA, Port: r.Port} }
 
 // expectOf is what the kernel will add for e on network n.
-func expectOf(n *Network, e *Endpoint) gid.Expected {
+func expectOf(n *network, e *endpoint) gid.Expected {
 	return gid.Expect(e.IPv4, e.IPv6, e.MAC, n.ipv6())
 }
 
-func (n *Network) ipv6() bool { return n.EnableIPv6 || len(n.IPv6) > 0 }
+func (n *network) ipv6() bool { return n.EnableIPv6 || len(n.IPv6) > 0 }
 
 // track tells the GID tracker of endpoint e, as its record says, if its
 // network has an RDMA port (readyAt: see addEndpoint). Caller holds d.mu.
-func (d *Driver) track(e *Endpoint, readyAt time.Time) {
+func (d *Driver) track(e *endpoint, readyAt time.Time) {
 	n, ok := d.networks[e.NetworkID]
 	if !ok || n.RDMA == nil {
 		return
@@ -41,7 +41,7 @@ func (d *Driver) track(e *Endpoint, readyAt time.Time) {
 // admit asks the GID tracker to reserve room in the table of n's port for
 // the entries of res, which is being created. It returns what it reserved
 // and the port's RoCE types. Caller holds the claim on res, not d.mu.
-func (d *Driver) admit(n *Network, res *Endpoint, log *logrus.Entry) (need, types int, err error) {
+func (d *Driver) admit(n *network, res *endpoint, log *logrus.Entry) (need, types int, err error) {
 	r := n.RDMA
 	types = d.roceTypes(r) // recorded with the network: no read
 	need, err = d.gids.Admit(res.ID, gid.Request{Port: portOfNet(r), Want: expectOf(n, res), Types: types,
@@ -58,7 +58,7 @@ func (d *Driver) admit(n *Network, res *Endpoint, log *logrus.Entry) (need, type
 // roceTypes returns the number of RoCE types (entries per address) of r's
 // port, recorded when the network was created (records of older versions
 // have none: read it from the table then).
-func (d *Driver) roceTypes(r *NetworkRDMA) int {
+func (d *Driver) roceTypes(r *networkRDMA) int {
 	if r.Types > 0 {
 		return r.Types
 	}
@@ -116,7 +116,7 @@ func (d *Driver) watchEnded(o gid.Outcome) {
 	log.WithField("gids", strings.Join(idx, " ")).Info("endpoint rdma ready")
 }
 
-func toEntries(gs []EndpointGID) []gid.Entry {
+func toEntries(gs []endpointGID) []gid.Entry {
 	if gs == nil {
 		return nil
 	}
@@ -127,13 +127,13 @@ func toEntries(gs []EndpointGID) []gid.Entry {
 	return out
 }
 
-func fromEntries(es []gid.Entry) []EndpointGID {
+func fromEntries(es []gid.Entry) []endpointGID {
 	if es == nil {
 		return nil
 	}
-	out := make([]EndpointGID, len(es))
+	out := make([]endpointGID, len(es))
 	for i, g := range es {
-		out[i] = EndpointGID(g)
+		out[i] = endpointGID(g)
 	}
 	return out
 }

@@ -213,10 +213,10 @@ func TestRDMAReadinessLateGIDAndIndexHole(t *testing.T) {
 		t.Fatalf("GIDs %+v, want %+v", st.GIDs, want)
 	}
 	// Recorded in the endpoint's state too.
-	waitRecorded(t, dir, "e1", []EndpointGID{{Index: 2, Type: rdma.GIDTypeRoCEv1, GID: rdmatest.IPv4GID("10.5.0.2")}, {Index: 3, Type: rdma.GIDTypeRoCEv2, GID: rdmatest.IPv4GID("10.5.0.2")}})
+	waitRecorded(t, dir, "e1", []endpointGID{{Index: 2, Type: rdma.GIDTypeRoCEv1, GID: rdmatest.IPv4GID("10.5.0.2")}, {Index: 3, Type: rdma.GIDTypeRoCEv2, GID: rdmatest.IPv4GID("10.5.0.2")}})
 }
 
-func waitRecorded(t *testing.T, dir, eid string, want []EndpointGID) {
+func waitRecorded(t *testing.T, dir, eid string, want []endpointGID) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
 	for {

@@ -96,7 +96,7 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 // ensureLink re-creates the endpoint's link if a crash lost it between
 // CreateEndpoint's record and Join. It reads only fields of e that never
 // change, and needs the claim on e, not d.mu.
-func (d *Driver) ensureLink(e *Endpoint, log *logrus.Entry) error {
+func (d *Driver) ensureLink(e *endpoint, log *logrus.Entry) error {
 	_, err := d.links.LinkByName(e.Ifname)
 	if err == nil {
 		return nil

@@ -83,7 +83,7 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 // host, changing nothing, and returns the network to create and how its
 // parent is to be made. It returns no network for a repeated CreateNetwork
 // of a known network (answered as done). Caller holds d.netsMu.
-func (d *Driver) planNetwork(req CreateNetworkRequest, opts NetworkOptions, log *logrus.Entry) (*Network, parentPlan, error) {
+func (d *Driver) planNetwork(req CreateNetworkRequest, opts NetworkOptions, log *logrus.Entry) (*network, parentPlan, error) {
 	if n, ok := d.networks[req.NetworkID]; ok {
 		// A repeated CreateNetwork (a retry, or a network restored from
 		// state that its creator asks for again) is answered as done;
@@ -118,7 +118,7 @@ func (d *Driver) planNetwork(req CreateNetworkRequest, opts NetworkOptions, log 
 	if err != nil {
 		return nil, parentPlan{}, err
 	}
-	return &Network{
+	return &network{
 		ID:         req.NetworkID,
 		Parent:     opts.Parent,
 		VLAN:       plan.vlan,
@@ -161,7 +161,7 @@ func (d *Driver) DeleteNetwork(nid string) error {
 
 // removeNetwork is DeleteNetwork but for the CDI spec: it returns the
 // network it deleted, nil if there was none. Caller holds d.netsMu.
-func (d *Driver) removeNetwork(nid string, log *logrus.Entry) (*Network, error) {
+func (d *Driver) removeNetwork(nid string, log *logrus.Entry) (*network, error) {
 	n, ok := d.networks[nid]
 	if !ok {
 		log.Debug("network not known; nothing to delete")
@@ -180,7 +180,7 @@ func (d *Driver) removeNetwork(nid string, log *logrus.Entry) (*Network, error) 
 	for {
 		d.mu.Lock()
 		var ids []string
-		for _, m := range []map[string]*Endpoint{d.endpoints, d.reserved} {
+		for _, m := range []map[string]*endpoint{d.endpoints, d.reserved} {
 			for id, e := range m {
 				if e.NetworkID == nid {
 					ids = append(ids, id)
@@ -210,6 +210,7 @@ func (d *Driver) removeNetwork(nid string, log *logrus.Entry) (*Network, error) 
 	crashPoint("delete-network:state-deleted")
 	d.mu.Lock()
 	delete(d.networks, nid)
+	delete(d.strictNotes, nid)
 	d.mu.Unlock()
 	return n, nil
 }

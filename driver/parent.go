@@ -149,7 +149,7 @@ func (d *Driver) ownsVLAN(name string) bool {
 
 // parentUsedByOthers reports whether another network has n's parent.
 // Caller holds d.netsMu.
-func (d *Driver) parentUsedByOthers(n *Network) bool {
+func (d *Driver) parentUsedByOthers(n *network) bool {
 	for _, o := range d.networks {
 		if o.ID != n.ID && o.Parent == n.Parent {
 			return true
@@ -160,7 +160,7 @@ func (d *Driver) parentUsedByOthers(n *Network) bool {
 
 // deleteOwnedVLAN deletes n's VLAN sub-interface if it is still the one the
 // driver made: a VLAN with the same id and this instance's mark.
-func (d *Driver) deleteOwnedVLAN(n *Network) error {
+func (d *Driver) deleteOwnedVLAN(n *network) error {
 	l, err := d.links.LinkByName(n.Parent)
 	if errors.Is(err, netns.ErrLinkNotFound) {
 		return nil

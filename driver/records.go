@@ -19,15 +19,17 @@ type VLAN struct {
 	Created bool `json:"created"`
 }
 
-// Network is the persistent record of one network.
-type Network struct {
+// network is the persistent record of one network: only what is persisted
+// (what the driver knows of a network at run time only is beside it, in
+// the Driver, e.g. strictNotes).
+type network struct {
 	ID         string            `json:"id"`
 	Parent     string            `json:"parent"` // the macvlan master
 	VLAN       *VLAN             `json:"vlan,omitempty"`
 	Mode       string            `json:"macvlan_mode"`
 	MTU        int               `json:"mtu"`
 	RDMADevice string            `json:"rdma_device,omitempty"`
-	RDMA       *NetworkRDMA      `json:"rdma,omitempty"`
+	RDMA       *networkRDMA      `json:"rdma,omitempty"`
 	GIDCheck   string            `json:"gid_check,omitempty"`
 	IPv4       []Subnet          `json:"ipv4,omitempty"`
 	IPv6       []Subnet          `json:"ipv6,omitempty"`
@@ -35,19 +37,14 @@ type Network struct {
 	Internal   bool              `json:"internal,omitempty"`
 	Options    map[string]string `json:"options,omitempty"`
 	Created    time.Time         `json:"created"`
-
-	// strictNote says why gid_check=strict could not hold the last start
-	// (the engine's call order); not persisted: the engine may be upgraded.
-	// Guarded by Driver.mu.
-	strictNote string
 }
 
-// Endpoint is the persistent record of one endpoint. It carries its parent
+// endpoint is the persistent record of one endpoint. It carries its parent
 // and mode so that its link can be re-created even if its network's record
 // was lost. Records written by earlier versions also hold "options" (the
 // driver options Docker sent, whose only one, mtu, is in MTU); nothing read
 // it and loading ignores it.
-type Endpoint struct {
+type endpoint struct {
 	ID        string `json:"id"`
 	NetworkID string `json:"network_id"`
 	Ifname    string `json:"ifname"` // host-side link name
@@ -68,7 +65,7 @@ type Endpoint struct {
 	// port when the endpoint was admitted.
 	GIDTypes int `json:"gid_types,omitempty"`
 	// GIDs, RDMAReady and RDMAReason record the last GID watch.
-	GIDs       []EndpointGID `json:"gids,omitempty"`
+	GIDs       []endpointGID `json:"gids,omitempty"`
 	RDMAReady  bool          `json:"rdma_ready,omitempty"`
 	RDMAReason string        `json:"rdma_reason,omitempty"`
 }

@@ -30,7 +30,7 @@ func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "") == s }
 // checkEndpointNetwork refuses a call that names endpoint e with another
 // network than its own: the caller is confused about which endpoint it
 // means, and acting on it could delete another network's container link.
-func checkEndpointNetwork(e *Endpoint, nid string) error {
+func checkEndpointNetwork(e *endpoint, nid string) error {
 	if e.NetworkID == nid {
 		return nil
 	}

@@ -109,7 +109,7 @@ func (d *Driver) deleteUnjoined(ids []string) {
 
 // restoreVLAN re-creates a VLAN sub-interface the driver owns that is
 // missing (after a reboot, say), and marks one made before the mark.
-func (d *Driver) restoreVLAN(n *Network, log *logrus.Entry) {
+func (d *Driver) restoreVLAN(n *network, log *logrus.Entry) {
 	l, err := d.links.LinkByName(n.Parent)
 	log = log.WithFields(logrus.Fields{"nid": ShortID(n.ID), "parent": n.Parent})
 	if err == nil {

@@ -13,7 +13,7 @@ import (
 // options (so option order, defaults given explicitly and keys the engine
 // adds and the driver ignores make no difference), the subnets (pools and
 // gateways compared as networks and addresses), IPv6 and internal.
-func sameNetwork(n *Network, opts NetworkOptions, req CreateNetworkRequest) error {
+func sameNetwork(n *network, opts NetworkOptions, req CreateNetworkRequest) error {
 	var stored []Option
 	for k, v := range n.Options {
 		stored = append(stored, Option{Key: k, Value: v})

@@ -1,10 +1,15 @@
 package driver
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // An endpoint record written before the endpoint's "options" went (it held
@@ -44,5 +49,54 @@ func TestStoreLoadsEndpointRecordWithOptions(t *testing.T) {
 	}
 	if strings.Contains(string(data), `"options"`) {
 		t.Errorf("the record is written back with options: %s", data)
+	}
+}
+
+// recordsForGolden are a network and an endpoint record with every field
+// set.
+func recordsForGolden() (networkRecord, endpointRecord) {
+	at := time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)
+	n := &network{ID: "n1", Parent: "p0.10", VLAN: &VLAN{Lower: "p0", ID: 10, Created: true}, Mode: "bridge", MTU: 1500,
+		RDMADevice: "mlx5_0", RDMA: &networkRDMA{HCA: "mlx5_0", Port: 1, Netdev: "p0", Types: 2, CDIName: "mlx5_0"},
+		GIDCheck: "strict", IPv4: []Subnet{{Pool: "10.5.0.0/24", Gateway: "10.5.0.1/24"}}, IPv6: []Subnet{{Pool: "fd00:5::/64"}},
+		EnableIPv6: true, Internal: true, Options: map[string]string{"parent": "p0.10", "mtu": "1500"}, Created: at}
+	e := &endpoint{ID: "e1", NetworkID: "n1", Ifname: "rmve1", Parent: "p0.10", Mode: "bridge", MTU: 1500, MAC: "02:42:0a:05:00:02",
+		IPv4: "10.5.0.2/24", IPv6: "fd00:5::2/64", Sandbox: "/var/run/docker/netns/1", DstName: "rdma0", Created: at, GIDNeed: 6, GIDTypes: 2,
+		GIDs: []endpointGID{{Index: 2, Type: "IB/RoCE v1", GID: "::ffff:10.5.0.2"}}, RDMAReady: true, RDMAReason: "why"}
+	return networkRecord{Version: stateVersion, Network: n}, endpointRecord{Version: stateVersion, Endpoint: e}
+}
+
+// The records keep the JSON of the versions before: every field's name and
+// form is held by testdata/records.golden.json (written by the version
+// whose records were exported types with runtime fields beside the
+// persisted ones), which decodes back into the same records.
+func TestRecordsKeepTheirJSON(t *testing.T) {
+	n, e := recordsForGolden()
+	var got []byte
+	for _, r := range []any{n, e} {
+		data, err := encodeRecord("record", r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, data...)
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "records.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("records encode as\n%s\nwant (testdata/records.golden.json)\n%s", got, want)
+	}
+	dec := json.NewDecoder(bytes.NewReader(want))
+	var n2 networkRecord
+	var e2 endpointRecord
+	if err := dec.Decode(&n2); err != nil {
+		t.Fatal(err)
+	}
+	if err := dec.Decode(&e2); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(n2, n) || !reflect.DeepEqual(e2, e) {
+		t.Fatalf("golden records decode as %+v %+v, want %+v %+v", n2.Network, e2.Endpoint, n.Network, e.Endpoint)
 	}
 }

@@ -17,11 +17,13 @@ import (
 // sysfs is read without holding the driver's lock.
 func (d *Driver) Status() api.Status {
 	d.mu.Lock()
-	nets := make([]Network, 0, len(d.networks))
+	nets := make([]network, 0, len(d.networks))
+	notes := make(map[string]string, len(d.strictNotes))
 	for _, n := range d.networks {
 		nets = append(nets, *n)
+		notes[n.ID] = d.strictNotes[n.ID]
 	}
-	eps := make([]Endpoint, 0, len(d.endpoints))
+	eps := make([]endpoint, 0, len(d.endpoints))
 	watching := make(map[string]bool, len(d.endpoints))
 	for _, e := range d.endpoints {
 		eps = append(eps, *e)
@@ -38,7 +40,7 @@ func (d *Driver) Status() api.Status {
 		n := &nets[i]
 		ipv6[n.ID] = n.ipv6()
 		ns := api.Network{ID: n.ID, Parent: n.Parent, VLAN: vlanStatus(n.VLAN), Mode: n.Mode, MTU: n.MTU, GIDCheck: n.GIDCheck,
-			GIDCheckNote: n.strictNote, RDMADevice: n.RDMADevice, Endpoints: []api.Endpoint{}}
+			GIDCheckNote: notes[n.ID], RDMADevice: n.RDMADevice, Endpoints: []api.Endpoint{}}
 		if n.MTU == 0 {
 			ns.MTUFromParent = true
 			if l, err := d.links.LinkByName(n.Parent); err == nil {
@@ -101,7 +103,7 @@ func (d *Driver) Status() api.Status {
 // rdmaStatus fills in the port, its GID table and the device nodes. The
 // table is read once per port (the GID files only: attributes are read for
 // the entries of endpoints) and kept in tables.
-func (d *Driver) rdmaStatus(ns *api.Network, r *NetworkRDMA, tables map[gid.Port]rdma.GIDTable) {
+func (d *Driver) rdmaStatus(ns *api.Network, r *networkRDMA, tables map[gid.Port]rdma.GIDTable) {
 	ns.HCA, ns.Port = r.HCA, r.Port
 	ns.CDIDevice = cdi.Qualified(r.cdiName())
 	ns.RoCETypes = d.roceTypes(r)

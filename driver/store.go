@@ -54,12 +54,12 @@ func (s *store) done(err error) error {
 
 type networkRecord struct {
 	Version int      `json:"version"`
-	Network *Network `json:"network"`
+	Network *network `json:"network"`
 }
 
 type endpointRecord struct {
 	Version  int       `json:"version"`
-	Endpoint *Endpoint `json:"endpoint"`
+	Endpoint *endpoint `json:"endpoint"`
 }
 
 const (
@@ -204,11 +204,11 @@ func (s *store) endpointPath(id string) string {
 	return filepath.Join(s.dir, endpointsDir, id+".json")
 }
 
-func (s *store) saveNetwork(n *Network) error {
+func (s *store) saveNetwork(n *network) error {
 	return s.done(writeJSONAtomic(s.networkPath(n.ID), networkRecord{Version: stateVersion, Network: n}))
 }
 
-func (s *store) saveEndpoint(e *Endpoint) error {
+func (s *store) saveEndpoint(e *endpoint) error {
 	return s.done(writeJSONAtomic(s.endpointPath(e.ID), endpointRecord{Version: stateVersion, Endpoint: e}))
 }
 
@@ -220,7 +220,7 @@ func (s *store) saveEndpoint(e *Endpoint) error {
 // killed daemon loses nothing: the page cache outlives the process. So the
 // record is replaced atomically without the fsyncs, which would cost about
 // a millisecond, and up to tens under I/O load, on each of these calls.
-func (s *store) saveEndpointUnsynced(e *Endpoint) error {
+func (s *store) saveEndpointUnsynced(e *endpoint) error {
 	data, err := encodeRecord(s.endpointPath(e.ID), endpointRecord{Version: stateVersion, Endpoint: e})
 	if err != nil {
 		return err
@@ -241,10 +241,10 @@ type loadProblem struct {
 
 // load reads every record. Unusable files are set aside and reported; they
 // never stop the others from loading.
-func (s *store) load() ([]*Network, []*Endpoint, []loadProblem, error) {
+func (s *store) load() ([]*network, []*endpoint, []loadProblem, error) {
 	var (
-		nets     []*Network
-		eps      []*Endpoint
+		nets     []*network
+		eps      []*endpoint
 		problems []loadProblem
 	)
 	err := s.each(networksDir, func(path string, data []byte) error {

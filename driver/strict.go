@@ -49,7 +49,7 @@ func (d *Driver) ProgramExternalConnectivity(nid, eid string) error {
 		return nil
 	}
 	d.mu.Lock()
-	n.strictNote = "" // this engine asks once the addresses are set (one upgraded to 28+, say)
+	delete(d.strictNotes, nid) // this engine asks once the addresses are set (one upgraded to 28+, say)
 	d.mu.Unlock()
 	if done != nil {
 		select {
@@ -91,12 +91,11 @@ const strictEarlyCall = "the engine asks before the container has its addresses 
 func (d *Driver) strictFallsBack(nid, eid, why string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	n, ok := d.networks[nid]
-	if !ok {
+	if _, ok := d.networks[nid]; !ok {
 		return
 	}
-	first := n.strictNote == ""
-	n.strictNote = why
+	first := d.strictNotes[nid] == ""
+	d.strictNotes[nid] = why
 	log := d.logFor("ProgramExternalConnectivity", logrus.Fields{"nid": ShortID(nid), "eid": ShortID(eid)})
 	if first {
 		log.WithField("reason", why).Warn("gid_check=strict falls back to the watch on this network")
