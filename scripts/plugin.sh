@@ -105,15 +105,14 @@ settings_now() {
 		sed -E 's#^cdi\.source=(/var)?/run/cdi/?$#cdi.source=/etc/cdi#'
 }
 
-# settable ARG: whether the plugin as created now takes ARG (an env it declares, or a mount's source).
-settable() {
-	local key=${1%%=*}
-	docker plugin inspect -f '{{range .Config.Env}}{{.Name}}{{"\n"}}{{end}}{{range .Config.Mounts}}{{.Name}}.source{{"\n"}}{{end}}' "$NAME" |
-		grep -qxF -- "$key"
+# settable_keys prints the keys the plugin as created now takes, one a line: the env it declares and
+# its mounts' sources.
+settable_keys() {
+	docker plugin inspect -f '{{range .Config.Env}}{{.Name}}{{"\n"}}{{end}}{{range .Config.Mounts}}{{.Name}}.source{{"\n"}}{{end}}' "$NAME"
 }
 
 do_install() {
-	local force=$1 d src kept=() carry=() given=() s
+	local force=$1 d src kept=() carry=() given=() s keys
 	read -ra given <<<"${PLUGIN_SETTINGS:-}"
 	if [[ -n $force ]] || ! exists; then
 		if exists; then
@@ -121,8 +120,9 @@ do_install() {
 		fi
 		do_create "$force"
 	fi
+	((${#kept[@]})) && keys=$'\n'$(settable_keys)$'\n'
 	for s in "${kept[@]}"; do
-		if settable "$s"; then
+		if [[ $keys == *$'\n'"${s%%=*}"$'\n'* ]]; then
 			carry+=("$s")
 		else
 			say "not kept: $s (the new manifest has no such setting)"

@@ -159,6 +159,24 @@ env_kept() {
 	[[ $got == *RDMA_MACVLAN_LOG_LEVEL=debug* ]] || { echo "env: $got"; return 1; }
 }
 
+# carried_over WHAT IP: after WHAT (an upgrade), the plugin runs with the mounts and env given at
+# install time, containers a and b kept running (same pids) and still ping, and a new container
+# on IP starts and pings both.
+carried_over() {
+	local out
+	check "after $1 the plugin runs with the mounts given at install time" mounts_as_set
+	check "after $1 the env settings given at install time are kept" env_kept
+	out="$(cpid "$net-a" 2>&1) $(cpid "$net-b" 2>&1)"
+	if [[ $out == "$pida $pidb" && -n $pida ]]; then
+		pass "both containers kept running through $1 (same pids)"
+	else
+		fail "both containers kept running through $1 (same pids)" "pids $out, were $pida $pidb"
+	fi
+	check "after $1 a still pings b" poll 10 pings "$net-a" "$sub.12"
+	check "after $1 a new container starts on $net and pings a and b" \
+		dk run --rm --network "$net" --ip "$2" "$IMAGE" sh -c "ping -c 1 -W 2 $sub.11 && ping -c 1 -W 2 $sub.12"
+}
+
 # rdma_version WANT_CLI WANT_PLUGIN: docker rdma version shows both, and the engine's version.
 rdma_version() {
 	local out engine
@@ -309,17 +327,7 @@ rel_run() {
 	else
 		fail "after the upgrade: same id, reference $repo_ref:$vy, enabled" "now: $out (id was $pid_id)"
 	fi
-	check "after the upgrade the plugin runs with the mounts given at install time" mounts_as_set
-	check "after the upgrade the env settings given at install time are kept" env_kept
-	out="$(cpid "$net-a" 2>&1) $(cpid "$net-b" 2>&1)"
-	if [[ $out == "$pida $pidb" && -n $pida ]]; then
-		pass "both containers kept running through the upgrade (same pids)"
-	else
-		fail "both containers kept running through the upgrade (same pids)" "pids $out, were $pida $pidb"
-	fi
-	check "a still pings b" poll 10 pings "$net-a" "$sub.12"
-	check "a new container starts on $net and pings a and b" \
-		dk run --rm --network "$net" --ip "$sub.13" "$IMAGE" sh -c "ping -c 1 -W 2 $sub.11 && ping -c 1 -W 2 $sub.12"
+	carried_over "the upgrade" "$sub.13"
 	check_v "docker rdma version shows the plugin at $vy (the CLI still $vx)" rdma_version "$vx" "$vy"
 	check_v "the README's CLI lines again: docker rdma version shows $vy for both" cli_again
 
@@ -331,17 +339,7 @@ rel_run() {
 	else
 		fail "after make install FORCE=1: $PLUGIN, enabled" "now: $out"
 	fi
-	check "after make install FORCE=1 the plugin runs with the mounts given at install time" mounts_as_set
-	check "after make install FORCE=1 the env settings given at install time are kept" env_kept
-	out="$(cpid "$net-a" 2>&1) $(cpid "$net-b" 2>&1)"
-	if [[ $out == "$pida $pidb" && -n $pida ]]; then
-		pass "both containers kept running through the source upgrade (same pids)"
-	else
-		fail "both containers kept running through the source upgrade (same pids)" "pids $out, were $pida $pidb"
-	fi
-	check "a still pings b after the source upgrade" poll 10 pings "$net-a" "$sub.12"
-	check "a new container starts on $net after the source upgrade and pings a" \
-		dk run --rm --network "$net" --ip "$sub.14" "$IMAGE" ping -c 1 -W 2 "$sub.11"
+	carried_over "make install FORCE=1" "$sub.14"
 	check_v "docker rdma version shows $vz for the CLI and the plugin" rdma_version "$vz" "$vz"
 
 	# --- remove -----------------------------------------------------------------------------------
