@@ -24,6 +24,13 @@
 // slot's file by rename, so the templates never change: change slots only
 // with SetGID, ClearGID, AddAddress, RemoveAddress or fakesysfs, never by
 // writing into a slot file in place (that would change every empty slot).
+//
+// What the kernel knows and sysfs does not show (the slots reserved for the
+// default GIDs, slots of deleted entries still held by a QP: see
+// pending.go) is kept in dot files of the port directory, which no reader
+// of sysfs looks at. dumps.go lists the fixtures taken from real hosts and
+// what each reproduces; rename.go renames HCAs as a reboot with another
+// probe order does.
 package rdmatest
 
 import (
@@ -61,6 +68,16 @@ type PortSpec struct {
 	LinkLayer string // Ethernet (default) or InfiniBand
 	TableSize int    // number of GID slots; required
 	Entries   []Entry
+	// DefaultTypes are the RoCE types of the port, one reserved default
+	// slot each (0, 1, ...), in the kernel's order: IB/RoCE v1 then RoCE
+	// v2 on mlx5, RoCE v2 alone on rxe. The kernel never puts an address's
+	// entry in a reserved slot, even an empty one. Nil: AddAddress infers
+	// them from the entries in slots 0 and 1.
+	DefaultTypes []string
+	// PendingDelete are slots whose entry was deleted while a QP still
+	// held it: they read empty, yet AddAddress skips them until
+	// ReleasePending.
+	PendingDelete []int
 }
 
 // HCASpec describes one RDMA device.
@@ -115,10 +132,13 @@ type MLX5Options struct {
 	// HostIPv4 adds the v1/v2 pair of the netdev's own address at 2/3.
 	HostIPv4 string
 	// Extra are more populated entries (see Pair).
-	Extra    []Entry
-	Uverbs   int    // 0: uverbs0, umad0, issm0
-	RdmaCM   string // 10:57 (see hostWide)
-	NoRdmaCM bool   // no misc/rdma_cm (rdma_ucm not loaded)
+	Extra []Entry
+	// PendingDelete are empty-reading slots a QP still holds (see
+	// PortSpec).
+	PendingDelete []int
+	Uverbs        int    // 0: uverbs0, umad0, issm0
+	RdmaCM        string // 10:57 (see hostWide)
+	NoRdmaCM      bool   // no misc/rdma_cm (rdma_ucm not loaded)
 }
 
 // RXEOptions describe a Soft-RoCE host: rxe0 on a virtual netdev, 1024 slots,
@@ -201,10 +221,12 @@ func BuildMLX5(root string, o MLX5Options) error {
 		return err
 	}
 	var entries []Entry
+	var defaultTypes []string
 	if o.LinkLayer == "InfiniBand" {
 		// IB ports have one default GID and no netdev attribute.
 		entries = []Entry{{Index: 0, GID: def, Type: TypeV1}}
 	} else {
+		defaultTypes = []string{TypeV1, TypeV2}
 		entries = Pair(0, def, o.Netdev)
 		if o.HostIPv4 != "" {
 			entries = append(entries, Pair(2, IPv4GID(o.HostIPv4), o.Netdev)...)
@@ -227,6 +249,7 @@ func BuildMLX5(root string, o MLX5Options) error {
 		Ports: []PortSpec{{
 			Port: 1, State: o.State, LinkLayer: o.LinkLayer,
 			TableSize: o.TableSize, Entries: entries,
+			DefaultTypes: defaultTypes, PendingDelete: o.PendingDelete,
 		}},
 	}); err != nil {
 		return err
@@ -258,7 +281,7 @@ func BuildRXE(root string, o RXEOptions) error {
 		Uverbs:   o.Uverbs,
 		Ports: []PortSpec{{
 			Port: 1, State: o.State, LinkLayer: "Ethernet",
-			TableSize: o.TableSize, Entries: entries,
+			TableSize: o.TableSize, Entries: entries, DefaultTypes: []string{TypeV2},
 		}},
 	}); err != nil {
 		return err
@@ -355,15 +378,22 @@ func BuildHCA(root string, h HCASpec) error {
 		return err
 	}
 
+	return writeCharDevs(root, parent, h.Name, h.Uverbs, h.Ports)
+}
+
+// writeCharDevs writes the uverbs node of HCA name (parent is its device's
+// directory) and the umad and issm nodes of each of its ports, with their
+// class entries.
+func writeCharDevs(root, parent, name string, uverbs int, ports []PortSpec) error {
 	// Character devices: class entries point into the parent device.
-	uv := "uverbs" + strconv.Itoa(h.Uverbs)
+	uv := "uverbs" + strconv.Itoa(uverbs)
 	uvDir := filepath.Join(parent, "infiniband_verbs", uv)
-	for name, v := range map[string]string{
-		"ibdev":       h.Name,
-		"dev":         fmt.Sprintf("231:%d", 192+h.Uverbs),
+	for f, v := range map[string]string{
+		"ibdev":       name,
+		"dev":         fmt.Sprintf("231:%d", 192+uverbs),
 		"abi_version": "1",
 	} {
-		if err := writeFile(root, filepath.Join(uvDir, name), v); err != nil {
+		if err := writeFile(root, filepath.Join(uvDir, f), v); err != nil {
 			return err
 		}
 	}
@@ -373,16 +403,16 @@ func BuildHCA(root string, h HCASpec) error {
 	if err := writeFile(root, "sys/class/infiniband_verbs/abi_version", "6"); err != nil {
 		return err
 	}
-	for i, p := range h.Ports {
-		n := h.Uverbs + i
+	for i, p := range ports {
+		n := uverbs + i
 		for _, node := range []struct {
 			name  string
 			minor int
 		}{{"umad", n}, {"issm", 64 + n}} {
-			name := node.name + strconv.Itoa(n)
-			dir := filepath.Join(parent, "infiniband_mad", name)
+			nodeName := node.name + strconv.Itoa(n)
+			dir := filepath.Join(parent, "infiniband_mad", nodeName)
 			for f, v := range map[string]string{
-				"ibdev": h.Name,
+				"ibdev": name,
 				"port":  strconv.Itoa(portNum(p)),
 				"dev":   fmt.Sprintf("231:%d", node.minor),
 			} {
@@ -390,7 +420,7 @@ func BuildHCA(root string, h HCASpec) error {
 					return err
 				}
 			}
-			if err := symlink(root, dir, filepath.Join("sys/class/infiniband_mad", name)); err != nil {
+			if err := symlink(root, dir, filepath.Join("sys/class/infiniband_mad", nodeName)); err != nil {
 				return err
 			}
 		}
@@ -459,6 +489,18 @@ func buildPort(root, hcaDir string, p PortSpec) error {
 			return fmt.Errorf("port %d: GID index %d outside a table of %d", port, e.Index, p.TableSize)
 		}
 		byIndex[e.Index] = e
+	}
+	if len(p.DefaultTypes) > p.TableSize {
+		return fmt.Errorf("port %d: %d default types in a table of %d", port, len(p.DefaultTypes), p.TableSize)
+	}
+	for _, i := range p.PendingDelete {
+		if _, ok := byIndex[i]; ok || i < len(p.DefaultTypes) || i >= p.TableSize {
+			return fmt.Errorf("port %d: pending-delete slot %d must be an empty slot past the %d reserved ones of a table of %d",
+				port, i, len(p.DefaultTypes), p.TableSize)
+		}
+	}
+	if err := writePortMeta(root, dir, p.DefaultTypes, p.PendingDelete); err != nil {
+		return err
 	}
 	for i := 0; i < p.TableSize; i++ {
 		var err error
@@ -667,16 +709,23 @@ func SetGID(root, hca string, port, index int, gid, typ, ndev string) error {
 	if err := checkSlot(root, dir, index); err != nil {
 		return err
 	}
+	if err := dropPending(root, dir, index); err != nil {
+		return err
+	}
 	return writeEntry(root, dir, Entry{Index: index, GID: gid, Type: typ, Ndev: ndev})
 }
 
-// ClearGID empties one slot, as the kernel does when the address goes.
+// ClearGID empties one slot, as the kernel does when the address goes and
+// no QP holds its entry: the slot is free (a pending delete of it ends).
 func ClearGID(root, hca string, port, index int) error {
 	dir, err := portDir(root, hca, port)
 	if err != nil {
 		return err
 	}
 	if err := checkSlot(root, dir, index); err != nil {
+		return err
+	}
+	if err := dropPending(root, dir, index); err != nil {
 		return err
 	}
 	return clearEntry(root, dir, index)
@@ -687,11 +736,13 @@ func ClearGID(root, hca string, port, index int) error {
 var ErrTableFull = errors.New("GID table full")
 
 // AddAddress simulates the kernel adding an IP address on ndev (the port's
-// netdev or an upper of it, in any namespace): one entry per RoCE type the
-// port shows (the types of its reserved default entries: v1+v2 for mlx5, v2
-// for rxe), each in the lowest empty slot past the reserved ones. Like the
-// kernel, when the table fills up midway the first types are added and the
-// rest fail (ErrTableFull). It returns the indices written.
+// netdev or an upper of it, in any namespace): one entry per RoCE type of
+// the port (its default types: v1+v2 for mlx5, v2 for rxe), each in the
+// lowest free slot past the reserved default ones. A slot is free when it
+// is empty and no QP holds a deleted entry there (PendingDelete): such a
+// slot reads empty, yet the kernel passes over it. Like the kernel, when
+// the table fills up midway the first types are added and the rest fail
+// (ErrTableFull). It returns the indices written.
 func AddAddress(root, hca string, port int, ip, ndev string) ([]int, error) {
 	gid, err := gidOf(ip)
 	if err != nil {
@@ -705,24 +756,32 @@ func AddAddress(root, hca string, port int, ip, ndev string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The default GIDs occupy the first slots, one per type.
-	var types []string
-	for i := 0; i < len(slots) && slots[i].GID != ZeroGID && i < 2; i++ {
-		if t := slots[i].Type; t != "" && (len(types) == 0 || types[0] != t) {
-			types = append(types, t)
+	types, pending, err := readPortMeta(root, dir)
+	if err != nil {
+		return nil, err
+	}
+	if types == nil {
+		// A port built without its default types: the types of the
+		// entries in the reserved slots.
+		for i := 0; i < len(slots) && slots[i].GID != ZeroGID && i < 2; i++ {
+			if t := slots[i].Type; t != "" && (len(types) == 0 || types[0] != t) {
+				types = append(types, t)
+			}
 		}
 	}
+	reserved := len(types)
 	if len(types) == 0 {
 		types = []string{TypeV2}
 	}
 	var written []int
-	next := len(types)
+	next := reserved
 	for _, t := range types {
-		for next < len(slots) && slots[next].GID != ZeroGID {
+		for next < len(slots) && (slots[next].GID != ZeroGID || pending[next]) {
 			next++
 		}
 		if next >= len(slots) {
-			return written, fmt.Errorf("add %s on %s/%d: %w (%d slots)", ip, hca, port, ErrTableFull, len(slots))
+			return written, fmt.Errorf("add %s on %s/%d: %w (%d slots, %d reserved, %d held by a pending delete)",
+				ip, hca, port, ErrTableFull, len(slots), reserved, len(pending))
 		}
 		if err := writeEntry(root, dir, Entry{Index: next, GID: gid, Type: t, Ndev: ndev}); err != nil {
 			return written, err
