@@ -136,9 +136,13 @@ type MLX5Options struct {
 	// PendingDelete are empty-reading slots a QP still holds (see
 	// PortSpec).
 	PendingDelete []int
-	Uverbs        int    // 0: uverbs0, umad0, issm0
-	RdmaCM        string // 10:57 (see hostWide)
-	NoRdmaCM      bool   // no misc/rdma_cm (rdma_ucm not loaded)
+	// NodeGUID is the HCA's node GUID (default: derived from MAC, as mlx5
+	// firmware does); with PCIAddr it is what stays of a NIC across
+	// renames (see RenameHCAs).
+	NodeGUID string
+	Uverbs   int    // 0: uverbs0, umad0, issm0
+	RdmaCM   string // 10:57 (see hostWide)
+	NoRdmaCM bool   // no misc/rdma_cm (rdma_ucm not loaded)
 }
 
 // RXEOptions describe a Soft-RoCE host: rxe0 on a virtual netdev, 1024 slots,
@@ -189,6 +193,7 @@ func (o *MLX5Options) defaults() {
 	def(&o.PCIBus, MLX5PCIBus)
 	def(&o.State, "ACTIVE")
 	def(&o.LinkLayer, "Ethernet")
+	def(&o.NodeGUID, nodeGUID(o.MAC))
 	if o.TableSize == 0 {
 		o.TableSize = 255
 	}
@@ -244,7 +249,7 @@ func BuildMLX5(root string, o MLX5Options) error {
 		Name:     o.HCA,
 		PCIDir:   pciDir,
 		Driver:   "mlx5_core",
-		NodeGUID: nodeGUID(o.MAC),
+		NodeGUID: o.NodeGUID,
 		Uverbs:   o.Uverbs,
 		Ports: []PortSpec{{
 			Port: 1, State: o.State, LinkLayer: o.LinkLayer,

@@ -5,11 +5,23 @@
 //	fakesysfs [build] -root DIR -kind mlx5|rxe [-hca NAME] [-netdev NAME] [-mac MAC]
 //	          [-size N] [-state ACTIVE|DOWN] [-link-layer Ethernet|InfiniBand]
 //	          [-netns-mode shared|exclusive] [-host-ipv4 IP] [-uverbs N] [-pci ADDR] [-no-rdma-cm]
+//	          [-node-guid GUID] [-pending I,J,...]
 //	fakesysfs set-gid   -root DIR -hca NAME [-port 1] -index I -gid GID [-type "RoCE v2"] [-ndev NAME]
 //	fakesysfs clear-gid -root DIR -hca NAME [-port 1] -index I
 //	fakesysfs add-ip    -root DIR -hca NAME [-port 1] -ip IP -ndev NAME   # prints the indices used
-//	fakesysfs del-ip    -root DIR -hca NAME [-port 1] -ip IP              # prints the indices cleared
+//	fakesysfs del-ip    -root DIR -hca NAME [-port 1] -ip IP [-held]      # prints the indices cleared
+//	fakesysfs release   -root DIR -hca NAME [-port 1] [-index I]          # prints the slots freed
+//	fakesysfs swap-hca  -root DIR -a NAME -b NAME
+//	fakesysfs rename-hca -root DIR -from NAME -to NAME [-uverbs N]
 //	fakesysfs netns-mode -root DIR -mode shared|exclusive
+//
+// Pending delete: del-ip -held removes an address whose entries a QP still
+// holds: they read empty at once, but add-ip passes over their slots until
+// release frees them (all of the port's, or -index I), as the kernel does.
+// -pending builds a table with such slots. swap-hca and rename-hca rename
+// HCAs as a reboot with another probe order does: names and uverbsN move,
+// the PCI functions, node GUIDs, netdevs and GID tables stay (stop the
+// daemon first, as across a reboot).
 //
 // It leaves behind only the tree under -root; remove it with rm -rf.
 package main
@@ -20,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
@@ -55,18 +68,24 @@ func run(args []string, stdout, stderr io.Writer) error {
 		uverbs := fs.Int("uverbs", 0, "N of uverbsN/umadN/issmN (use 1 for a second device in the same tree)")
 		pci := fs.String("pci", "", "mlx5 PCI address (default 0000:03:00.0)")
 		noCM := fs.Bool("no-rdma-cm", false, "leave out misc/rdma_cm (rdma_ucm not loaded)")
+		guid := fs.String("node-guid", "", "mlx5 node GUID (default: derived from -mac)")
+		pending := fs.String("pending", "", "mlx5 slots, comma separated, that read empty but a QP holds (pending delete)")
 		if err := parse(fs, args); err != nil {
 			return err
 		}
 		if *root == "" {
 			return errors.New("-root is required")
 		}
+		held, err := indexList(*pending)
+		if err != nil {
+			return fmt.Errorf("-pending: %w", err)
+		}
 		switch *kind {
 		case "mlx5":
 			return rdmatest.BuildMLX5(*root, rdmatest.MLX5Options{
 				HCA: *hca, Netdev: *netdev, MAC: *mac, PCIAddr: *pci, TableSize: *size,
 				State: *state, LinkLayer: *ll, NetnsMode: *mode, HostIPv4: *hostIP,
-				Uverbs: *uverbs, NoRdmaCM: *noCM,
+				Uverbs: *uverbs, NoRdmaCM: *noCM, NodeGUID: *guid, PendingDelete: held,
 			})
 		case "rxe":
 			return rdmatest.BuildRXE(*root, rdmatest.RXEOptions{
@@ -99,6 +118,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "add-ip", "del-ip":
 		ip := fs.String("ip", "", "IP address")
 		ndev := fs.String("ndev", "", "netdev name as seen in its namespace (add-ip)")
+		held := fs.Bool("held", false, "a QP still holds the entries: their slots stay taken until release (del-ip)")
 		if err := parse(fs, args); err != nil {
 			return err
 		}
@@ -110,13 +130,52 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		var idx []int
 		var err error
-		if cmd == "add-ip" {
+		switch {
+		case cmd == "add-ip":
 			idx, err = rdmatest.AddAddress(*root, *hca, *port, *ip, *ndev)
-		} else {
+		case *held:
+			idx, err = rdmatest.RemoveAddressHeld(*root, *hca, *port, *ip)
+		default:
 			idx, err = rdmatest.RemoveAddress(*root, *hca, *port, *ip)
 		}
 		fmt.Fprintln(stdout, strings.Trim(fmt.Sprint(idx), "[]"))
 		return err
+	case "release":
+		index := fs.Int("index", -1, "the pending-delete slot to free (default: every one of the port)")
+		if err := parse(fs, args); err != nil {
+			return err
+		}
+		if err := need(*root, *hca); err != nil {
+			return err
+		}
+		var which []int
+		if *index >= 0 {
+			which = []int{*index}
+		}
+		freed, err := rdmatest.ReleasePending(*root, *hca, *port, which...)
+		fmt.Fprintln(stdout, strings.Trim(fmt.Sprint(freed), "[]"))
+		return err
+	case "swap-hca":
+		a := fs.String("a", "", "one HCA")
+		b := fs.String("b", "", "the other HCA")
+		if err := parse(fs, args); err != nil {
+			return err
+		}
+		if *root == "" || *a == "" || *b == "" {
+			return errors.New("-root, -a and -b are required")
+		}
+		return rdmatest.SwapHCAs(*root, *a, *b)
+	case "rename-hca":
+		from := fs.String("from", "", "the HCA's name now")
+		to := fs.String("to", "", "its new name")
+		uverbs := fs.Int("uverbs", -1, "N of its new uverbsN (default: keep)")
+		if err := parse(fs, args); err != nil {
+			return err
+		}
+		if *root == "" || *from == "" || *to == "" {
+			return errors.New("-root, -from and -to are required")
+		}
+		return rdmatest.RenameHCAs(*root, rdmatest.Rename{From: *from, To: *to, Uverbs: *uverbs})
 	case "netns-mode":
 		mode := fs.String("mode", "", "shared or exclusive")
 		if err := parse(fs, args); err != nil {
@@ -127,7 +186,23 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		return rdmatest.SetNetnsMode(*root, *mode)
 	}
-	return fmt.Errorf("unknown command %q: want build, set-gid, clear-gid, add-ip, del-ip or netns-mode", cmd)
+	return fmt.Errorf("unknown command %q: want build, set-gid, clear-gid, add-ip, del-ip, release, swap-hca, rename-hca or netns-mode", cmd)
+}
+
+// indexList parses "2,3" into slots; "" is none.
+func indexList(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		i, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || i < 0 {
+			return nil, fmt.Errorf("%q is not a slot number", f)
+		}
+		out = append(out, i)
+	}
+	return out, nil
 }
 
 func parse(fs *flag.FlagSet, args []string) error {
