@@ -49,8 +49,8 @@ func (d *Driver) admit(n *network, res *endpoint, log *logrus.Entry) (need, type
 	var full *gid.FullError
 	if errors.As(err, &full) {
 		return 0, 0, &TableFullError{HCA: r.HCA, Port: r.Port, Need: full.Need, Free: full.Free, Size: full.Size, Held: full.Held, Starting: full.Starting,
-			Msg: fmt.Sprintf("GID table of RDMA device %s port %d is too full for this container: it needs %d entries (%d addresses x RoCE types), %d of %d are free and %d are held for %d containers still starting. Each container holds its entries until it stops: stop or disconnect containers on this port (parent %q), or use a parent on another port",
-				r.HCA, r.Port, full.Need, full.Addresses, full.Free, full.Size, full.Held, full.Starting, n.Parent)}
+			Msg: fmt.Sprintf("GID table of RDMA device %s port %d is too full for this container: it needs %d entries (%d addresses x RoCE types), %d of %d are free and %d are held for %d containers still starting. Each container holds its entries until it stops: stop or disconnect containers on this port (parent %q), or use a parent on another port%s",
+				r.HCA, r.Port, full.Need, full.Addresses, full.Free, full.Size, full.Held, full.Starting, n.Parent, full.PassedOverNote())}
 	}
 	return need, types, err
 }

@@ -47,6 +47,29 @@ mutant admission-overcommits-by-one driver/gid/admit.go "$gids" '' \
 mutant refusal-on-snapshot driver/gid/admit.go "$gids" '' \
   'if !full && how != readFull {' \
   'if false && !full && how != readFull {'
+# Free slots are those the kernel hands out: never the reserved default
+# slots, never the slots it passed over (a deleted entry a QP still holds
+# reads empty), until the kernel fills them or the evidence is too old.
+mutant admission-counts-reserved-slots driver/gid/pending.go "$gids" 'TestAdmitAtTheTableEdge|TestPassedOver' \
+  'for i := types; i < len(table.Slots); i++ {' \
+  'for i := 0; i < len(table.Slots); i++ {'
+mutant admission-ignores-passed-over driver/gid/pending.go "$gids" 'TestAdmitAtTheTableEdge|TestPassedOver' \
+  'if prev[i] == "" && cur[i] == "" {' \
+  'if false && prev[i] == "" && cur[i] == "" {'
+mutant passed-over-never-expires driver/gid/pending.go "$gids" 'TestAdmitAtTheTableEdge|TestPassedOver' \
+  'if at, ok := skipped[i]; ok && now.Sub(at) < skipMemory {' \
+  'if _, ok := skipped[i]; ok {'
+mutant passed-over-kept-when-filled driver/gid/pending.go "$gids" 'TestAdmitAtTheTableEdge|TestPassedOver' \
+  'if i < len(cur) && cur[i] == "" && now.Sub(at) < skipMemory {' \
+  'if i < len(cur) && now.Sub(at) < skipMemory {'
+# The fake kernel passes over pending-delete slots and reserved default
+# slots, as the real one does (the admission tests rest on it).
+mutant fake-kernel-fills-pending-slot rdma/rdmatest/rdmatest.go './rdma/rdmatest/ ./driver/gid/' '' \
+  'for next < len(slots) && (slots[next].GID != ZeroGID || pending[next]) {' \
+  'for next < len(slots) && slots[next].GID != ZeroGID {'
+mutant fake-kernel-fills-reserved-slot rdma/rdmatest/rdmatest.go './rdma/rdmatest/ ./driver/gid/' '' \
+  'next := reserved' \
+  'next := 0'
 # The orphan sweep at start: deletes this instance's unrecorded links, keeps
 # recorded ones.
 mutant orphan-sweep-disabled driver/restore.go "$unit" '' \

@@ -25,14 +25,26 @@ type Request struct {
 type FullError struct {
 	Port Port
 	// Need entries for Addresses addresses; Free in the table now, of
-	// Size; Held for Starting endpoints whose entries the table does not
-	// show yet.
-	Need, Addresses, Free, Size, Held, Starting int
+	// Size (the slots the kernel would hand out: not the reserved default
+	// ones, not those it passed over); Held for Starting endpoints whose
+	// entries the table does not show yet; PassedOver: slots that read
+	// empty but that the kernel passed over when it last added an entry.
+	Need, Addresses, Free, Size, Held, Starting, PassedOver int
 }
 
 func (e *FullError) Error() string {
-	return fmt.Sprintf("GID table of RDMA device %s port %d is too full: %d entries needed, %d of %d free, %d held for %d endpoints still starting",
-		e.Port.HCA, e.Port.Port, e.Need, e.Free, e.Size, e.Held, e.Starting)
+	return fmt.Sprintf("GID table of RDMA device %s port %d is too full: %d entries needed, %d of %d free, %d held for %d endpoints still starting%s",
+		e.Port.HCA, e.Port.Port, e.Need, e.Free, e.Size, e.Held, e.Starting, e.PassedOverNote())
+}
+
+// PassedOverNote says, when there are any, why slots that read empty do
+// not count as free ("" when none).
+func (e *FullError) PassedOverNote() string {
+	if e.PassedOver == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d more slots read empty but the kernel passed over them when it last added an entry: entries deleted while a process still uses them (a container disconnected from the network while its workload runs), freed when it closes its RDMA resources or stops",
+		e.PassedOver)
 }
 
 // Admit reserves room in the table of r.Port for the entries of endpoint
@@ -55,8 +67,8 @@ func (t *Tracker) Admit(id string, r Request) (need int, err error) {
 		if err != nil {
 			return 0, fmt.Errorf("read GID table: %w", err)
 		}
-		ok, held, starting := t.reserve(e, table, at)
-		if ok {
+		c := t.reserve(e, table, at)
+		if c.ok {
 			return need, nil
 		}
 		if !full && how != readFull {
@@ -65,28 +77,38 @@ func (t *Tracker) Admit(id string, r Request) (need int, err error) {
 		}
 		if full && r.Collect != nil && r.Collect() > 0 {
 			// They held reservations: look once more.
-			if ok, held, starting = t.reserve(e, table, at); ok {
+			if c = t.reserve(e, table, at); c.ok {
 				return need, nil
 			}
 		}
-		free := table.Size - table.Used
-		return 0, &FullError{Port: r.Port, Need: need, Addresses: addrs, Free: max(free, 0), Size: table.Size, Held: held, Starting: starting}
+		return 0, &FullError{Port: r.Port, Need: need, Addresses: addrs, Free: c.free, Size: table.Size, Held: c.held, Starting: c.starting, PassedOver: c.passed}
 	}
 }
 
+// count is what reserve found: whether it reserved, the free slots (and
+// those passed over, not among them), and what starting endpoints hold.
+type count struct {
+	ok                           bool
+	free, passed, held, starting int
+}
+
 // reserve records e if table (read at at) has room for it beyond what the
-// port's unsettled endpoints hold.
-func (t *Tracker) reserve(e *endpoint, table rdma.GIDTable, at time.Time) (ok bool, held, starting int) {
+// port's unsettled endpoints hold. Free slots are those the kernel would
+// hand out (see pending.go).
+func (t *Tracker) reserve(e *endpoint, table rdma.GIDTable, at time.Time) count {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	held, starting = t.heldOn(e.port, table, at)
-	free := table.Size - table.Used
+	var c count
+	c.held, c.starting = t.heldOn(e.port, table, at)
+	free, passed := freeFor(table, e.types, t.tables[e.port].skipped, time.Now())
+	c.free, c.passed = free, passed
+	held := c.held
 	if e.need <= free-held {
 		t.forget(e.id)
 		t.track(e)
-		return true, held, starting
+		c.ok = true
 	}
-	return false, held, starting
+	return c
 }
 
 // heldOn counts the entries that endpoints on port p will take and table

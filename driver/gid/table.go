@@ -11,6 +11,9 @@ type snapshot struct {
 	at    time.Time // when the read began
 	full  time.Time // when the last read of every slot began
 	table rdma.GIDTable
+	// skipped are the empty-reading slots the kernel passed over, and when
+	// it last did (see pending.go).
+	skipped map[int]time.Time
 }
 
 // How fresh a GID table must be (see table).
@@ -80,7 +83,7 @@ func (t *Tracker) table(p Port, how tableRead, more int, fullAge time.Duration) 
 			return table, now, false, err
 		}
 		t.mu.Lock()
-		t.tables[p] = snapshot{at: now, full: now, table: table}
+		t.tables[p] = snapshot{at: now, full: now, table: table, skipped: passedOver(snap.table.Slots, table.Slots, snap.skipped, now)}
 		delete(t.going, p)
 		t.mu.Unlock()
 		return table, now, true, nil
@@ -95,7 +98,7 @@ func (t *Tracker) table(p Port, how tableRead, more int, fullAge time.Duration) 
 		return table, now, false, err
 	}
 	t.mu.Lock()
-	t.tables[p] = snapshot{at: now, full: snap.full, table: table}
+	t.tables[p] = snapshot{at: now, full: snap.full, table: table, skipped: passedOver(snap.table.Slots, table.Slots, snap.skipped, now)}
 	for i := range going {
 		if i >= len(table.Slots) || table.Slots[i] == "" {
 			delete(t.going[p], i)
