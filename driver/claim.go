@@ -96,6 +96,7 @@ func (d *Driver) addEndpoint(e *endpoint, readyAt time.Time) {
 func (d *Driver) forget(e *endpoint) {
 	d.gids.Going(e.ID)
 	d.gids.Forget(e.ID)
+	d.obs.forget(e.ID)
 	if d.ifnames[e.Ifname] == e.ID {
 		delete(d.ifnames, e.Ifname)
 	}

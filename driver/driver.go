@@ -77,6 +77,9 @@ type Config struct {
 	Log            *logrus.Logger // nil: logrus.StandardLogger()
 	// Version is the daemon's release version, reported in /v1/status.
 	Version string
+	// Observer, if not nil, is told of state writes and GID watch outcomes
+	// (the daemon's metrics).
+	Observer Observer
 }
 
 // Defaults of Config.
@@ -106,6 +109,7 @@ type Driver struct {
 	version   string
 	gids      *gid.Tracker
 	gcTimer   *time.Timer // deletes endpoints never joined after a restart
+	obs       *observing  // the Observer, and when watched endpoints joined
 
 	// netsMu is held by the calls that change which networks exist
 	// (CreateNetwork, DeleteNetwork) and by the start-up reconciliation of
@@ -178,6 +182,8 @@ func New(cfg Config) (*Driver, error) {
 	st.onNotDurable = func(err error) {
 		log.WithError(err).Error("state change done but not durable: the disk failed to sync it; a crash before the next successful write may undo it")
 	}
+	obs := &observing{o: cfg.Observer}
+	st.obs = obs
 	for _, w := range st.exposure() {
 		log.WithField("state_dir", cfg.StateDir).Warn(w)
 	}
@@ -190,6 +196,7 @@ func New(cfg Config) (*Driver, error) {
 		cdiDir:    cfg.CDIDir,
 		grace:     cfg.UnjoinedGrace,
 		version:   cfg.Version,
+		obs:       obs,
 		networks:  make(map[string]*network),
 		endpoints: make(map[string]*endpoint),
 		busy:      make(map[string]chan struct{}),

@@ -103,6 +103,7 @@ func (d *Driver) watchEnded(o gid.Outcome) {
 		return
 	}
 	e.GIDs, e.RDMAReady, e.RDMAReason, e.GIDNeed = rec.GIDs, rec.RDMAReady, rec.RDMAReason, rec.GIDNeed
+	d.obs.watchEnded(o.ID, ready, o.At)
 	if !ready {
 		d.gids.Reset(o.ID)
 		log.WithField("reason", o.Reason).Warn("endpoint not RDMA-ready")

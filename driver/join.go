@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/sirupsen/logrus"
@@ -27,6 +28,7 @@ type JoinResponse struct {
 // container, renames it and sets MAC and addresses after Join returns.
 func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 	var resp JoinResponse
+	joinedAt := time.Now()
 	if err := checkID("endpoint", eid); err != nil {
 		return resp, err
 	}
@@ -73,6 +75,7 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 		// an RDMA port: the tracker knows no other endpoint). After a
 		// failed Join, the watch of the one before goes on.
 		d.gids.Watch(eid)
+		d.obs.join(eid, joinedAt)
 	}
 	if err != nil {
 		return resp, err

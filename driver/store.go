@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/internal/atomicfile"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/safefile"
@@ -30,6 +31,8 @@ type store struct {
 	// onNotDurable is told about a change that is done but whose fsync
 	// failed (nil: ignored).
 	onNotDurable func(err error)
+	// obs times every change (nil: none).
+	obs *observing
 }
 
 // notDurable reports a change that is in place but not durable. The change
@@ -204,12 +207,15 @@ func (s *store) endpointPath(id string) string {
 	return filepath.Join(s.dir, endpointsDir, id+".json")
 }
 
+// The changes below report to s.obs: the arguments' calls run left to
+// right, so time.Now() is taken before the change begins.
+
 func (s *store) saveNetwork(n *network) error {
-	return s.done(writeJSONAtomic(s.networkPath(n.ID), networkRecord{Version: stateVersion, Network: n}))
+	return s.done(s.obs.stateWrite(time.Now(), writeJSONAtomic(s.networkPath(n.ID), networkRecord{Version: stateVersion, Network: n})))
 }
 
 func (s *store) saveEndpoint(e *endpoint) error {
-	return s.done(writeJSONAtomic(s.endpointPath(e.ID), endpointRecord{Version: stateVersion, Endpoint: e}))
+	return s.done(s.obs.stateWrite(time.Now(), writeJSONAtomic(s.endpointPath(e.ID), endpointRecord{Version: stateVersion, Endpoint: e})))
 }
 
 // saveEndpointUnsynced records what Join, Leave and the GID watch learn
@@ -225,12 +231,16 @@ func (s *store) saveEndpointUnsynced(e *endpoint) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteUnsynced(s.endpointPath(e.ID), data, 0o600, func() { crashPoint("store:temp-written") })
+	return s.obs.stateWrite(time.Now(), atomicfile.WriteUnsynced(s.endpointPath(e.ID), data, 0o600, func() { crashPoint("store:temp-written") }))
 }
 
-func (s *store) deleteNetwork(id string) error { return s.done(removeSynced(s.networkPath(id))) }
+func (s *store) deleteNetwork(id string) error {
+	return s.done(s.obs.stateWrite(time.Now(), removeSynced(s.networkPath(id))))
+}
 
-func (s *store) deleteEndpoint(id string) error { return s.done(removeSynced(s.endpointPath(id))) }
+func (s *store) deleteEndpoint(id string) error {
+	return s.done(s.obs.stateWrite(time.Now(), removeSynced(s.endpointPath(id))))
+}
 
 // loadProblem is a state file that could not be used. The file is kept,
 // renamed with a .corrupt suffix, so nothing is lost and it is not retried.

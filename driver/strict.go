@@ -78,8 +78,16 @@ func (d *Driver) ProgramExternalConnectivity(nid, eid string) error {
 	if reason == "" {
 		reason = "its GID entries are not in the table"
 	}
-	return fmt.Errorf("container is not RDMA-ready and network %s has gid_check=strict: %s", ShortID(nid), reason)
+	return &StrictNotReadyError{Msg: fmt.Sprintf("container is not RDMA-ready and network %s has gid_check=strict: %s", ShortID(nid), reason)}
 }
+
+// StrictNotReadyError is gid_check=strict failing a container's start: its
+// GID entries are not in the table. It is logged as a failure, not as a
+// Refusal (the kernel did not add entries it should have), and the metrics
+// count it as a refusal of the start (reason gid_check_strict).
+type StrictNotReadyError struct{ Msg string }
+
+func (e *StrictNotReadyError) Error() string { return e.Msg }
 
 // strictEarlyCall says why gid_check=strict cannot hold a start on engines
 // before Docker 28.
