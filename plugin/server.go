@@ -25,11 +25,15 @@ import (
 	"github.com/docker/go-plugins-helpers/sdk"
 	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
+	"github.com/rdma-macvlan/rdma-macvlan/metrics"
 	"github.com/sirupsen/logrus"
 )
 
 // StatusPath serves the daemon's status as JSON (api.Status).
 const StatusPath = api.StatusPath
+
+// MetricsPath serves the daemon's Prometheus metrics (see package metrics).
+const MetricsPath = metrics.Path
 
 const (
 	manifest     = `{"Implements": ["NetworkDriver"]}`
@@ -51,6 +55,9 @@ type Server struct {
 	ready chan struct{}
 	drv   *driver.Driver // set once before ready is closed
 	mux   *http.ServeMux
+	// metrics counts every protocol call and serves MetricsPath (nil:
+	// nothing counted, MetricsPath not found). Set before Serve.
+	metrics *metrics.Metrics
 
 	// Connection limits (see conns.go); tests shorten them.
 	maxConns                                 int
@@ -71,9 +78,17 @@ func NewServer(log *logrus.Logger) *Server {
 	return s
 }
 
-// SetDriver makes the server answer calls with d. Call it once.
+// SetMetrics has the server count its calls in m and serve m at
+// MetricsPath. Call it before Serve.
+func (s *Server) SetMetrics(m *metrics.Metrics) { s.metrics = m }
+
+// SetDriver makes the server answer calls with d, and the metrics' gauges
+// read d's status. Call it once.
 func (s *Server) SetDriver(d *driver.Driver) {
 	s.drv = d
+	if s.metrics != nil {
+		s.metrics.SetStatus(d.Status)
+	}
 	close(s.ready)
 }
 
@@ -168,11 +183,15 @@ func (s *Server) dropped1(evicted bool) {
 
 // post is the part every protocol call shares: POST only (as Docker's plugin
 // client sends them), a JSON body (see jsonContentType) read whole within the
-// request's deadline (see readBody) and handed to fn, and the answer's write
-// bounded by writeTimeout.
+// request's deadline (see readBody) and handed to fn, the answer's write
+// bounded by writeTimeout, and the call counted in the metrics (method op,
+// its outcome and time: see counted).
 func (s *Server) post(op string, fn func(w http.ResponseWriter, r *http.Request, body []byte)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return func(rw http.ResponseWriter, r *http.Request) {
+		w := &callWriter{ResponseWriter: rw}
+		defer s.counted(op, w, time.Now())
 		if r.Method != http.MethodPost {
+			w.refused(s.metrics, metrics.RefusalBadRequest)
 			s.writing(w)
 			w.Header().Set("Allow", http.MethodPost)
 			s.log.WithFields(logrus.Fields{"op": op, "method": abbreviate([]byte(r.Method))}).Warn("request refused: not POST")
@@ -182,6 +201,7 @@ func (s *Server) post(op string, fn func(w http.ResponseWriter, r *http.Request,
 			return
 		}
 		if ct := r.Header.Get("Content-Type"); !jsonContentType(ct) {
+			w.refused(s.metrics, metrics.RefusalBadRequest)
 			s.writing(w)
 			s.log.WithFields(logrus.Fields{"op": op, "content_type": abbreviate([]byte(ct))}).Warn("request refused: not JSON")
 			w.Header().Set("Content-Type", sdk.DefaultContentTypeV1_1)
@@ -282,8 +302,16 @@ func (s *Server) route(path string, fn func(d *driver.Driver, body []byte) (any,
 }
 
 // fail logs a failed call once and answers Docker with the error's text,
-// which the docker CLI shows to the user, within writeTimeout.
+// which the docker CLI shows to the user, within writeTimeout. It tells the
+// metrics whether the call was refused (and why) or failed.
 func (s *Server) fail(w http.ResponseWriter, op string, err error) {
+	if cw, ok := w.(*callWriter); ok {
+		if reason := refusalReason(err); reason != "" {
+			cw.refused(s.metrics, reason)
+		} else {
+			cw.outcome = metrics.CallError
+		}
+	}
 	s.writing(w)
 	entry := s.log.WithField("op", op).WithError(err)
 	if driver.IsRefusal(err) {
@@ -338,6 +366,32 @@ func (s *Server) routes() {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(st)
+	})
+	s.mux.HandleFunc(MetricsPath, func(w http.ResponseWriter, r *http.Request) {
+		if s.metrics == nil {
+			http.NotFound(w, r)
+			return
+		}
+		if r.Method != http.MethodGet {
+			s.writing(w)
+			w.Header().Set("Allow", http.MethodGet)
+			http.Error(w, MetricsPath+" takes GET", http.StatusMethodNotAllowed)
+			return
+		}
+		if _, err := s.readBody(w, r, "GET "+MetricsPath); err != nil {
+			s.writing(w)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		done, ok := busy(r.Context())
+		if !ok {
+			return
+		}
+		defer done()
+		// Served while starting too: the calls' counters are there, the
+		// gauges read from the status once the driver is ready.
+		s.answering(w)
+		s.metrics.Handler().ServeHTTP(w, r)
 	})
 	s.route("/NetworkDriver.CreateNetwork", createNetwork)
 	s.route("/NetworkDriver.DeleteNetwork", deleteNetwork)
