@@ -6,7 +6,8 @@ TOOLS := build/tools
 STATICCHECK_VERSION := v0.8.2
 PLUGIN_NAME ?= rdma-macvlan
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDVERSION := -X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$(VERSION)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDVERSION := -X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$(VERSION) -X github.com/rdma-macvlan/rdma-macvlan/internal/version.commit=$(COMMIT)
 # make release REGISTRY=host[:port]/path: the plugin goes to $(REGISTRY)/rdma-macvlan.
 REGISTRY ?=
 

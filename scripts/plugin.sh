@@ -50,8 +50,10 @@ do_build() {
 	else
 		say "building ./cmd/rdma-macvlan (static)"
 		local v=${VERSION:-$(git -C "$repo" describe --tags --always --dirty 2>/dev/null || echo dev)}
+		local c
+		c=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
 		(cd "$repo" && CGO_ENABLED=0 "$GO" build -trimpath \
-			-ldflags "-s -w -X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$v" -o "$bin" ./cmd/rdma-macvlan)
+			-ldflags "-s -w -X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$v -X github.com/rdma-macvlan/rdma-macvlan/internal/version.commit=$c" -o "$bin" ./cmd/rdma-macvlan)
 	fi
 	# The plugin has no libc and no loader: a dynamic binary would fail with "no such file".
 	if ldd "$bin" >/dev/null 2>&1; then die "$bin is dynamically linked; a plugin rootfs has no libraries"; fi

@@ -42,7 +42,8 @@ VERSION=${VERSION:-$(git -C "$repo" describe --tags --always --dirty 2>/dev/null
 REGISTRY=${REGISTRY:-}
 REPO=${REPO:-${REGISTRY:+${REGISTRY%/}/rdma-macvlan}}
 ARCHES=(amd64 arm64)
-LDVERSION="-X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$VERSION"
+COMMIT=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
+LDVERSION="-X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$VERSION -X github.com/rdma-macvlan/rdma-macvlan/internal/version.commit=$COMMIT"
 
 say() { printf 'release.sh: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }

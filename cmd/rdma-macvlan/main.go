@@ -11,8 +11,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +23,7 @@ import (
 
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/version"
+	"github.com/rdma-macvlan/rdma-macvlan/metrics"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
@@ -35,7 +39,8 @@ type config struct {
 	logFormat  string
 	gidTimeout time.Duration
 	grace      time.Duration
-	version    bool // --version: print the version and exit
+	metrics    string // --metrics-address: TCP HOST:PORT for GET /metrics, "" for none
+	version    bool   // --version: print the version and exit
 }
 
 func main() {
@@ -56,6 +61,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&c.grace, "unjoined-grace", driver.DefaultUnjoinedGrace, "after a restart, how long an endpoint without a container may wait for Docker's Join before it is deleted")
 	fs.DurationVar(&c.gidTimeout, "gid-timeout", driver.DefaultGIDTimeout, "how long to wait for a container's RoCE GID entries after it joins")
+	fs.StringVar(&c.metrics, "metrics-address", "", "TCP HOST:PORT to serve GET /metrics on as well (e.g. 127.0.0.1:9464); empty: only on the plugin socket")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: rdma-macvlan [flags]\n\nEvery flag can also be set with RDMA_MACVLAN_<FLAG> (upper case, dashes as underscores);\na flag given on the command line wins.\n\n")
@@ -159,6 +165,17 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
+	m := metrics.New(version.String(), version.Commit())
+	// The metrics address first: a wrong one fails the start before the
+	// plugin socket exists.
+	var ml net.Listener
+	if c.metrics != "" {
+		if ml, err = listenMetrics(c.metrics); err != nil {
+			return err
+		}
+		defer ml.Close()
+	}
+
 	// Listen first: Docker gives up on a plugin socket that does not answer
 	// within seconds, and start-up work may take longer.
 	l, err := plugin.Listen(c.socket)
@@ -166,9 +183,13 @@ func run(args []string) error {
 		return err
 	}
 	srv := plugin.NewServer(log)
+	srv.SetMetrics(m)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, l) }()
-	log.WithFields(logrus.Fields{"version": version.String(), "socket": c.socket, "state_dir": c.stateDir, "sysfs_root": c.sysfsRoot, "cdi_dir": c.cdiDir}).Info("listening")
+	if ml != nil {
+		go serveMetrics(ctx, ml, m, log)
+	}
+	log.WithFields(logrus.Fields{"version": version.String(), "socket": c.socket, "state_dir": c.stateDir, "sysfs_root": c.sysfsRoot, "cdi_dir": c.cdiDir, "metrics_address": c.metrics}).Info("listening")
 
 	host, err := netns.Current()
 	if err != nil {
@@ -186,6 +207,7 @@ func run(args []string) error {
 		GIDTableMaxAge: driver.DefaultGIDTableMaxAge,
 		Log:            log,
 		Version:        version.String(),
+		Observer:       m,
 	})
 	if err != nil {
 		return err
@@ -206,4 +228,51 @@ func run(args []string) error {
 		return err
 	}
 	return nil
+}
+
+// listenMetrics opens the TCP address of --metrics-address, which must be
+// HOST:PORT with a port.
+func listenMetrics(addr string) (net.Listener, error) {
+	const name = "--metrics-address (RDMA_MACVLAN_METRICS_ADDRESS)"
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: want HOST:PORT, e.g. 127.0.0.1:9464 (leave it empty for no TCP address): %v", name, addr, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return nil, fmt.Errorf("%s %q: port %q is not a number from 1 to 65535 (e.g. 127.0.0.1:9464)", name, addr, port)
+	}
+	if host == "" {
+		return nil, fmt.Errorf("%s %q: name the address to listen on, e.g. 127.0.0.1%s (0.0.0.0 for every address; the metrics then reach anyone on the network)", name, addr, addr)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %v: pick an address of this host and a free port", name, addr, err)
+	}
+	return l, nil
+}
+
+// serveMetrics answers GET /metrics, and nothing else, on l until ctx is
+// done; the plugin API is never served on TCP.
+func serveMetrics(ctx context.Context, l net.Listener, m *metrics.Metrics, log *logrus.Logger) {
+	mux := http.NewServeMux()
+	h := m.Handler()
+	mux.HandleFunc(metrics.Path, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", http.MethodGet)
+			http.Error(w, metrics.Path+" takes GET", http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second,
+		WriteTimeout: 15 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.WithError(err).WithField("metrics_address", l.Addr().String()).Error("metrics address stopped serving")
+	}
 }

@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,10 +18,12 @@ import (
 
 	"github.com/docker/go-plugins-helpers/network"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
+	"github.com/rdma-macvlan/rdma-macvlan/metrics"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
 
@@ -326,5 +331,78 @@ func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 		if len(ents) != 0 {
 			t.Errorf("state left in %s: %v", sub, ents)
 		}
+	}
+}
+
+// --metrics-address has its env twin, is off by default, and a wrong one
+// fails the start naming the flag, before the plugin socket exists.
+func TestMetricsAddressFlag(t *testing.T) {
+	c, err := parseFlags(nil)
+	if err != nil || c.metrics != "" {
+		t.Fatalf("default --metrics-address %q (%v), want none", c.metrics, err)
+	}
+	t.Setenv("RDMA_MACVLAN_METRICS_ADDRESS", "127.0.0.1:9464")
+	if c, err = parseFlags(nil); err != nil || c.metrics != "127.0.0.1:9464" {
+		t.Fatalf("env twin: %q %v", c.metrics, err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for addr, want := range map[string]string{
+		"9464":                   "want HOST:PORT",
+		"127.0.0.1:":             "is not a number",
+		"127.0.0.1:0":            "is not a number from 1",
+		"127.0.0.1:70000":        "is not a number from 1",
+		":9464":                  "name the address",
+		"192.0.2.1:9464":         "pick an address of this host",
+		busy.Addr().String():     "pick an address of this host and a free port",
+		"localhost:metrics-port": "is not a number",
+	} {
+		dir := t.TempDir()
+		sock := filepath.Join(dir, "p.sock")
+		err := run([]string{"--metrics-address", addr, "--socket", sock, "--state-dir", filepath.Join(dir, "state"), "--cdi-dir", filepath.Join(dir, "cdi")})
+		if err == nil || !strings.Contains(err.Error(), "--metrics-address (RDMA_MACVLAN_METRICS_ADDRESS) \""+addr+"\"") || !strings.Contains(err.Error(), want) {
+			t.Errorf("--metrics-address %q: %v, want an error naming the flag and saying %q", addr, err, want)
+		}
+		if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("--metrics-address %q: the plugin socket was made (%v)", addr, err)
+		}
+	}
+}
+
+// The TCP address serves GET /metrics and nothing of the plugin API.
+func TestMetricsAddressServesMetricsOnly(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { serveMetrics(ctx, l, metrics.New("v-test", "c-test"), logrus.New()); close(done) }()
+	defer func() { cancel(); <-done }()
+	base := "http://" + l.Addr().String()
+	get := func(method, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader("{}"))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := get(http.MethodGet, "/metrics"); code != http.StatusOK || !strings.Contains(body, `rdma_macvlan_build_info{commit="c-test"`) {
+		t.Fatalf("GET /metrics: %d\n%s", code, body)
+	}
+	for _, p := range []string{"/v1/status", "/Plugin.Activate", "/NetworkDriver.CreateNetwork"} {
+		if code, _ := get(http.MethodPost, p); code != http.StatusNotFound {
+			t.Errorf("POST %s on the metrics address: %d, want 404", p, code)
+		}
+	}
+	if code, _ := get(http.MethodPost, "/metrics"); code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /metrics: %d, want 405", code)
 	}
 }
