@@ -195,6 +195,41 @@ mutant topo-pix-too-wide gpu/topo.go ./gpu/ '' \
 mutant topo-no-phb gpu/topo.go ./gpu/ '' \
   'if c == 0 {' \
   'if c == 99 {'
+# Metrics: the gauges are /v1/status's numbers (headroom per RoCE type, a
+# port once), readiness reasons bounded; refusals, outcomes, state write
+# failures and the Join-to-ready time counted; the TCP address serves
+# /metrics only and a wrong one names the flag.
+metricspkgs='./metrics/ ./plugin/'
+mutant metrics-headroom-not-per-type metrics/status.go "$metricspkgs" 'TestGauges|TestMetrics' \
+  'Headroom: n.GIDTable.Free / max(n.RoCETypes, 1)' \
+  'Headroom: n.GIDTable.Free'
+mutant metrics-port-counted-twice metrics/status.go "$metricspkgs" 'TestGauges|TestMetrics' \
+  'if !seen[k] {' \
+  'if true {'
+mutant metrics-timeout-reason-lost metrics/status.go "$metricspkgs" 'TestReadiness|TestMetrics' \
+  'case strings.HasPrefix(r, "GID entries for ") && strings.Contains(r, "did not appear"):' \
+  'case false:'
+mutant metrics-refusal-not-counted plugin/metrics.go ./plugin/ 'TestMetrics' \
+  'm.Refusal(reason)' \
+  '_ = reason'
+mutant metrics-strict-not-a-refusal plugin/metrics.go ./plugin/ 'TestMetrics' \
+  'case errors.As(err, &strict):' \
+  'case false && errors.As(err, &strict):'
+mutant metrics-outcome-lost plugin/metrics.go ./plugin/ 'TestMetrics' \
+  'outcome := w.outcome' \
+  'outcome := ""'
+mutant metrics-write-failure-as-ok driver/observe.go ./plugin/ 'TestMetrics' \
+  'outcome = "failed"' \
+  'outcome = "ok"'
+mutant metrics-ready-time-not-observed driver/observe.go ./plugin/ 'TestMetrics' \
+  'ob.o.GIDsReady(max(at.Sub(joined), 0))' \
+  '_ = joined'
+mutant metrics-address-serves-all cmd/rdma-macvlan/main.go ./cmd/rdma-macvlan/ 'TestMetricsAddress' \
+  'mux.HandleFunc(metrics.Path, func(' \
+  'mux.HandleFunc("/", func('
+mutant metrics-address-error-unnamed cmd/rdma-macvlan/main.go ./cmd/rdma-macvlan/ 'TestMetricsAddress' \
+  'const name = "--metrics-address (RDMA_MACVLAN_METRICS_ADDRESS)"' \
+  'const name = "metrics address"'
 
 if [ "${1:-}" = --list ]; then
   for i in "${!names[@]}"; do
