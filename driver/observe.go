@@ -12,7 +12,7 @@ import (
 // are called without the driver's lock and must return at once.
 type Observer interface {
 	// StateWrite: one change of the state directory (a record written or
-	// removed) took took; outcome is "ok", "not_durable" (done, the sync
+	// removed) took the time given; outcome is "ok", "not_durable" (done, the sync
 	// failed) or "failed".
 	StateWrite(took time.Duration, outcome string)
 	// GIDsReady: an endpoint's GID entries were found sinceJoin after the
