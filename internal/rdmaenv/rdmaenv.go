@@ -143,9 +143,11 @@ type Port struct {
 	Index int
 	// Addr is the address of that entry.
 	Addr netip.Addr
-	// Table is the port's whole table when known (nil otherwise): it tells
-	// whether NCCL_IB_ADDR_RANGE picks the container's entry on every port.
+	// Table is the port's whole table when known (nil otherwise), and
+	// Slots its size (0 when not known): they tell which entry NCCL and UCX
+	// take when no index is given.
 	Table []Entry
+	Slots int
 }
 
 // Var is one environment variable.
@@ -165,20 +167,51 @@ const (
 	UCXGIDIndex     = "UCX_IB_GID_INDEX"
 )
 
+// Lookup reads a variable already in the container's environment (set
+// with docker run -e, --env-file or the image's ENV); nil means none is.
+type Lookup func(name string) (string, bool)
+
+func (l Lookup) get(name string) (string, bool) {
+	if l == nil {
+		return "", false
+	}
+	return l(name)
+}
+
+// Plan is the environment RDMA software needs to use a container's own
+// entries on its ports.
+type Plan struct {
+	// Vars are the variables to export; a caller keeps any already set.
+	Vars []Var
+	// Notes say what the variables cannot express.
+	Notes []string
+	// Mismatch is not empty when NCCL or UCX, with the environment the
+	// workload gets (the variables already set, then Vars), would take
+	// another entry than the container's own on some port: one line per
+	// library, naming the ports, the indexes and what it would take.
+	Mismatch []string
+}
+
 // Vars returns the environment RDMA software needs to use the container's
-// own entries on ports, with notes on what could not be expressed:
+// own entries on ports, given the variables already set (kept as they are):
 //
 //   - NCCL_IB_HCA==hca:port[,...] (the leading "=" makes NCCL match names
-//     exactly: mlx5_1 is not mlx5_10) and UCX_NET_DEVICES=hca:port[,...];
+//     exactly: mlx5_1 is not mlx5_10) and UCX_NET_DEVICES=hca:port[,...],
+//     every port of the container;
 //   - NCCL_SOCKET_IFNAME==ifname[,...] (exact names too);
 //   - NCCL_IB_GID_INDEX and UCX_IB_GID_INDEX when every port's index is the
-//     same. Both take one index for all devices. When the indexes differ,
-//     NCCL is told how to find each device's entry itself instead:
-//     NCCL_IB_ROCE_VERSION_NUM, NCCL_IB_ADDR_FAMILY and NCCL_IB_ADDR_RANGE,
-//     the smallest prefix holding the container's addresses, set only when
-//     on every port the lowest-index entry of that version in that range is
-//     the container's (NCCL takes that one); UCX_IB_GID_INDEX is left out.
-func Vars(ports []Port, c Choice) (vars []Var, notes []string) {
+//     same: both take one index for all devices.
+//
+// When the indexes differ, NCCL (2.21 and later) is told how to find each
+// device's entry itself: NCCL_IB_ROCE_VERSION_NUM, NCCL_IB_ADDR_FAMILY and
+// NCCL_IB_ADDR_RANGE, the most specific prefix holding the container's
+// addresses with which NCCL's own rule (NCCLPick) takes the container's
+// entry on every port; UCX gets no index when its own rule (UCXPick)
+// already takes them. When no setting does, Plan.Mismatch says so. A
+// library whose GID index variable is already set is the user's choice and
+// is not checked.
+func Vars(ports []Port, c Choice, given Lookup) Plan {
+	var plan Plan
 	var hcas, ifnames []string
 	seenHCA, seenIf := map[string]bool{}, map[string]bool{}
 	index, same, known := -1, true, len(ports) > 0
@@ -202,64 +235,128 @@ func Vars(ports []Port, c Choice) (vars []Var, notes []string) {
 		}
 	}
 	if len(hcas) == 0 {
-		return nil, nil
+		return plan
 	}
 	list := strings.Join(hcas, ",")
-	vars = append(vars, Var{NCCLHCA, "=" + list})
+	plan.Vars = append(plan.Vars, Var{NCCLHCA, "=" + list})
+	_, ncclGiven := givenIndex(given, NCCLGIDIndex)
+	_, ucxGiven := givenIndex(given, UCXGIDIndex)
 	switch {
 	case !known:
-		notes = append(notes, NCCLGIDIndex+" not known: the container's own GID entry is not in the table (yet: look again once it is RDMA-ready)")
+		plan.Notes = append(plan.Notes, NCCLGIDIndex+" not known: the container's own GID entry is not in the table (yet: look again once it is RDMA-ready)")
 	case same:
-		vars = append(vars, Var{NCCLGIDIndex, strconv.Itoa(index)})
+		plan.Vars = append(plan.Vars, Var{NCCLGIDIndex, strconv.Itoa(index)})
+	case ncclGiven:
+		plan.Notes = append(plan.Notes, fmt.Sprintf("the GID indexes differ per device (%s): NCCL uses the %s given", indexes(ports), NCCLGIDIndex))
 	default:
-		fam := "AF_INET"
-		if !ports[0].Addr.Unmap().Is4() {
-			fam = "AF_INET6"
-		}
-		vars = append(vars, Var{NCCLRoCEVersion, strconv.Itoa(max(c.Version, 1))}, Var{NCCLAddrFamily, fam})
-		if r, ok := safeRange(ports, c); ok {
-			vars = append(vars, Var{NCCLAddrRange, r.String()})
-			notes = append(notes, fmt.Sprintf("the GID indexes differ per device (%s): NCCL finds each device's own entry through %s=%s", indexes(ports), NCCLAddrRange, r))
+		auto, found, tried := ncclSetting(ports, c, given)
+		if found {
+			plan.Vars = append(plan.Vars, Var{NCCLRoCEVersion, strconv.Itoa(auto.Version)}, Var{NCCLAddrFamily, familyOf6(auto.IPv6)})
+			if auto.Range.IsValid() {
+				plan.Vars = append(plan.Vars, Var{NCCLAddrRange, auto.Range.String()})
+			}
+			plan.Notes = append(plan.Notes, fmt.Sprintf("the GID indexes differ per device (%s): NCCL (2.21 or later) finds each device's own entry itself with %s", indexes(ports), describeAuto(auto)))
 		} else {
-			notes = append(notes, fmt.Sprintf("the GID indexes differ per device (%s) and no %s picks this container's entry on every device: NCCL may pick another container's entry (set %s yourself per process)", indexes(ports), NCCLAddrRange, NCCLGIDIndex))
+			plan.Mismatch = append(plan.Mismatch, fmt.Sprintf("NCCL: %s takes one index for every device, and its own choice (2.21 or later) %s",
+				NCCLGIDIndex, tried))
 		}
 	}
 	if len(ifnames) > 0 {
-		vars = append(vars, Var{NCCLSocketIf, "=" + strings.Join(ifnames, ",")})
+		plan.Vars = append(plan.Vars, Var{NCCLSocketIf, "=" + strings.Join(ifnames, ",")})
 	}
-	vars = append(vars, Var{UCXNetDevices, list})
-	if known && same {
-		vars = append(vars, Var{UCXGIDIndex, strconv.Itoa(index)})
-	} else if known {
-		notes = append(notes, UCXGIDIndex+" left out: UCX takes one GID index for every device")
+	plan.Vars = append(plan.Vars, Var{UCXNetDevices, list})
+	switch {
+	case !known:
+	case same:
+		plan.Vars = append(plan.Vars, Var{UCXGIDIndex, strconv.Itoa(index)})
+	case ucxGiven:
+	default:
+		if wrong := ucxWrong(ports); wrong != "" {
+			plan.Mismatch = append(plan.Mismatch, fmt.Sprintf("UCX: %s takes one index for every device, and its own choice takes %s", UCXGIDIndex, wrong))
+		} else {
+			plan.Notes = append(plan.Notes, UCXGIDIndex+" left out: UCX's own choice is this container's entry on every device")
+		}
 	}
-	return vars, notes
+	return plan
 }
 
-func indexes(ports []Port) string {
-	var s []string
+// givenIndex reports whether a GID index variable is set to an index (-1
+// is NCCL's "find it yourself", as if unset).
+func givenIndex(given Lookup, name string) (string, bool) {
+	v, ok := given.get(name)
+	if !ok || strings.TrimSpace(v) == "" || strings.TrimSpace(v) == "-1" {
+		return "", false
+	}
+	return v, true
+}
+
+// ncclSetting searches the settings of NCCL's own choice for one that
+// takes the container's entry on every port: the RoCE version and family
+// given (else the choice's and the ports' addresses'), and the range given,
+// else each prefix holding every port's address, most specific first. When
+// none does, tried says what NCCL would take with the most specific one.
+func ncclSetting(ports []Port, c Choice, given Lookup) (auto NCCLAuto, found bool, tried string) {
+	version, hasVersion := given.get(NCCLRoCEVersion)
+	family, hasFamily := given.get(NCCLAddrFamily)
+	rng, hasRange := given.get(NCCLAddrRange)
+	if !hasVersion {
+		version = strconv.Itoa(max(c.Version, 1))
+	}
+	if !hasFamily {
+		family = familyOf6(ports[0].Addr.IsValid() && !ports[0].Addr.Unmap().Is4())
+	}
+	base := parseNCCLAuto(version, family, "")
+	var candidates []NCCLAuto
+	switch {
+	case hasRange:
+		candidates = append(candidates, parseNCCLAuto(version, family, rng))
+	default:
+		for _, r := range coveringPrefixes(ports) {
+			a := base
+			a.Range = r
+			candidates = append(candidates, a)
+		}
+		candidates = append(candidates, base)
+	}
 	for _, p := range ports {
-		s = append(s, fmt.Sprintf("%s:%d index %d", p.HCA, max(p.Port, 1), p.Index))
+		if p.Table == nil {
+			return base, false, "cannot be checked: the GID tables were not read"
+		}
 	}
-	return strings.Join(s, ", ")
+	for _, a := range candidates {
+		if wrong := ncclWrong(ports, a); wrong == "" {
+			return a, true, ""
+		}
+	}
+	first := candidates[0]
+	var set []string
+	for _, n := range []string{NCCLRoCEVersion, NCCLAddrFamily, NCCLAddrRange} {
+		if v, ok := given.get(n); ok {
+			set = append(set, n+"="+v+" (given)")
+		}
+	}
+	how := describeAuto(first)
+	if len(set) > 0 {
+		how += "; " + strings.Join(set, ", ")
+	}
+	return base, false, fmt.Sprintf("with %s takes %s", how, ncclWrong(ports, first))
 }
 
-// safeRange returns the smallest prefix holding every port's address, when
-// on every port (whose table is known) the lowest-index entry of the chosen
-// version whose address lies in it is the container's own.
-func safeRange(ports []Port, c Choice) (netip.Prefix, bool) {
+// coveringPrefixes returns the prefixes that hold every port's address,
+// most specific first; none when the addresses are of two families.
+func coveringPrefixes(ports []Port) []netip.Prefix {
 	var r netip.Prefix
 	for i, p := range ports {
 		a := p.Addr.Unmap()
-		if !a.IsValid() || p.Table == nil {
-			return r, false
+		if !a.IsValid() {
+			return nil
 		}
 		if i == 0 {
 			r = netip.PrefixFrom(a, a.BitLen())
 			continue
 		}
 		if a.BitLen() != r.Addr().BitLen() {
-			return r, false
+			return nil
 		}
 		for bits := r.Bits(); bits >= 0; bits-- {
 			if q, err := r.Addr().Prefix(bits); err == nil && q.Contains(a) {
@@ -268,18 +365,68 @@ func safeRange(ports []Port, c Choice) (netip.Prefix, bool) {
 			}
 		}
 	}
+	var out []netip.Prefix
+	for bits := r.Bits(); bits >= 0; bits-- {
+		q, _ := r.Addr().Prefix(bits)
+		out = append(out, q)
+	}
+	return out
+}
+
+// ncclWrong names the ports where NCCL's own choice with a is not the
+// container's entry, and what it takes there; "" when it is on every port.
+func ncclWrong(ports []Port, a NCCLAuto) string {
+	var wrong []string
 	for _, p := range ports {
-		first := -1
-		for _, e := range p.Table {
-			if e.Type == c.Type() && r.Contains(e.GID.Unmap()) && (first < 0 || e.Index < first) {
-				first = e.Index
-			}
-		}
-		if first != p.Index {
-			return r, false
+		if got := NCCLPick(p.Table, p.Slots, a); got != p.Index {
+			wrong = append(wrong, fmt.Sprintf("%s on %s:%d (this container's: index %d)", describeEntry(p.Table, got), p.HCA, max(p.Port, 1), p.Index))
 		}
 	}
-	return r, true
+	return strings.Join(wrong, ", ")
+}
+
+// ucxWrong is ncclWrong for UCX's own choice.
+func ucxWrong(ports []Port) string {
+	var wrong []string
+	for _, p := range ports {
+		if p.Table == nil {
+			return "an entry that cannot be checked (the GID tables were not read)"
+		}
+		if got := UCXPick(p.Table); got != p.Index {
+			wrong = append(wrong, fmt.Sprintf("%s on %s:%d (this container's: index %d)", describeEntry(p.Table, got), p.HCA, max(p.Port, 1), p.Index))
+		}
+	}
+	return strings.Join(wrong, ", ")
+}
+
+// describeEntry names an entry of a table: its index, address and netdev.
+func describeEntry(table []Entry, index int) string {
+	for _, e := range table {
+		if e.Index == index {
+			s := fmt.Sprintf("index %d (%s", index, e.GID.Unmap())
+			if e.Ndev != "" {
+				s += " on " + e.Ndev
+			}
+			return s + ")"
+		}
+	}
+	return fmt.Sprintf("index %d (empty)", index)
+}
+
+func describeAuto(a NCCLAuto) string {
+	s := fmt.Sprintf("%s=%d %s=%s", NCCLRoCEVersion, a.Version, NCCLAddrFamily, familyOf6(a.IPv6))
+	if a.Range.IsValid() {
+		s += " " + NCCLAddrRange + "=" + a.Range.String()
+	}
+	return s
+}
+
+func indexes(ports []Port) string {
+	var s []string
+	for _, p := range ports {
+		s = append(s, fmt.Sprintf("%s:%d index %d", p.HCA, max(p.Port, 1), p.Index))
+	}
+	return strings.Join(s, ", ")
 }
 
 // ReadTable reads the populated entries of a port's GID table under root

@@ -134,23 +134,23 @@ func names(vars []Var) []string {
 func TestVars(t *testing.T) {
 	a := netip.MustParseAddr
 	one := []Port{{HCA: "mlx5_0", Port: 1, Ifname: "eth0", Index: 5, Addr: a("10.0.0.3")}}
-	vars, notes := Vars(one, DefaultChoice)
+	plan := Vars(one, DefaultChoice, nil)
 	want := []string{"NCCL_IB_HCA==mlx5_0:1", "NCCL_IB_GID_INDEX=5", "NCCL_SOCKET_IFNAME==eth0", "UCX_NET_DEVICES=mlx5_0:1", "UCX_IB_GID_INDEX=5"}
-	if !reflect.DeepEqual(names(vars), want) || len(notes) != 0 {
-		t.Errorf("one port: %q %q, want %q", names(vars), notes, want)
+	if !reflect.DeepEqual(names(plan.Vars), want) || len(plan.Notes) != 0 || len(plan.Mismatch) != 0 {
+		t.Errorf("one port: %+v, want %q", plan, want)
 	}
 
 	same := append(one, Port{HCA: "mlx5_1", Port: 1, Ifname: "eth1", Index: 5, Addr: a("10.1.0.3")})
-	vars, _ = Vars(same, DefaultChoice)
+	plan = Vars(same, DefaultChoice, nil)
 	want = []string{"NCCL_IB_HCA==mlx5_0:1,mlx5_1:1", "NCCL_IB_GID_INDEX=5", "NCCL_SOCKET_IFNAME==eth0,eth1", "UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1", "UCX_IB_GID_INDEX=5"}
-	if !reflect.DeepEqual(names(vars), want) {
-		t.Errorf("two ports, same index: %q, want %q", names(vars), want)
+	if !reflect.DeepEqual(names(plan.Vars), want) {
+		t.Errorf("two ports, same index: %q, want %q", names(plan.Vars), want)
 	}
 
 	unknown := []Port{{HCA: "mlx5_0", Port: 1, Ifname: "eth0", Index: -1}}
-	vars, notes = Vars(unknown, DefaultChoice)
-	if !reflect.DeepEqual(names(vars), []string{"NCCL_IB_HCA==mlx5_0:1", "NCCL_SOCKET_IFNAME==eth0", "UCX_NET_DEVICES=mlx5_0:1"}) || len(notes) != 1 {
-		t.Errorf("unknown index: %q %q", names(vars), notes)
+	plan = Vars(unknown, DefaultChoice, nil)
+	if !reflect.DeepEqual(names(plan.Vars), []string{"NCCL_IB_HCA==mlx5_0:1", "NCCL_SOCKET_IFNAME==eth0", "UCX_NET_DEVICES=mlx5_0:1"}) || len(plan.Notes) != 1 || len(plan.Mismatch) != 0 {
+		t.Errorf("unknown index: %+v", plan)
 	}
 }
 
@@ -165,24 +165,34 @@ func TestVarsDifferentIndexes(t *testing.T) {
 		{HCA: "mlx5_0", Port: 1, Ifname: "eth0", Index: 3, Addr: a("10.0.0.3"), Table: t0},
 		{HCA: "mlx5_1", Port: 1, Ifname: "eth1", Index: 5, Addr: a("10.0.1.3"), Table: t1},
 	}
-	vars, notes := Vars(ports, DefaultChoice)
+	plan := Vars(ports, DefaultChoice, nil)
 	want := []string{"NCCL_IB_HCA==mlx5_0:1,mlx5_1:1", "NCCL_IB_ROCE_VERSION_NUM=2", "NCCL_IB_ADDR_FAMILY=AF_INET", "NCCL_IB_ADDR_RANGE=10.0.0.0/23",
 		"NCCL_SOCKET_IFNAME==eth0,eth1", "UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1"}
-	if !reflect.DeepEqual(names(vars), want) || len(notes) != 2 {
-		t.Errorf("safe range: %q %q, want %q", names(vars), notes, want)
+	// UCX's own choice on mlx5_1 is 192.168.9.9's entry: a mismatch.
+	if !reflect.DeepEqual(names(plan.Vars), want) || len(plan.Mismatch) != 1 || !strings.HasPrefix(plan.Mismatch[0], "UCX: ") ||
+		!strings.Contains(plan.Mismatch[0], "index 3 (192.168.9.9 on eth0) on mlx5_1:1 (this container's: index 5)") {
+		t.Errorf("range found, UCX elsewhere: %q %q %q, want %q", names(plan.Vars), plan.Notes, plan.Mismatch, want)
+	}
+	// The user's own UCX_IB_GID_INDEX is theirs: not checked.
+	given := func(n string) (string, bool) { return "3", n == UCXGIDIndex }
+	if plan := Vars(ports, DefaultChoice, given); len(plan.Mismatch) != 0 {
+		t.Errorf("UCX index given: %q", plan.Mismatch)
 	}
 
-	// Another container's 10.0.1.2 sits below ours in the range on mlx5_1:
-	// NCCL would pick it, so no range is given and the note says so.
+	// Another container's 10.0.1.2 sits below ours in every range on
+	// mlx5_1: NCCL would pick it, so no setting works, and the mismatch
+	// names the rail, the index NCCL takes and the container's own.
 	ports[1].Table = append([]Entry{e(0, "10.0.1.2", TypeV2)}, t1...)
-	vars, notes = Vars(ports, DefaultChoice)
-	if strings.Contains(strings.Join(names(vars), " "), NCCLAddrRange) || !strings.Contains(strings.Join(notes, " "), "may pick another container's entry") {
-		t.Errorf("unsafe range: %q %q", names(vars), notes)
+	plan = Vars(ports, DefaultChoice, nil)
+	joined := strings.Join(plan.Mismatch, "\n")
+	if strings.Contains(strings.Join(names(plan.Vars), " "), NCCLAddrRange) || len(plan.Mismatch) != 2 ||
+		!strings.Contains(joined, "NCCL: NCCL_IB_GID_INDEX takes one index for every device, and its own choice (2.21 or later) with NCCL_IB_ROCE_VERSION_NUM=2 NCCL_IB_ADDR_FAMILY=AF_INET NCCL_IB_ADDR_RANGE=10.0.0.0/23 takes index 0 (10.0.1.2 on eth0) on mlx5_1:1 (this container's: index 5)") {
+		t.Errorf("no range: %q %q", names(plan.Vars), plan.Mismatch)
 	}
-	// Without the tables nothing tells the range is safe.
+	// Without the tables nothing tells a range works.
 	ports[0].Table, ports[1].Table = nil, nil
-	vars, _ = Vars(ports, DefaultChoice)
-	if strings.Contains(strings.Join(names(vars), " "), NCCLAddrRange) {
-		t.Errorf("range without tables: %q", names(vars))
+	plan = Vars(ports, DefaultChoice, nil)
+	if strings.Contains(strings.Join(names(plan.Vars), " "), NCCLAddrRange) || len(plan.Mismatch) == 0 {
+		t.Errorf("range without tables: %q %q", names(plan.Vars), plan.Mismatch)
 	}
 }

@@ -47,10 +47,14 @@ Options:
   --gid-family auto|ipv4|ipv6
                         the address family of the entry (default auto: IPv4
                         when the interface has an IPv4 address)
+  --accept-gid-mismatch start the workload even when NCCL or UCX would use
+                        another entry than the container's on some rail
 
-Exit status: 122 when the GID entries did not appear in time (the workload is
-not started), 123 for invalid options, 126/127 when COMMAND cannot be run or
-is not found; otherwise COMMAND's own status, as rdma-exec becomes COMMAND.
+Exit status: 122 when the GID entries did not appear in time, 121 when they
+did but their indexes differ per rail and no setting makes NCCL and UCX use
+them on every rail (in both cases the workload is not started), 123 for
+invalid options, 126/127 when COMMAND cannot be run or is not found;
+otherwise COMMAND's own status, as rdma-exec becomes COMMAND.
 `
 
 // Sys is what Main uses from the outside world.
@@ -122,20 +126,32 @@ func Main(args []string, sys *Sys) int {
 			fmt.Fprintf(sys.Stderr, "rdma-exec: GID entries ready after %.3f ms (%d %s)\n",
 				float64(waited)/float64(time.Millisecond), looks, plural(looks, "look", "looks"))
 		}
-		env = Export(env, ports, cfg.Choice, sys.Stderr)
+		var mismatch []string
+		env, mismatch = Export(env, ports, cfg.Choice, sys.Stderr)
+		if len(mismatch) > 0 {
+			err := &MismatchError{Ports: ports, Mismatch: mismatch}
+			if !cfg.AcceptMismatch {
+				fmt.Fprintf(sys.Stderr, "rdma-exec: %v\n", err)
+				return ExitGIDMismatch
+			}
+			fmt.Fprintf(sys.Stderr, "rdma-exec: warning: --accept-gid-mismatch given: starting although NCCL or UCX will use another entry than the container's:\n  %s\n",
+				strings.Join(mismatch, "\n  "))
+		}
 	}
 	return execCommand(cmd, env, sys)
 }
 
 // Export adds the variables of rdmaenv.Vars to env, keeping any already
 // set (by docker run -e, --env-file or the image's ENV), and says on w when
-// a kept value differs from the container's own.
-func Export(env []string, ports []rdmaenv.Port, c rdmaenv.Choice, w io.Writer) []string {
-	vars, notes := rdmaenv.Vars(ports, c)
-	for _, n := range notes {
+// a kept value differs from the container's own. mismatch is not empty when
+// NCCL or UCX would then use another entry than the container's on some
+// port (see rdmaenv.Plan).
+func Export(env []string, ports []rdmaenv.Port, c rdmaenv.Choice, w io.Writer) (out []string, mismatch []string) {
+	plan := rdmaenv.Vars(ports, c, func(name string) (string, bool) { return lookup(env, name) })
+	for _, n := range plan.Notes {
 		fmt.Fprintf(w, "rdma-exec: note: %s\n", n)
 	}
-	for _, v := range vars {
+	for _, v := range plan.Vars {
 		if old, ok := lookup(env, v.Name); ok {
 			if old != v.Value {
 				fmt.Fprintf(w, "rdma-exec: keeping %s=%s from the environment (this container's own: %s)\n", v.Name, old, v.Value)
@@ -144,7 +160,25 @@ func Export(env []string, ports []rdmaenv.Port, c rdmaenv.Choice, w io.Writer) [
 		}
 		env = append(env, v.String())
 	}
-	return env
+	return env, plan.Mismatch
+}
+
+// MismatchError is rdma-exec's refusal to start a workload that NCCL or UCX
+// would run on another entry than the container's own on some port.
+type MismatchError struct {
+	Ports    []rdmaenv.Port
+	Mismatch []string
+}
+
+func (e *MismatchError) Error() string {
+	var rails []string
+	for _, p := range e.Ports {
+		rails = append(rails, fmt.Sprintf("%s:%d (%s %s, index %d)", p.HCA, max(p.Port, 1), p.Ifname, p.Addr, p.Index))
+	}
+	return fmt.Sprintf("the container's own GID entries have different indexes on its rails %s, and no setting makes every library use them:\n  %s\n"+
+		"The workload was not started. To start it anyway, knowing NCCL or UCX may then use the host's or another container's address on those rails: "+
+		"docker rdma run --accept-gid-mismatch (rdma-exec --accept-gid-mismatch); or set %s / %s yourself (-e) for a workload that uses one rail",
+		strings.Join(rails, ", "), strings.Join(e.Mismatch, "\n  "), rdmaenv.NCCLGIDIndex, rdmaenv.UCXGIDIndex)
 }
 
 func parse(args []string, sys *Sys) (Config, []string, error) {
@@ -156,6 +190,7 @@ func parse(args []string, sys *Sys) (Config, []string, error) {
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "")
 	version := fs.String("roce-version", "2", "")
 	family := fs.String("gid-family", "auto", "")
+	fs.BoolVar(&cfg.AcceptMismatch, "accept-gid-mismatch", false, "")
 	if err := fs.Parse(args); err != nil {
 		return cfg, nil, err
 	}

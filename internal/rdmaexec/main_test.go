@@ -2,6 +2,7 @@ package rdmaexec
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -194,5 +195,93 @@ func TestExecReportsWait(t *testing.T) {
 	cmd, _, stderr = runHelper(t, []string{EnvSysfsRoot + "=" + root, EnvTiming + "=1"}, args...)
 	if code := exitCode(t, cmd); code != 0 || !strings.Contains(stderr.String(), "ready after ") || !strings.HasSuffix(stderr.String(), " (1 look)\n") {
 		t.Fatalf("entry already there: status %d, stderr %q; want 0 and one look reported", code, stderr)
+	}
+}
+
+// twoRails is a tree with mlx5_0 and mlx5_1 and a container on both, eth0
+// 10.0.1.5 on mlx5_0 and eth1 10.0.2.5 on mlx5_1, whose own entries have
+// different indexes: on mlx5_0 another container's link-local pair came
+// first. hostIPv4 gives each parent an address in its rail's subnet.
+func twoRails(t *testing.T, hostIPv4 bool) (root string, sys *Sys, execed *[]string, stderr *bytes.Buffer) {
+	t.Helper()
+	root = t.TempDir()
+	for i, hca := range []string{"mlx5_0", "mlx5_1"} {
+		o := rdmatest.MLX5Options{HCA: hca, Netdev: fmt.Sprintf("ens%d", i), MAC: fmt.Sprintf("02:00:00:00:00:0%d", i+1),
+			PCIAddr: fmt.Sprintf("0000:0%d:00.0", i+3), Uverbs: i}
+		if hostIPv4 {
+			o.HostIPv4 = fmt.Sprintf("10.0.%d.1", i+1)
+		}
+		if err := rdmatest.BuildMLX5(root, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range []struct{ hca, ip, ndev string }{
+		{"mlx5_0", "fe80::1:2", "eth0"}, {"mlx5_0", "10.0.1.5", "eth0"}, {"mlx5_1", "10.0.2.5", "eth1"},
+	} {
+		if _, err := rdmatest.AddAddress(root, a.hca, 1, a.ip, a.ndev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stderr = &bytes.Buffer{}
+	execed = new([]string)
+	sys = &Sys{
+		Stderr:  stderr,
+		Environ: []string{EnvSysfsRoot + "=" + root, "PATH=/bin:/usr/bin"},
+		Ifaces:  ifaces(lo, iface("eth0", "10.0.1.5/24"), iface("eth1", "10.0.2.5/24")),
+		Exec: func(argv0 string, argv, env []string) error {
+			*execed = env
+			return errors.New("exec stopped by the test")
+		},
+	}
+	return root, sys, execed, stderr
+}
+
+var twoRailArgs = []string{"--net", "name=a,hca=mlx5_0,port=1,subnet=10.0.1.0/24", "--net", "name=b,hca=mlx5_1,port=1,subnet=10.0.2.0/24", "--timeout", "2s"}
+
+// Indexes that differ per rail with nothing lower in the way: NCCL is
+// given a range that takes each rail's own entry and UCX no index (its own
+// choice is right), and the workload starts.
+func TestExecDifferentIndexesFoundSetting(t *testing.T) {
+	_, sys, env, stderr := twoRails(t, false)
+	Main(append(append([]string{}, twoRailArgs...), "--", "true"), sys)
+	got := strings.Join(*env, "\n")
+	for _, want := range []string{"NCCL_IB_HCA==mlx5_0:1,mlx5_1:1", "NCCL_IB_ADDR_RANGE=10.0.0.0/22", "NCCL_IB_ROCE_VERSION_NUM=2",
+		"NCCL_IB_ADDR_FAMILY=AF_INET", "NCCL_SOCKET_IFNAME==eth0,eth1", "UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1"} {
+		if !strings.Contains(got+"\n", want+"\n") {
+			t.Errorf("the workload's environment lacks %s:\n%s\nstderr: %s", want, got, stderr)
+		}
+	}
+	if strings.Contains(got, "GID_INDEX") {
+		t.Errorf("one GID index set for two rails with different indexes:\n%s", got)
+	}
+}
+
+// With the host's own address in each rail's subnet below the container's
+// entries, no setting makes NCCL or UCX take them: status 121, the
+// workload not started, the rails, indexes and the option named; with
+// --accept-gid-mismatch it starts, with a warning.
+func TestExecDifferentIndexesRefused(t *testing.T) {
+	_, sys, env, stderr := twoRails(t, true)
+	code := Main(append(append([]string{}, twoRailArgs...), "--", "true"), sys)
+	if code != ExitGIDMismatch || *env != nil {
+		t.Fatalf("status %d (want %d), workload started: %v; stderr %s", code, ExitGIDMismatch, *env != nil, stderr)
+	}
+	msg := stderr.String()
+	for _, want := range []string{
+		"different indexes on its rails mlx5_0:1 (eth0 10.0.1.5, index 7), mlx5_1:1 (eth1 10.0.2.5, index 5)",
+		"NCCL: NCCL_IB_GID_INDEX takes one index for every device",
+		"takes index 3 (10.0.1.1 on ens0) on mlx5_0:1 (this container's: index 7)",
+		"UCX: UCX_IB_GID_INDEX takes one index for every device",
+		"The workload was not started", "docker rdma run --accept-gid-mismatch",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, msg)
+		}
+	}
+
+	_, sys, env, stderr = twoRails(t, true)
+	Main(append(append([]string{"--accept-gid-mismatch"}, twoRailArgs...), "--", "true"), sys)
+	if *env == nil || !strings.Contains(stderr.String(), "warning: --accept-gid-mismatch given") {
+		t.Fatalf("--accept-gid-mismatch: workload started %v; stderr %s", *env != nil, stderr)
 	}
 }

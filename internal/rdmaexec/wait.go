@@ -23,6 +23,11 @@ import (
 
 // Exit statuses of rdma-exec (documented in the README).
 const (
+	// ExitGIDMismatch: the entries appeared, but their indexes differ per
+	// port and no setting makes NCCL and UCX use the container's own entry
+	// on every port; the workload was not started (--accept-gid-mismatch
+	// starts it anyway).
+	ExitGIDMismatch = 121
 	// ExitNotReady: the container's GID entries did not appear within the
 	// timeout; the workload was not started.
 	ExitNotReady = 122
@@ -64,6 +69,9 @@ type Config struct {
 	SysfsRoot string
 	// Ifaces lists the container's interfaces and addresses.
 	Ifaces func() ([]Iface, error)
+	// AcceptMismatch starts the workload even when NCCL or UCX would use
+	// another entry than the container's on some port.
+	AcceptMismatch bool
 }
 
 // NotReadyError says why the container's entries did not appear.
@@ -131,12 +139,12 @@ func find(cfg Config, n Network, ifaces []Iface) (rdmaenv.Port, bool) {
 	for _, ifc := range netIfaces(n, ifaces) {
 		addrs := addrsOf(ifc)
 		for _, hp := range portsOf(cfg.SysfsRoot, n) {
-			table, _, err := rdmaenv.ReadTable(cfg.SysfsRoot, hp.hca, hp.port)
+			table, size, err := rdmaenv.ReadTable(cfg.SysfsRoot, hp.hca, hp.port)
 			if err != nil {
 				continue
 			}
 			if e, a, ok := rdmaenv.Pick(table, addrs, ifc.Name, cfg.Choice); ok {
-				return rdmaenv.Port{HCA: hp.hca, Port: hp.port, Ifname: ifc.Name, Index: e.Index, Addr: a, Table: table}, true
+				return rdmaenv.Port{HCA: hp.hca, Port: hp.port, Ifname: ifc.Name, Index: e.Index, Addr: a, Table: table, Slots: size}, true
 			}
 		}
 	}

@@ -67,6 +67,11 @@ type inspectContainer struct {
 	Env []string `json:"env"`
 	// EnvNotes say what Env cannot express.
 	EnvNotes []string `json:"env_notes,omitempty"`
+	// GIDMismatch, when not empty, says on which rails NCCL or UCX would
+	// use another entry than the container's own with Env: rdma-exec then
+	// does not start the workload (status 121) unless AcceptMismatch.
+	GIDMismatch    []string `json:"gid_mismatch,omitempty"`
+	AcceptMismatch bool     `json:"accept_gid_mismatch,omitempty"`
 	// GIDChoice is the RoCE version and address family of the GID index.
 	GIDChoice string   `json:"gid_choice"`
 	Problems  []string `json:"problems,omitempty"`
@@ -260,28 +265,61 @@ func (s *session) endpoint(v *netView, id, ipv4, ipv6, mac string, choice rdmaen
 	return ep
 }
 
-// helperChoice is the GID choice of a container started through rdma-exec
-// (its --roce-version and --gid-family), else the default.
-func helperChoice(c docker.Container) rdmaenv.Choice {
+// helperArgs is what rdma-exec was told in a container started through it:
+// its GID choice (--roce-version, --gid-family; else the default), the
+// names of its networks in the order of its --net flags (the order of the
+// devices it exports) and --accept-gid-mismatch.
+func helperArgs(c docker.Container) (choice rdmaenv.Choice, order []string, accept bool) {
 	if c.Path != rdmaexec.ContainerPath {
-		return rdmaenv.DefaultChoice
+		return rdmaenv.DefaultChoice, nil, false
 	}
 	var version, family string
 	for i := 0; i < len(c.Args) && c.Args[i] != "--"; i++ {
+		if c.Args[i] == "--accept-gid-mismatch" {
+			accept = true
+		}
 		if i+1 < len(c.Args) {
 			switch c.Args[i] {
 			case "--roce-version":
 				version = c.Args[i+1]
 			case "--gid-family":
 				family = c.Args[i+1]
+			case "--net":
+				for _, f := range strings.Split(c.Args[i+1], ",") {
+					if name, ok := strings.CutPrefix(f, "name="); ok {
+						order = append(order, name)
+					}
+				}
 			}
 		}
 	}
 	ch, err := rdmaenv.ParseChoice(version, family)
 	if err != nil {
-		return rdmaenv.DefaultChoice
+		ch = rdmaenv.DefaultChoice
 	}
-	return ch
+	return ch, order, accept
+}
+
+// byHelperOrder sorts names in the order rdma-exec was given them, names
+// it was not given last, each group by name.
+func byHelperOrder(names, order []string) {
+	pos := map[string]int{}
+	for i, n := range order {
+		if _, ok := pos[n]; !ok {
+			pos[n] = i
+		}
+	}
+	sort.SliceStable(names, func(i, j int) bool {
+		pi, iok := pos[names[i]]
+		pj, jok := pos[names[j]]
+		switch {
+		case iok && jok:
+			return pi < pj
+		case iok != jok:
+			return iok
+		}
+		return names[i] < names[j]
+	})
 }
 
 func (s *session) inspectContainer(c docker.Container) (inspectContainer, error) {
@@ -303,13 +341,14 @@ func (s *session) inspectContainer(c docker.Container) (inspectContainer, error)
 			ic.Memlock = limitText(u.Soft) + ":" + limitText(u.Hard)
 		}
 	}
-	choice := helperChoice(c)
+	choice, order, accept := helperArgs(c)
 	ic.GIDChoice = choice.String()
+	ic.AcceptMismatch = accept
 	names := make([]string, 0, len(c.NetworkSettings.Networks))
 	for name := range c.NetworkSettings.Networks {
 		names = append(names, name)
 	}
-	sort.Strings(names)
+	byHelperOrder(names, order)
 	for _, name := range names {
 		es := c.NetworkSettings.Networks[name]
 		n, err := s.cli.NetworkInspect(s.ctx, firstNonEmpty(es.NetworkID, name))
@@ -337,7 +376,7 @@ func (s *session) inspectContainer(c docker.Container) (inspectContainer, error)
 	if ic.Memlock == "engine default" {
 		ic.Problems = append(ic.Problems, "no --ulimit memlock: pinned memory is limited to the engine's default (often 64 KiB or 8 MiB); ibv_reg_mr fails with ENOMEM above it")
 	}
-	ic.Env, ic.EnvNotes = containerEnv(ic.Networks, choice)
+	ic.Env, ic.EnvNotes, ic.GIDMismatch = containerEnv(ic.Networks, choice, c.Config.Env)
 	return ic, nil
 }
 
@@ -362,9 +401,11 @@ func hasDevices(devices []string, privileged bool, v *netView) bool {
 }
 
 // containerEnv is the environment RDMA software in the container needs to
-// pick the right device, port and GID: NCCL's and UCX's names, computed as
-// rdma-exec does (rdmaenv.Vars) from the same entries.
-func containerEnv(nets []inspectNetwork, choice rdmaenv.Choice) ([]string, []string) {
+// pick the right devices, ports and GIDs, as rdma-exec exports it
+// (rdmaenv.Vars) from the same entries: a variable already in the
+// container's environment (own) is kept, as rdma-exec keeps it. mismatch
+// says where NCCL or UCX would take another entry than the container's.
+func containerEnv(nets []inspectNetwork, choice rdmaenv.Choice, own []string) (env, notes, mismatch []string) {
 	var ports []rdmaenv.Port
 	for _, n := range nets {
 		if n.HCA == "" || len(n.Endpoints) == 0 {
@@ -372,17 +413,36 @@ func containerEnv(nets []inspectNetwork, choice rdmaenv.Choice) ([]string, []str
 		}
 		ep := n.Endpoints[0]
 		p := rdmaenv.Port{HCA: n.HCA, Port: n.Port, Ifname: ep.Ifname, Index: -1, Addr: ep.addr, Table: ep.table}
+		if n.GIDTable != nil {
+			p.Slots = n.GIDTable.Size
+		}
 		if ep.GIDIndex != nil {
 			p.Index = *ep.GIDIndex
 		}
 		ports = append(ports, p)
 	}
-	vars, notes := rdmaenv.Vars(ports, choice)
-	env := make([]string, 0, len(vars))
-	for _, v := range vars {
+	given := func(name string) (string, bool) {
+		for i := len(own) - 1; i >= 0; i-- {
+			if k, v, ok := strings.Cut(own[i], "="); ok && k == name {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	plan := rdmaenv.Vars(ports, choice, given)
+	env = make([]string, 0, len(plan.Vars))
+	notes = plan.Notes
+	for _, v := range plan.Vars {
+		if old, ok := given(v.Name); ok {
+			env = append(env, v.Name+"="+old)
+			if old != v.Value {
+				notes = append(notes, fmt.Sprintf("%s=%s is the container's own setting (-e or the image's ENV), kept; this container's entries: %s", v.Name, old, v.Value))
+			}
+			continue
+		}
 		env = append(env, v.String())
 	}
-	return env, notes
+	return env, notes, plan.Mismatch
 }
 
 func renderInspect(w io.Writer, out inspectOutput) {
@@ -416,6 +476,16 @@ func renderInspect(w io.Writer, out inspectOutput) {
 			}
 			for _, n := range c.EnvNotes {
 				fmt.Fprintf(w, "# %s\n", n)
+			}
+			if len(c.GIDMismatch) > 0 {
+				what := "rdma-exec does not start the workload (status 121; docker rdma run --accept-gid-mismatch starts it anyway)"
+				if c.AcceptMismatch {
+					what = "started with --accept-gid-mismatch"
+				}
+				fmt.Fprintf(w, "# GID mismatch: the container's own entries have different indexes on its rails and no setting makes every library use them; %s:\n", what)
+				for _, m := range c.GIDMismatch {
+					fmt.Fprintf(w, "#   %s\n", m)
+				}
 			}
 		} else {
 			fmt.Fprintln(w, "\n# environment not known: the network's HCA could not be found")

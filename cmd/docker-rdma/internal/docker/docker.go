@@ -287,8 +287,13 @@ type Container struct {
 	Name string
 	// Path and Args are the process the container runs (its entrypoint
 	// and command).
-	Path  string
-	Args  []string
+	Path   string
+	Args   []string
+	Config struct {
+		// Env is the container's environment as the engine gives it to
+		// its process: the image's ENV and docker run -e.
+		Env []string
+	}
 	State struct {
 		Status  string
 		Running bool
