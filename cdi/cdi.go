@@ -56,7 +56,7 @@ type Device struct {
 	// under OwnerAnnotation; "" writes no mark.
 	Owner string
 	// Netdev is the host netdev of the HCA port (the parent with any VLAN
-	// resolved); optional, exported as RDMA_MACVLAN_NETDEV.
+	// resolved); optional, exported as RDMA_MACVLAN_NETDEV_<key>.
 	Netdev string
 }
 
@@ -193,8 +193,50 @@ var ErrForeignSpec = errors.New("not a spec this plugin wrote")
 // versions before the mark).
 func (s Spec) Owner() string { return s.Annotations[OwnerAnnotation] }
 
-// NewSpec builds the spec of one HCA: its device nodes, readable and
-// writable, and the env RDMA software reads to pick the device and port.
+// Environment a device sets: RDMA_MACVLAN_DEVICE_<key>=<hca>:<port> and,
+// when the netdev is known, RDMA_MACVLAN_NETDEV_<key>=<netdev>, key from
+// EnvKey of the device's name.
+//
+// Every name is the device's own. The CDI library replaces a variable that
+// is already set, and the engine applies CDI edits after docker run -e and
+// the image's ENV: a variable two devices set names only the last one's
+// port, and one the user set is overwritten. So a device sets no variable
+// another device or the user would set (no NCCL_IB_HCA, no
+// UCX_NET_DEVICES): those name every rail of a container and its own GID,
+// which no single device knows; rdma-exec (docker rdma run) sets them.
+const (
+	EnvDevicePrefix = "RDMA_MACVLAN_DEVICE_"
+	EnvNetdevPrefix = "RDMA_MACVLAN_NETDEV_"
+)
+
+// EnvKey is the part of a device's variable names that names the device:
+// its name with every character other than an ASCII letter, digit or _
+// written as _ (mlx4_0-p2 -> mlx4_0_p2), so that the names are shell
+// variable names.
+func EnvKey(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// PortsInEnv returns the HCA ports the devices' variables in env name
+// ("mlx5_0:1"), in the order of env.
+func PortsInEnv(env []string) []string {
+	var out []string
+	for _, e := range env {
+		if k, v, ok := strings.Cut(e, "="); ok && strings.HasPrefix(k, EnvDevicePrefix) && v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// NewSpec builds the spec of one HCA port: its device nodes, readable and
+// writable, and its own variables (see EnvDevicePrefix).
 func NewSpec(d Device) (Spec, error) {
 	if err := checkCDIName(d.HCA); err != nil {
 		return Spec{}, err
@@ -211,16 +253,10 @@ func NewSpec(d Device) (Spec, error) {
 	if len(d.Nodes) == 0 {
 		return Spec{}, fmt.Errorf("CDI spec for RDMA device %s: %w", d.HCA, rdma.ErrNoUverbs)
 	}
-	hcaPort := d.HCA + ":" + strconv.Itoa(d.Port)
-	env := []string{
-		// "=" makes NCCL match the name exactly (mlx5_1 must not match mlx5_10).
-		"NCCL_IB_HCA==" + hcaPort,
-		"UCX_NET_DEVICES=" + hcaPort,
-		"RDMA_MACVLAN_HCA=" + d.HCA,
-		"RDMA_MACVLAN_PORT=" + strconv.Itoa(d.Port),
-	}
+	key := EnvKey(d.Name)
+	env := []string{EnvDevicePrefix + key + "=" + d.HCA + ":" + strconv.Itoa(d.Port)}
 	if d.Netdev != "" {
-		env = append(env, "RDMA_MACVLAN_NETDEV="+d.Netdev)
+		env = append(env, EnvNetdevPrefix+key+"="+d.Netdev)
 	}
 	mode := cdiFileMode
 	nodes := make([]DeviceNode, 0, len(d.Nodes))

@@ -62,11 +62,8 @@ func TestWriteCDISpecContent(t *testing.T) {
 			"name": "mlx5_0",
 			"containerEdits": map[string]any{
 				"env": []any{
-					"NCCL_IB_HCA==mlx5_0:1",
-					"UCX_NET_DEVICES=mlx5_0:1",
-					"RDMA_MACVLAN_HCA=mlx5_0",
-					"RDMA_MACVLAN_PORT=1",
-					"RDMA_MACVLAN_NETDEV=ens3np0",
+					"RDMA_MACVLAN_DEVICE_mlx5_0=mlx5_0:1",
+					"RDMA_MACVLAN_NETDEV_mlx5_0=ens3np0",
 				},
 				"deviceNodes": []any{
 					map[string]any{"path": "/dev/infiniband/uverbs0", "type": "c", "major": 231.0, "minor": 192.0, "fileMode": 438.0, "permissions": "rw"},
@@ -148,7 +145,7 @@ func TestCDINamePerPort(t *testing.T) {
 			t.Fatalf("spec of %s: %+v %v %v", name, spec, ok, err)
 		}
 		env := spec.Devices[0].ContainerEdits.Env
-		for _, want := range []string{fmt.Sprintf("NCCL_IB_HCA==mlx4_0:%d", port), fmt.Sprintf("RDMA_MACVLAN_PORT=%d", port), fmt.Sprintf("RDMA_MACVLAN_NETDEV=eth%d", port+1), "RDMA_MACVLAN_HCA=mlx4_0"} {
+		for _, want := range []string{fmt.Sprintf("RDMA_MACVLAN_DEVICE_mlx4_0_p%d=mlx4_0:%d", port, port), fmt.Sprintf("RDMA_MACVLAN_NETDEV_mlx4_0_p%d=eth%d", port, port+1)} {
 			if !slices.Contains(env, want) {
 				t.Errorf("%s: env %v lacks %s", name, env, want)
 			}
@@ -187,7 +184,7 @@ func TestWriteCDISpecFromFixture(t *testing.T) {
 		t.Errorf("rxe0 spec = %s", data)
 	}
 	for _, e := range d.ContainerEdits.Env {
-		if strings.HasPrefix(e, "RDMA_MACVLAN_NETDEV=") {
+		if strings.HasPrefix(e, cdi.EnvNetdevPrefix) {
 			t.Errorf("env %q set without a netdev", e)
 		}
 	}
@@ -210,7 +207,7 @@ func TestWriteCDISpecReplacesAtomically(t *testing.T) {
 	if err := json.Unmarshal(data, &spec); err != nil {
 		t.Fatal(err)
 	}
-	if env := spec.Devices[0].ContainerEdits.Env; env[0] != "NCCL_IB_HCA==mlx5_0:2" || len(spec.Devices[0].ContainerEdits.DeviceNodes) != 1 {
+	if env := spec.Devices[0].ContainerEdits.Env; env[0] != "RDMA_MACVLAN_DEVICE_mlx5_0=mlx5_0:2" || len(spec.Devices[0].ContainerEdits.DeviceNodes) != 1 {
 		t.Errorf("rewritten spec = %s", data)
 	}
 	assertOnlyFiles(t, dir, "rdma-macvlan-mlx5_0.json")
@@ -422,5 +419,72 @@ func TestWriteCDISpecReplacesALinkNotItsTarget(t *testing.T) {
 	}
 	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
 		t.Fatalf("the spec's path after the write: %v, %v; want a regular file", fi, err)
+	}
+}
+
+// applyCDIEnv applies the env edits of devices to env as the CDI library
+// does (an edit replaces a variable already set) after the user's -e and
+// the image's ENV, as the engine does.
+func applyCDIEnv(env []string, specs ...cdi.Spec) []string {
+	out := append([]string{}, env...)
+	for _, s := range specs {
+		for _, e := range s.Devices[0].ContainerEdits.Env {
+			name, _, _ := strings.Cut(e, "=")
+			replaced := false
+			for i, o := range out {
+				if strings.HasPrefix(o, name+"=") {
+					out[i], replaced = e, true
+				}
+			}
+			if !replaced {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// Eight rails' devices (and the two ports of a dual-port HCA) given to one
+// container: every device's port survives the merge, in the devices'
+// order, and the user's own NCCL and UCX variables are not replaced: no
+// device sets a variable another device or the user sets.
+func TestCDIEnvOfSeveralDevicesMerges(t *testing.T) {
+	var specs []cdi.Spec
+	var want []string
+	for i := 0; i < 8; i++ {
+		d := cdi.Device{HCA: fmt.Sprintf("mlx5_%d", i), Port: 1, Nodes: mlx5CDIDevice().Nodes, Netdev: fmt.Sprintf("ens%d", i)}
+		s, err := cdi.NewSpec(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs = append(specs, s)
+		want = append(want, d.HCA+":1")
+	}
+	for port := 1; port <= 2; port++ {
+		s, err := cdi.NewSpec(cdi.Device{Name: cdi.Name("mlx4_0", port, 2), HCA: "mlx4_0", Port: port, Nodes: mlx5CDIDevice().Nodes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs = append(specs, s)
+		want = append(want, fmt.Sprintf("mlx4_0:%d", port))
+	}
+	user := []string{"NCCL_IB_HCA=mine", "UCX_NET_DEVICES=mine:1", "PATH=/bin"}
+	env := applyCDIEnv(user, specs...)
+	if got := cdi.PortsInEnv(env); !slices.Equal(got, want) {
+		t.Errorf("ports in the merged env %v, want %v", got, want)
+	}
+	if !slices.Equal(env[:3], user) {
+		t.Errorf("the user's variables were replaced: %v", env[:3])
+	}
+	seen := map[string]bool{}
+	for _, e := range env[3:] {
+		name, _, _ := strings.Cut(e, "=")
+		if seen[name] || strings.HasPrefix(name, "NCCL_") || strings.HasPrefix(name, "UCX_") {
+			t.Errorf("variable %s set twice or shared with NCCL/UCX: %v", name, env)
+		}
+		seen[name] = true
+	}
+	if got := cdi.EnvKey("mlx4_0-p2.x:y"); got != "mlx4_0_p2_x_y" {
+		t.Errorf("EnvKey = %q", got)
 	}
 }

@@ -44,7 +44,7 @@ func TestRDMACDISpecLifecycle(t *testing.T) {
 	if !slices.Equal(nodes, []string{"/dev/infiniband/uverbs2 231:194", "/dev/infiniband/rdma_cm 10:57"}) {
 		t.Fatalf("device nodes %v: want only the HCA's uverbs and rdma_cm, numbers from sysfs", nodes)
 	}
-	if !slices.Contains(spec.Devices[0].ContainerEdits.Env, "RDMA_MACVLAN_HCA=mlx5_0") {
+	if !slices.Contains(spec.Devices[0].ContainerEdits.Env, "RDMA_MACVLAN_DEVICE_mlx5_0=mlx5_0:1") {
 		t.Fatalf("env %v", spec.Devices[0].ContainerEdits.Env)
 	}
 

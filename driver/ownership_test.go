@@ -60,7 +60,7 @@ func TestCDIPerPortOfDualPortHCA(t *testing.T) {
 		spec, data := readSpec(t, d.cdiDir, name)
 		first[name] = data
 		env := spec.Devices[0].ContainerEdits.Env
-		for _, want := range []string{fmt.Sprintf("NCCL_IB_HCA==mlx4_0:%d", port), fmt.Sprintf("UCX_NET_DEVICES=mlx4_0:%d", port), "RDMA_MACVLAN_NETDEV=" + netdev} {
+		for _, want := range []string{fmt.Sprintf("RDMA_MACVLAN_DEVICE_mlx4_0_p%d=mlx4_0:%d", port, port), fmt.Sprintf("RDMA_MACVLAN_NETDEV_mlx4_0_p%d=%s", port, netdev)} {
 			if !slices.Contains(env, want) {
 				t.Errorf("%s: env %v lacks %s", name, env, want)
 			}

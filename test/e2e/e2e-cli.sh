@@ -172,12 +172,12 @@ e2e() {
 	wait "$proxy" 2>/dev/null || true
 	proxy=""
 	run_cmd docker rdma run --no-wait --rm --memlock $MEMLOCK --net "$net" "$IMAGE" \
-		sh -c 'ls /dev/infiniband | tr "\n" " "; echo; grep CapEff /proc/self/status; grep "Max locked memory" /proc/self/limits; echo "hca=$RDMA_MACVLAN_HCA"'
+		sh -c 'ls /dev/infiniband | tr "\n" " "; echo; grep CapEff /proc/self/status; grep "Max locked memory" /proc/self/limits; echo "hca=$RDMA_MACVLAN_DEVICE_mlx5_0"'
 	expect "the container sees exactly uverbs0 and rdma_cm (not uverbs1, umad0, issm0)" '((rc == 0)) && [[ $(head -n1 <<<"$out") == "rdma_cm uverbs0 " ]]'
 	expect "the container holds CAP_IPC_LOCK" '((rc == 0)) && (( (16#$(awk "/CapEff/ {print \$2}" <<<"$out") >> 14) & 1 ))'
 	expect "the container's memlock limit is $MEMLOCK" '[[ $(awk "/Max locked memory/ {print \$4, \$5}" <<<"$out") == "$MEMLOCK $MEMLOCK" ]]'
 	if [[ $engine == current ]]; then
-		expect "the devices came through CDI (the spec's env is set)" '[[ $out == *"hca=mlx5_0"* ]]'
+		expect "the devices came through CDI (the spec's env is set)" '[[ $out == *"hca=mlx5_0:1"* ]]'
 	fi
 	run_cmd docker run --rm --net "$net" "$IMAGE" sh -c 'ls /dev/infiniband 2>&1; grep CapEff /proc/self/status'
 	expect "control: plain docker run gets no RDMA device and no CAP_IPC_LOCK" \

@@ -475,8 +475,8 @@ cdi_device_ok() {
 	nodes=$(awk '$1 ~ /^c/ {print $1, $5 $6, $NF}' <<<"$out" | sort)
 	[[ $nodes == "crw-rw-rw- $want_cm rdma_cm"$'\n'"crw-rw-rw- $want_uv uverbs0" ]] ||
 		{ echo "want rdma_cm $want_cm and uverbs0 $want_uv (0666) only, got:"; echo "$out"; return 1; }
-	grep -qx "RDMA_MACVLAN_HCA=$HCA" <<<"$out" || { echo "no RDMA_MACVLAN_HCA=$HCA in the env:"; echo "$out"; return 1; }
-	grep -qx "RDMA_MACVLAN_NETDEV=$parent" <<<"$out" || { echo "no RDMA_MACVLAN_NETDEV=$parent in the env:"; echo "$out"; return 1; }
+	grep -qx "RDMA_MACVLAN_DEVICE_$HCA=$HCA:1" <<<"$out" || { echo "no RDMA_MACVLAN_DEVICE_$HCA=$HCA:1 in the env:"; echo "$out"; return 1; }
+	grep -qx "RDMA_MACVLAN_NETDEV_$HCA=$parent" <<<"$out" || { echo "no RDMA_MACVLAN_NETDEV_$HCA=$parent in the env:"; echo "$out"; return 1; }
 }
 
 # swarm_service CFG NET SVC SUBNET-PREFIX: a config-only network, a swarm network on the driver

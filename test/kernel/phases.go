@@ -320,8 +320,9 @@ func (e *env) cdi() {
 		"spec %v, stat %v", got, real)
 	s.check(!hasMgmtNode(keys(got)), "CDI deviceNodes have no umad/issm", "%v", keys(got))
 	env := spec.Devices[0].ContainerEdits.Env
-	want := []string{"RDMA_MACVLAN_HCA=" + e.hca, fmt.Sprintf("RDMA_MACVLAN_PORT=%d", e.port), "RDMA_MACVLAN_NETDEV=" + e.parent}
-	s.check(containsAll(env, want), "CDI env names rxe0, port 1 and netdev p0", "env %v", env)
+	// The device's own names: RDMA_MACVLAN_DEVICE_<device>, with rxe0 as is.
+	want := []string{fmt.Sprintf("RDMA_MACVLAN_DEVICE_%s=%s:%d", e.hca, e.hca, e.port), "RDMA_MACVLAN_NETDEV_" + e.hca + "=" + e.parent}
+	s.check(containsAll(env, want), "CDI env names rxe0, port 1 and netdev p0 under the device's own names", "env %v", env)
 }
 
 // endpointLifecycle follows one container on the IPv4 network.

@@ -147,12 +147,10 @@ func (s *session) fallback(v *netView, rdmaDevice string) {
 		// The only spec: the network most likely uses its HCA port.
 		v.HCA, v.Port, v.Source = specName, 0, "CDI spec"
 		for _, d := range spec.Devices {
-			for _, e := range d.ContainerEdits.Env {
-				if h, ok := strings.CutPrefix(e, "RDMA_MACVLAN_HCA="); ok {
-					v.HCA = h
-				}
-				if p, ok := strings.CutPrefix(e, "RDMA_MACVLAN_PORT="); ok {
-					v.Port, _ = strconv.Atoi(p)
+			for _, hp := range cdi.PortsInEnv(d.ContainerEdits.Env) {
+				if i := strings.LastIndexByte(hp, ':'); i > 0 {
+					v.HCA = hp[:i]
+					v.Port, _ = strconv.Atoi(hp[i+1:])
 				}
 			}
 			for _, n := range d.ContainerEdits.DeviceNodes {
