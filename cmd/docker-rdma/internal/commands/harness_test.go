@@ -162,6 +162,12 @@ func (w *world) info(version string, cdiDirs ...string) {
 		"Name": testHost, "ServerVersion": version, "KernelVersion": "6.1.0-18-amd64", "CDISpecDirs": cdiDirs,
 	})
 	w.docker.on([]string{"info", "--format", "{{json .}}"}, string(b)+"\n", "", 0)
+	// The API versions the CLI and the engine speak (docker version).
+	api := "1.50 1.50"
+	if strings.HasPrefix(version, "20.") {
+		api = "1.41 1.41"
+	}
+	w.docker.on([]string{"version", "--format", "{{.Client.APIVersion}} {{.Server.APIVersion}}"}, api+"\n", "", 0)
 }
 
 // network adds a network to docker network ls and inspect.

@@ -2,11 +2,14 @@ package commands
 
 import (
 	"encoding/json"
+	"net/netip"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
+	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaenv"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )
 
@@ -196,5 +199,38 @@ func TestInspectContainerStartedByHelper(t *testing.T) {
 	}
 	if out := w.stdout.String(); !strings.Contains(out, "GID: RoCE v1, auto)\nNCCL_IB_HCA==mlx5_0:1\nNCCL_IB_GID_INDEX=4\n") {
 		t.Errorf("output:\n%s", out)
+	}
+}
+
+// inspect shows what rdma-exec gave the workload: the devices in the order
+// of rdma-exec's --net flags (not by network name), the container's own
+// -e/ENV values kept, and the mismatch when indexes differ per rail.
+func TestContainerEnvFollowsRDMAExec(t *testing.T) {
+	c := docker.Container{Path: "/.rdma-macvlan/rdma-exec", Args: []string{
+		"--net", "name=zz,hca=mlx5_1,port=1", "--net", "name=aa,hca=mlx5_0,port=1", "--accept-gid-mismatch", "--", "sh", "--net", "name=x"}}
+	choice, order, accept := helperArgs(c)
+	names := []string{"aa", "other", "zz"}
+	byHelperOrder(names, order)
+	if !reflect.DeepEqual(names, []string{"zz", "aa", "other"}) || !accept || choice != rdmaenv.DefaultChoice {
+		t.Fatalf("order %v, accept %v, choice %v", names, accept, choice)
+	}
+	a := netip.MustParseAddr
+	idx := func(i int) *int { return &i }
+	net := func(hca, ifname, ip string, index int, table []rdmaenv.Entry) inspectNetwork {
+		return inspectNetwork{lsNetwork: lsNetwork{netFacts: netFacts{HCA: hca, Port: 1}}, Endpoints: []inspectEndpoint{{Ifname: ifname, GIDIndex: idx(index), addr: a(ip), table: table}}}
+	}
+	e := func(i int, ip, ndev string) rdmaenv.Entry {
+		return rdmaenv.Entry{Index: i, GID: rdmaenv.GIDOf(a(ip)), Type: rdmaenv.TypeV2, Ndev: ndev}
+	}
+	nets := []inspectNetwork{
+		net("mlx5_1", "eth1", "10.0.2.5", 3, []rdmaenv.Entry{e(3, "10.0.2.5", "eth1")}),
+		net("mlx5_0", "eth0", "10.0.1.5", 5, []rdmaenv.Entry{e(3, "10.0.1.1", "ens0"), e(5, "10.0.1.5", "eth0")}),
+	}
+	env, notes, mismatch := containerEnv(nets, rdmaenv.DefaultChoice, []string{"PATH=/bin", "NCCL_IB_HCA=mine"})
+	if env[0] != "NCCL_IB_HCA=mine" || !contains(env, "UCX_NET_DEVICES=mlx5_1:1,mlx5_0:1") || !contains(env, "NCCL_SOCKET_IFNAME==eth1,eth0") {
+		t.Errorf("env %q", env)
+	}
+	if !strings.Contains(strings.Join(notes, "\n"), "NCCL_IB_HCA=mine is the container's own setting") || len(mismatch) != 2 {
+		t.Errorf("notes %q, mismatch %q", notes, mismatch)
 	}
 }

@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -32,6 +33,10 @@ Options (anywhere before IMAGE):
                             rdma-macvlan's manifest; env RDMA_MACVLAN_PLUGIN)
       --socket PATH         the daemon's socket (env RDMA_MACVLAN_SOCKET)
 
+With several --network on an engine before Docker 25 (one network at docker
+run), it runs docker create on the first, docker network connect for the
+others, then docker start (attached unless -d).
+
 The workload starts once the container's RoCE GID entries are in its HCA
 port's table, with NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME,
 UCX_NET_DEVICES and UCX_IB_GID_INDEX set (unless already set): the rdma-exec
@@ -46,6 +51,10 @@ exits with status 122 and says why, without starting the workload.
       --gid-family auto|ipv4|ipv6
                             the address of the GID to use (default auto:
                             IPv4 when the container has one on the network)
+      --accept-gid-mismatch start the workload even when the container's own
+                            GID indexes differ per rail and no setting makes
+                            NCCL and UCX use them on every rail (else rdma-exec
+                            exits with status 121 without starting it)
       --exec-helper PATH    rdma-exec's path on the engine's host (env
                             RDMA_MACVLAN_EXEC_HELPER; default: next to
                             docker-rdma, else /usr/local/lib/rdma-macvlan/rdma-exec)
@@ -98,6 +107,9 @@ func (s *session) cmdRun(args []string) int {
 		}
 	}
 	plan := runflags.Build(p, devs, memlock)
+	if len(distinctNetworks(p)) > 1 && !s.createsOnSeveralNetworks() {
+		return s.runByCreate(p, plan, memlock, helper)
+	}
 	argv := s.cli.Argv(plan.Argv...)
 	if p.Own.DryRun {
 		for _, n := range plan.Notes {
@@ -107,6 +119,94 @@ func (s *session) cmdRun(args []string) int {
 		return 0
 	}
 	return superviseDocker(s.env, s.cli.Path, argv, memlock, helper)
+}
+
+// distinctNetworks are the run's networks, each once.
+func distinctNetworks(p *runflags.Parsed) []string {
+	var out []string
+	for _, n := range p.Networks {
+		if !contains(out, n.Name) {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// createsOnSeveralNetworks reports whether docker run can create a
+// container on several networks at once: the engine and the docker CLI
+// both speak API 1.44 (Docker 25) or later. When it cannot tell, it says
+// no: the other route works on every engine.
+func (s *session) createsOnSeveralNetworks() bool {
+	client, server, err := s.cli.APIVersions(s.ctx)
+	if err != nil {
+		s.cli.Debugf("%v: connecting the networks after docker create", err)
+		return false
+	}
+	return docker.AtLeast(client, "1.44") && docker.AtLeast(server, "1.44")
+}
+
+// runByCreate runs on an engine that creates a container on one network
+// only (before Docker 25): docker create on the first network, docker
+// network connect to each other one, then docker start, attached unless
+// -d (then it prints the container's ID, as docker run -d does). The exit
+// status is the container's when attached; a container that fails to be
+// connected is removed.
+func (s *session) runByCreate(p *runflags.Parsed, plan runflags.Plan, memlock, helper string) int {
+	built := &runflags.Parsed{}
+	*built = *p
+	built.Args = plan.Argv[1:]
+	built.Image = p.Image + len(plan.Added)
+	route, err := built.SplitCreate()
+	if err != nil {
+		return s.runFail("%v", err)
+	}
+	for _, n := range append(plan.Notes, route.Notes...) {
+		fmt.Fprintf(s.env.Stderr, "# %s\n", n)
+	}
+	if p.Own.DryRun {
+		out := []string{shellJoin(append([]string{s.cli.Path}, s.cli.Argv(append([]string{"create"}, route.Create...)...)...)) + " >cid"}
+		for _, c := range route.Connects {
+			out = append(out, shellJoin(append([]string{s.cli.Path}, s.cli.Argv(append([]string{"network", "connect"}, c...)...)...))+` "$(cat cid)"`)
+		}
+		start := append([]string{"start"}, route.Start...)
+		out = append(out, shellJoin(append([]string{s.cli.Path}, s.cli.Argv(start...)...))+` "$(cat cid)"`)
+		fmt.Fprintln(s.env.Stdout, strings.Join(out, "\n"))
+		return 0
+	}
+	create := exec.CommandContext(s.ctx, s.cli.Path, s.cli.Argv(append([]string{"create"}, route.Create...)...)...)
+	create.Stdin, create.Stderr = s.env.Stdin, s.env.Stderr
+	out, err := create.Output()
+	id := strings.TrimSpace(string(out))
+	if err != nil || id == "" {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		}
+		return s.runFail("docker create: %v", err)
+	}
+	for _, c := range route.Connects {
+		connect := exec.CommandContext(s.ctx, s.cli.Path, s.cli.Argv(append(append([]string{"network", "connect"}, c...), id)...)...)
+		connect.Stdout, connect.Stderr = s.env.Stderr, s.env.Stderr
+		if err := connect.Run(); err != nil {
+			rm := exec.Command(s.cli.Path, s.cli.Argv("rm", "-f", id)...)
+			_ = rm.Run()
+			return s.runFail("docker network connect %s: %v: the container was removed (this engine takes one network at docker run: docker rdma run connects the others before starting it)", c[len(c)-1], err)
+		}
+	}
+	if route.Detach {
+		start := exec.CommandContext(s.ctx, s.cli.Path, s.cli.Argv("start", id)...)
+		start.Stderr = s.env.Stderr
+		if err := start.Run(); err != nil {
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				return exit.ExitCode()
+			}
+			return s.runFail("docker start: %v", err)
+		}
+		fmt.Fprintln(s.env.Stdout, id)
+		return 0
+	}
+	return superviseDocker(s.env, s.cli.Path, s.cli.Argv(append(append([]string{"start"}, route.Start...), id)...), memlock, helper)
 }
 
 // prefetchRun asks the engine's API at once, side by side, what the run

@@ -442,3 +442,72 @@ func TestRunRefusesDevicesOutsideInfiniband(t *testing.T) {
 		}
 	})
 }
+
+// On an engine before Docker 25 (API 1.41) a run on two rdma-macvlan
+// networks is docker create on the first, docker network connect to the
+// second and docker start: attached, the container's exit status is docker
+// rdma's; with -d the ID is printed; a connect that fails removes the
+// container and says why.
+func TestRunSeveralNetworksOnAnOldEngine(t *testing.T) {
+	const id = "0123456789abcdef"
+	t.Run("attached", func(t *testing.T) {
+		w := standardWorld(t)
+		w.info("20.10.24")
+		w.docker.onFirst("create", id+"\n", "", 0)
+		w.docker.onFirst("network", "", "", 0)
+		w.docker.onFirst("start", "from the container\n", "", 3)
+		rc := w.run("run", "--no-wait", "--rm", "-i", "--net", "roce", "--network", "name=roce2,ip=10.0.2.5", "img", "sh")
+		if rc != 3 {
+			t.Fatalf("status %d, want the container's 3; stderr:\n%s", rc, w.stderr.String())
+		}
+		var got [][]string
+		for _, c := range w.docker.calls() {
+			if c[0] == "create" || c[0] == "start" || len(c) > 1 && c[0] == "network" && c[1] == "connect" {
+				got = append(got, c)
+			}
+		}
+		want := [][]string{
+			{"create", "--device", "/dev/infiniband/uverbs0", "--device", "/dev/infiniband/rdma_cm", "--device", "/dev/infiniband/uverbs1",
+				"--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1:-1", "--rm", "-i", "--network", "roce", "img", "sh"},
+			{"network", "connect", "--ip", "10.0.2.5", "roce2", id},
+			{"start", "--attach", "--interactive", id},
+		}
+		if !reflect.DeepEqual(got, want) || w.stdout.String() != "from the container\n" {
+			t.Errorf("docker ran\n  %q\nwant\n  %q\nstdout %q", got, want, w.stdout.String())
+		}
+	})
+	t.Run("detached", func(t *testing.T) {
+		w := standardWorld(t)
+		w.info("20.10.24")
+		w.docker.onFirst("create", id+"\n", "", 0)
+		w.docker.onFirst("network", "", "", 0)
+		w.docker.onFirst("start", id+"\n", "", 0)
+		if rc := w.run("run", "--no-wait", "-d", "--net", "roce", "--net", "roce2", "img"); rc != 0 || w.stdout.String() != id+"\n" {
+			t.Fatalf("status %d, stdout %q; want 0 and the ID; stderr:\n%s", rc, w.stdout.String(), w.stderr.String())
+		}
+		if got := w.docker.lastCall("start"); !reflect.DeepEqual(got, []string{"start", id}) {
+			t.Errorf("docker start %q", got)
+		}
+	})
+	t.Run("connect fails", func(t *testing.T) {
+		w := standardWorld(t)
+		w.info("20.10.24")
+		w.docker.onFirst("create", id+"\n", "", 0)
+		w.docker.onFirst("network", "", "Error response from daemon: network roce2 not found\n", 1)
+		w.docker.onFirst("rm", "", "", 0)
+		if rc := w.run("run", "--no-wait", "--net", "roce", "--net", "roce2", "img"); rc != exitRunFailed {
+			t.Fatalf("status %d, want %d", rc, exitRunFailed)
+		}
+		if got := w.docker.lastCall("rm"); !reflect.DeepEqual(got, []string{"rm", "-f", id}) || w.docker.lastCall("start") != nil ||
+			!strings.Contains(w.stderr.String(), "docker network connect roce2") || !strings.Contains(w.stderr.String(), "the container was removed") {
+			t.Errorf("rm %q, start %q; stderr:\n%s", got, w.docker.lastCall("start"), w.stderr.String())
+		}
+	})
+	t.Run("a current engine takes both at docker run", func(t *testing.T) {
+		w := standardWorld(t)
+		w.docker.onFirst("run", "", "", 0)
+		if rc := w.run("run", "--no-wait", "--net", "roce", "--net", "roce2", "img"); rc != 0 || w.docker.lastCall("create") != nil {
+			t.Fatalf("status %d, create %q", rc, w.docker.lastCall("create"))
+		}
+	})
+}

@@ -71,6 +71,9 @@ func (s *session) wrapWithHelper(p *runflags.Parsed, nets []runNet) (string, err
 	if choice.Family != "" {
 		args = append(args, "--gid-family", choice.Family)
 	}
+	if p.Own.AcceptMismatch {
+		args = append(args, "--accept-gid-mismatch")
+	}
 	args = append(append(append(args, "--"), entry...), cmd...)
 	mount := "type=bind," + csvField("source="+helper) + ",target=" + rdmaexec.ContainerPath + ",readonly"
 	p.Wrap(rdmaexec.ContainerPath, []string{"--mount", mount}, args)

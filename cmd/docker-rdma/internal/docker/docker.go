@@ -216,6 +216,29 @@ func (c *CLI) Info(ctx context.Context) (Info, error) {
 	return i, err
 }
 
+// APIVersions returns the engine API versions the docker CLI speaks and
+// the engine serves (docker version), for what depends on the version the
+// CLI's requests carry.
+func (c *CLI) APIVersions(ctx context.Context) (client, server string, err error) {
+	out, err := c.Output(ctx, "version", "--format", "{{.Client.APIVersion}} {{.Server.APIVersion}}")
+	if err != nil {
+		return "", "", err
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 2 {
+		return "", "", fmt.Errorf("docker version: want the client's and the engine's API versions, got %q", out)
+	}
+	return f[0], f[1], nil
+}
+
+// AtLeast reports whether API version v (MAJOR.MINOR) is at least want;
+// false when v is not a version.
+func AtLeast(v, want string) bool {
+	a, ok := parseVersion(v)
+	b, _ := parseVersion(want)
+	return ok && !lessVersion(a, b)
+}
+
 // NetworkSummary is one line of docker network ls.
 type NetworkSummary struct {
 	ID, Name, Driver, Scope string

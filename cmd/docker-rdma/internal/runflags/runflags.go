@@ -30,12 +30,14 @@ type Own struct {
 	GIDTimeout, RoCEVersion, GIDFamily string
 	// ExecHelper is rdma-exec's path on the engine's host.
 	ExecHelper string
+	// AcceptMismatch is rdma-exec's --accept-gid-mismatch.
+	AcceptMismatch bool
 }
 
 // ownValue and ownBool are the names of the Own flags.
 var (
 	ownValue = setOf("memlock", "device-mode", "plugin", "socket", "gid-timeout", "roce-version", "gid-family", "exec-helper")
-	ownBool  = setOf("dry-run", "no-wait")
+	ownBool  = setOf("dry-run", "no-wait", "accept-gid-mismatch")
 )
 
 // Network is one --net/--network of the run.
@@ -203,15 +205,18 @@ func (p *Parsed) setOwn(name, val string, hasVal bool) error {
 		p.Own.Plugin = val
 	case "socket":
 		p.Own.Socket = val
-	case "dry-run", "no-wait":
+	case "dry-run", "no-wait", "accept-gid-mismatch":
 		b, err := parseBool(val, hasVal)
 		if err != nil {
 			return fmt.Errorf("%w: --%s=%s: %w", ErrUsage, name, val, err)
 		}
-		if name == "dry-run" {
+		switch name {
+		case "dry-run":
 			p.Own.DryRun = b
-		} else {
+		case "no-wait":
 			p.Own.NoWait = b
+		default:
+			p.Own.AcceptMismatch = b
 		}
 	case "gid-timeout":
 		p.Own.GIDTimeout = val
