@@ -20,7 +20,7 @@ export PLUGIN_NAME
 
 FUZZTIME ?= 20
 
-.PHONY: release e2e-release e2e-reboot help build test test-root mutate test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-reliability e2e-bridge e2e-metrics fuzz bench clean deps
+.PHONY: release e2e-release e2e-reboot help build test test-root mutate test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-rails e2e-reliability e2e-bridge e2e-metrics fuzz bench clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -102,9 +102,14 @@ e2e-metrics: ## (part of e2e) a real Prometheus scrapes the managed plugin and t
 	bash scripts/engines.sh install
 	bash test/e2e/e2e-metrics.sh
 
-e2e-cli: ## docker rdma end to end on private engines (root)
+e2e-cli: ## docker rdma end to end on private engines (root), with containers on several rdma-macvlan networks (make e2e-rails)
 	bash scripts/engines.sh install
 	bash test/e2e/e2e-cli.sh
+	bash test/e2e/e2e-rails.sh
+
+e2e-rails: ## (part of e2e-cli) containers on 2 and 4 rdma-macvlan networks: every rail on every path, the container's own GID on every rail or a refusal (root)
+	bash scripts/engines.sh install
+	bash test/e2e/e2e-rails.sh
 
 e2e-reliability: ## 50 containers at once, dockerd --live-restore restart, plugin upgrade, on private engines (root)
 	bash scripts/engines.sh install

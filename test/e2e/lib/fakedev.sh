@@ -27,3 +27,19 @@ fake_dev_nodes() {
 	[[ $(stat -c '%t:%T' /dev/infiniband/uverbs0 2>/dev/null) == e7:c0 ]] || return 1
 	[[ $(stat -c '%t:%T' /dev/infiniband/rdma_cm 2>/dev/null) == "$(printf '%x:%x' "${cm%%:*}" "${cm##*:}")" ]] || return 1
 }
+
+# fake_dev_uverbs N: after fake_dev_nodes, uverbs0 .. uverbs(N-1) exist with 231:(192+k) (the
+# numbers test/fakesysfs gives -uverbs k); the ones this call adds are listed in made_nodes, for the
+# caller to remove when /dev/infiniband is not its own. Fails when one exists with other numbers.
+made_nodes=()
+fake_dev_uverbs() {
+	local k p
+	for ((k = 0; k < $1; k++)); do
+		p=/dev/infiniband/uverbs$k
+		if [[ ! -e $p ]]; then
+			mknod -m 0666 "$p" c 231 $((192 + k)) || return 1
+			made_nodes+=("$p")
+		fi
+		[[ $(stat -c '%t:%T' "$p") == "e7:$(printf '%x' $((192 + k)))" ]] || return 1
+	done
+}
