@@ -231,6 +231,30 @@ mutant metrics-address-error-unnamed cmd/rdma-macvlan/main.go ./cmd/rdma-macvlan
   'const name = "--metrics-address (RDMA_MACVLAN_METRICS_ADDRESS)"' \
   'const name = "metrics address"'
 
+# Several rails: NCCL's own choice honours NCCL_IB_ADDR_RANGE; a range is
+# exported only when it takes the container's entry on every rail; UCX's
+# own choice is checked; rdma-exec refuses a mismatch; the CLI connects the
+# other networks on engines that create on one; a CDI device sets only its
+# own variables.
+mutant nccl-rule-ignores-range internal/rdmaenv/libs.go ./internal/rdmaenv/ '' \
+  'inRange := !a.Range.IsValid() || (cf == want && a.Range.Contains(c.GID.Unmap()))' \
+  'inRange := true'
+mutant nccl-range-unchecked internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ '' \
+  'if wrong := ncclWrong(ports, a); wrong == "" {' \
+  'if wrong := ncclWrong(ports, a); wrong == "" || true {'
+mutant ucx-choice-unchecked internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ '' \
+  'if wrong := ucxWrong(ports); wrong != "" {' \
+  'if wrong := ucxWrong(ports); false && wrong != "" {'
+mutant gid-mismatch-starts-anyway internal/rdmaexec/main.go ./internal/rdmaexec/ '' \
+  'if !cfg.AcceptMismatch {' \
+  'if false {'
+mutant one-network-at-create cmd/docker-rdma/internal/commands/run.go ./cmd/docker-rdma/internal/commands/ TestRunSeveralNetworks \
+  'if len(distinctNetworks(p)) > 1 && !s.createsOnSeveralNetworks() {' \
+  'if false {'
+mutant cdi-sets-shared-variable cdi/cdi.go ./cdi/ '' \
+  'env := []string{EnvDevicePrefix + key + "=" + d.HCA + ":" + strconv.Itoa(d.Port)}' \
+  'env := []string{"RDMA_MACVLAN_DEVICE=" + d.HCA + ":" + strconv.Itoa(d.Port)}'
+
 if [ "${1:-}" = --list ]; then
   for i in "${!names[@]}"; do
     printf '%-32s %-38s %s %s\n' "${names[$i]}" "${files[$i]}" "${pkgs[$i]}" "${runs[$i]:+-run ${runs[$i]}}"
