@@ -19,20 +19,29 @@
 #     file pins, also from the proxy), with the same runc and Debian's containerd, in
 #     $RDMA_MACVLAN_ENGINES_DIR/docker-<version>-runc-<version>/bin. Not part of the default
 #     install: name them (`engines.sh install v28 v27`, or `all`).
+#   - "compose": Compose v2, the docker CLI plugin, built from its Go module's source
+#     (github.com/docker/compose/v2 from the module proxy, as for v28 and v27) into
+#     $RDMA_MACVLAN_ENGINES_DIR/compose-<version>/docker-compose; test/e2e/e2e-compose.sh puts it
+#     in a private CLI plugins dir. Not part of the default install: name it.
 #
 # Usage:
-#   engines.sh [install] [debian] [current] [v28] [v27] [all]
+#   engines.sh [install] [debian] [current] [v28] [v27] [compose] [all]
 #                                      install debian and current (default), the ones named, or
-#                                      all four
+#                                      all four engines and compose
 #   engines.sh bindir [current|v28|v27] print a built engine's bin dir (dockerd, runc,
 #                                      docker-proxy; default current); fails when dockerd or runc
 #                                      is not built yet
+#   engines.sh compose                 print the path of the built docker-compose; fails when it is
+#                                      not built yet
 # Environment:
 #   RDMA_MACVLAN_ENGINES_DIR  cache root        (default /var/cache/rdma-macvlan/engines)
 #   MOBY_VERSION              moby v2 version   (default v2.0.0-beta.24, newest the proxy served)
 #   DOCKER28_VERSION          Docker 28 version (default v28.5.2, the last 28.x release)
 #   DOCKER27_VERSION          Docker 27 version (default v27.5.1, the last 27.x release)
 #   RUNC_VERSION              runc version      (default v1.5.2)
+#   COMPOSE_VERSION           Compose v2        (default v2.40.3: its docker client negotiates
+#                                                down to Docker 20.10's API 1.41 and up to moby
+#                                                v2's)
 #
 # Idempotent: a warm run only checks that everything is in place and takes seconds.
 set -euo pipefail
@@ -42,6 +51,7 @@ MOBY_VERSION=${MOBY_VERSION:-v2.0.0-beta.24}
 RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
 DOCKER28_VERSION=${DOCKER28_VERSION:-v28.5.2}
 DOCKER27_VERSION=${DOCKER27_VERSION:-v27.5.1}
+COMPOSE_VERSION=${COMPOSE_VERSION:-v2.40.3}
 BIN_DIR=""
 
 # bin_dir ENGINE prints the cache dir of a built engine's binaries.
@@ -50,6 +60,7 @@ bin_dir() {
 	current) printf '%s\n' "$ENGINES_DIR/moby-$MOBY_VERSION-runc-$RUNC_VERSION/bin" ;;
 	v28) printf '%s\n' "$ENGINES_DIR/docker-$DOCKER28_VERSION-runc-$RUNC_VERSION/bin" ;;
 	v27) printf '%s\n' "$ENGINES_DIR/docker-$DOCKER27_VERSION-runc-$RUNC_VERSION/bin" ;;
+	compose) printf '%s\n' "$ENGINES_DIR/compose-$COMPOSE_VERSION" ;;
 	*) die "unknown built engine '$1' (want: current, v28, v27)" ;;
 	esac
 }
@@ -237,6 +248,49 @@ built_engine() {
 	say "$e engine: $("$BIN_DIR/dockerd" --version), runc $("$BIN_DIR/runc" --version | awk 'NR==1{print $3}') in $BIN_DIR"
 }
 
+# build_compose: docker-compose of github.com/docker/compose/v2@COMPOSE_VERSION into BIN_DIR. Its
+# go.mod has exclude directives, which go install MODULE@VERSION refuses: the source comes from the
+# module proxy (go mod download) and is built as the main module, every dependency at the version
+# its go.mod and go.sum pin, also from the proxy; the version is stamped as compose's Makefile does.
+build_compose() {
+	local mod=github.com/docker/compose/v2 src rc=0
+	command -v go >/dev/null || die "go is not on PATH (needed to build compose $COMPOSE_VERSION)"
+	tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/rdma-macvlan-engines.XXXXXX")
+	say "fetching $mod@$COMPOSE_VERSION from the module proxy"
+	src=$(cd "$tmp_dir" && GOTOOLCHAIN=local go mod download -json "$mod@$COMPOSE_VERSION" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') || true
+	[[ -n $src && -f $src/go.mod ]] || die "go mod download $mod@$COMPOSE_VERSION gave no source with a go.mod"
+	cp -r "$src" "$tmp_dir/src"
+	chmod -R u+w "$tmp_dir/src"
+	say "building docker-compose $COMPOSE_VERSION (cold: several minutes on 2 cores)"
+	start_heartbeat "building docker-compose $COMPOSE_VERSION"
+	(cd "$tmp_dir/src" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS='-mod=mod -buildvcs=false' go build -trimpath \
+		-ldflags "-s -w -X $mod/internal.Version=$COMPOSE_VERSION" -o "$tmp_dir/bin/docker-compose" ./cmd 2>&1) |
+		{ grep -v '^go: downloading ' >&2 || true; }
+	rc=${PIPESTATUS[0]}
+	stop_heartbeat
+	((rc == 0)) || die "building docker-compose from $mod@$COMPOSE_VERSION failed (exit $rc)"
+	mkdir -p "$BIN_DIR"
+	install -m 0755 "$tmp_dir/bin/docker-compose" "$BIN_DIR/.docker-compose.new"
+	mv -f "$BIN_DIR/.docker-compose.new" "$BIN_DIR/docker-compose"
+	rm -rf "$tmp_dir"
+	tmp_dir=""
+	say "built $BIN_DIR/docker-compose"
+}
+
+# built_compose: Compose v2's docker-compose in its cache dir, built when missing (one builder at a
+# time, as for the engines).
+built_compose() {
+	BIN_DIR=$(bin_dir compose)
+	mkdir -p "$ENGINES_DIR"
+	exec 9>"$ENGINES_DIR/.lock"
+	flock 9
+	[[ -x $BIN_DIR/docker-compose ]] || build_compose
+	flock -u 9
+	exec 9>&-
+	say "compose: $("$BIN_DIR/docker-compose" version) in $BIN_DIR"
+}
+
 cmd=${1:-install}
 case $cmd in
 bindir)
@@ -246,6 +300,11 @@ bindir)
 		die "$e engine not built in $BIN_DIR (run scripts/engines.sh install $e)"
 	printf '%s\n' "$BIN_DIR"
 	;;
+compose)
+	BIN_DIR=$(bin_dir compose)
+	[[ -x $BIN_DIR/docker-compose ]] || die "compose not built in $BIN_DIR (run scripts/engines.sh install compose)"
+	printf '%s\n' "$BIN_DIR/docker-compose"
+	;;
 install)
 	shift || true
 	engines=("$@")
@@ -254,8 +313,9 @@ install)
 		case $e in
 		debian) install_debian ;;
 		current | v28 | v27) built_engine "$e" ;;
-		all) install_debian && built_engine current && built_engine v28 && built_engine v27 ;;
-		*) die "unknown engine '$e' (want: debian, current, v28, v27, all)" ;;
+		compose) built_compose ;;
+		all) install_debian && built_engine current && built_engine v28 && built_engine v27 && built_compose ;;
+		*) die "unknown engine '$e' (want: debian, current, v28, v27, compose, all)" ;;
 		esac
 	done
 	say "done"
@@ -264,6 +324,6 @@ install)
 	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
 	;;
 *)
-	die "unknown command '$cmd' (want: install [debian] [current] [v28] [v27] [all], bindir [ENGINE], help)"
+	die "unknown command '$cmd' (want: install [debian] [current] [v28] [v27] [compose] [all], bindir [ENGINE], compose, help)"
 	;;
 esac
