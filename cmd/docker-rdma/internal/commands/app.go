@@ -31,6 +31,7 @@ CAP_IPC_LOCK and a locked-memory limit, and what the host needs.
 
 Commands:
   run       docker run with the RDMA devices, --cap-add IPC_LOCK and --ulimit memlock
+  compose   docker compose with the same for every service on an rdma-macvlan network
   ls        rdma-macvlan networks: parent, HCA, port, GID table use, device flags
   inspect   a container's or network's interfaces, GIDs, readiness and RDMA env
   doctor    check the host, the engine and the plugin; exit 1 when RDMA is blocked
@@ -106,6 +107,8 @@ func Main(args []string, env *Env, version string) int {
 	switch cmd, args := rest[0], rest[1:]; cmd {
 	case "run":
 		return s.cmdRun(args)
+	case "compose":
+		return s.cmdCompose(args)
 	case "ls", "list":
 		return s.cmdLs(args)
 	case "inspect":

@@ -38,11 +38,7 @@ const defaultGIDTimeout = 10 * time.Second
 // user's) entrypoint and command after it. It returns the helper's path
 // on the engine's host.
 func (s *session) wrapWithHelper(p *runflags.Parsed, nets []runNet) (string, error) {
-	choice, err := rdmaenv.ParseChoice(p.Own.RoCEVersion, p.Own.GIDFamily)
-	if err != nil {
-		return "", err
-	}
-	timeout, err := s.gidTimeout(p, nets)
+	opts, err := s.helperOptions(p, nets)
 	if err != nil {
 		return "", err
 	}
@@ -56,15 +52,38 @@ func (s *session) wrapWithHelper(p *runflags.Parsed, nets []runNet) (string, err
 	}
 	args := []string{}
 	for _, n := range nets {
-		rn := rdmaexec.Network{Name: n.net.Name, HCA: n.view.HCA, Port: n.view.Port}
-		for _, c := range n.net.IPAM.Config {
-			if pr, err := netip.ParsePrefix(c.Subnet); err == nil {
-				rn.Subnets = append(rn.Subnets, pr.Masked())
-			}
-		}
-		args = append(args, "--net", rdmaexec.FormatNet(rn))
+		args = append(args, "--net", rdmaexec.FormatNet(n.rail()))
 	}
-	args = append(args, "--timeout", timeout.String())
+	args = append(append(append(append(args, opts...), "--"), entry...), cmd...)
+	mount := "type=bind," + csvField("source="+helper) + ",target=" + rdmaexec.ContainerPath + ",readonly"
+	p.Wrap(rdmaexec.ContainerPath, []string{"--mount", mount}, args)
+	return helper, nil
+}
+
+// rail is the network as rdma-exec's --net describes it.
+func (n runNet) rail() rdmaexec.Network {
+	rn := rdmaexec.Network{Name: n.net.Name, HCA: n.view.HCA, Port: n.view.Port}
+	for _, c := range n.net.IPAM.Config {
+		if pr, err := netip.ParsePrefix(c.Subnet); err == nil {
+			rn.Subnets = append(rn.Subnets, pr.Masked())
+		}
+	}
+	return rn
+}
+
+// helperOptions are rdma-exec's options after its --net options: the GID
+// timeout, the RoCE version and address family asked, and whether a GID
+// mismatch is accepted.
+func (s *session) helperOptions(p *runflags.Parsed, nets []runNet) ([]string, error) {
+	choice, err := rdmaenv.ParseChoice(p.Own.RoCEVersion, p.Own.GIDFamily)
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := s.gidTimeout(p, nets)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--timeout", timeout.String()}
 	if choice.Version != rdmaenv.DefaultChoice.Version {
 		args = append(args, "--roce-version", fmt.Sprint(choice.Version))
 	}
@@ -74,10 +93,7 @@ func (s *session) wrapWithHelper(p *runflags.Parsed, nets []runNet) (string, err
 	if p.Own.AcceptMismatch {
 		args = append(args, "--accept-gid-mismatch")
 	}
-	args = append(append(append(args, "--"), entry...), cmd...)
-	mount := "type=bind," + csvField("source="+helper) + ",target=" + rdmaexec.ContainerPath + ",readonly"
-	p.Wrap(rdmaexec.ContainerPath, []string{"--mount", mount}, args)
-	return helper, nil
+	return args, nil
 }
 
 // csvField quotes a --mount field as docker reads it (CSV).

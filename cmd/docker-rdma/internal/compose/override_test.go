@@ -1,0 +1,274 @@
+package compose
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// fakeResolver answers from tables: rails by network key, rails by
+// container, images by name (a missing one is an error).
+type fakeResolver struct {
+	rails      map[string]*Rail
+	containers map[string][]*Rail
+	images     map[string][2][]string
+	asked      []string
+}
+
+func (f *fakeResolver) Network(key string, def ProjectNetwork) (*Rail, error) {
+	return f.rails[key], nil
+}
+
+func (f *fakeResolver) Container(name string) ([]*Rail, error) {
+	r, ok := f.containers[name]
+	if !ok {
+		return nil, errors.New("no such container")
+	}
+	return r, nil
+}
+
+func (f *fakeResolver) Image(service string, svc Service) ([]string, []string, error) {
+	f.asked = append(f.asked, svc.Image)
+	ic, ok := f.images[svc.Image]
+	if !ok {
+		return nil, nil, errors.New("no such image " + svc.Image)
+	}
+	return ic[0], ic[1], nil
+}
+
+var (
+	roce  = &Rail{Name: "p_roce", HCA: "mlx5_0", Port: 1, Subnets: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/24")}, CDI: []string{"rdma-macvlan/hca=mlx5_0"}}
+	roce2 = &Rail{Name: "p_roce2", HCA: "mlx5_1", Port: 1, Nodes: []string{"/dev/infiniband/uverbs1", "/dev/infiniband/rdma_cm"}}
+	roce3 = &Rail{Name: "p_roce3", HCA: "mlx5_2", Port: 1, Nodes: []string{"/dev/infiniband/uverbs2", "/dev/infiniband/rdma_cm"}}
+)
+
+const (
+	exec     = "/.rdma-macvlan/rdma-exec"
+	netRoce  = "name=p_roce,hca=mlx5_0,port=1,subnet=10.9.0.0/24"
+	netRoce2 = "name=p_roce2,hca=mlx5_1,port=1"
+)
+
+func resolver() *fakeResolver {
+	return &fakeResolver{
+		rails:      map[string]*Rail{"roce": roce, "roce2": roce2, "roce3": roce3},
+		containers: map[string][]*Rail{"launcher": {roce2}},
+		images: map[string][2][]string{
+			"worker":  {{"/entry.sh", "-x"}, {"serve", "$HOME"}},
+			"cmdonly": {nil, {"sleep", "9"}},
+			"empty":   {nil, nil},
+		},
+	}
+}
+
+var opts = Options{Memlock: "-1:-1", Helper: "/usr/local/lib/rdma-macvlan/rdma-exec", HelperArgs: []string{"--timeout", "10s"}}
+
+// model builds a model from compose config's JSON.
+func model(t *testing.T, js string) *Model {
+	t.Helper()
+	m, err := Decode([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+const nets = `"networks": {"roce": {"name": "p_roce", "driver": "rdma-macvlan:latest"}, "roce2": {"name": "p_roce2", "driver": "rdma-macvlan:latest"},
+	"roce3": {"name": "p_roce3", "driver": "rdma-macvlan:latest"}, "default": {"name": "p_default"}}`
+
+func TestGenerate(t *testing.T) {
+	full := func(rails []string, devs []string, entry ...string) *ServiceOverride {
+		return &ServiceOverride{Rails: rails, Devices: devs, CapAdd: []string{"IPC_LOCK"}, Memlock: "-1:-1", Helper: opts.Helper, Entrypoint: entry}
+	}
+	cdi0 := []string{"rdma-macvlan/hca=mlx5_0"}
+	tests := []struct {
+		name  string
+		model string
+		opts  *Options
+		want  map[string]*ServiceOverride
+		notes []string
+		err   string
+		asked []string // images the resolver was asked about
+	}{{
+		name: "services on an rdma-macvlan network get everything, the others nothing",
+		model: `{"name": "p", ` + nets + `, "services": {
+			"a": {"image": "worker", "entrypoint": null, "command": null, "networks": {"roce": null}},
+			"b": {"image": "worker", "entrypoint": null, "command": null, "networks": {"roce": null, "default": null}, "deploy": {"replicas": 3}},
+			"web": {"image": "nginx", "entrypoint": null, "command": null, "networks": {"default": null}}}}`,
+		want: map[string]*ServiceOverride{
+			"a": withCmd(full([]string{"p_roce"}, cdi0, exec, "--net", netRoce, "--timeout", "10s", "--", "/entry.sh", "-x"), "serve", "$HOME"),
+			"b": withCmd(full([]string{"p_roce"}, cdi0, exec, "--net", netRoce, "--timeout", "10s", "--", "/entry.sh", "-x"), "serve", "$HOME"),
+		},
+		asked: []string{"worker", "worker"},
+	}, {
+		name: "the service's entrypoint replaces the image's, whose CMD is dropped; the image is not read",
+		model: `{"name": "p", ` + nets + `, "services": {
+			"a": {"image": "worker", "entrypoint": ["/bin/run", "$$X"], "command": null, "networks": {"roce": null}}}}`,
+		want: map[string]*ServiceOverride{"a": full([]string{"p_roce"}, cdi0, exec, "--net", netRoce, "--timeout", "10s", "--", "/bin/run", "$X")},
+	}, {
+		name: "an empty entrypoint clears the image's; the service's command runs",
+		model: `{"name": "p", ` + nets + `, "services": {
+			"a": {"image": "worker", "entrypoint": [], "command": ["sh", "-c", "echo $$HOME"], "networks": {"roce": null}}}}`,
+		want: map[string]*ServiceOverride{"a": full([]string{"p_roce"}, cdi0, exec, "--net", netRoce, "--timeout", "10s", "--")},
+	}, {
+		name: "the service's command is kept; the image's entrypoint goes after rdma-exec",
+		model: `{"name": "p", ` + nets + `, "services": {
+			"a": {"image": "worker", "entrypoint": null, "command": ["bench"], "networks": {"roce": null}}}}`,
+		want:  map[string]*ServiceOverride{"a": full([]string{"p_roce"}, cdi0, exec, "--net", netRoce, "--timeout", "10s", "--", "/entry.sh", "-x")},
+		asked: []string{"worker"},
+	}, {
+		name: "an image with CMD only",
+		model: `{"name": "p", ` + nets + `, "services": {
+			"a": {"image": "cmdonly", "entrypoint": null, "command": null, "user": "65534", "networks": {"roce": null}}}}`,
+		want:  map[string]*ServiceOverride{"a": withCmd(full([]string{"p_roce"}, cdi0, exec, "--net", netRoce, "--timeout", "10s", "--"), "sleep", "9")},
+		asked: []string{"cmdonly"},
+	}, {
+		name: "the user's own device, IPC_LOCK and memlock are kept and not repeated",
+		model: `{"name": "p", ` + nets + `, "services": {
+			"a": {"image": "x", "entrypoint": ["w"], "command": null, "networks": {"roce2": null},
+				"devices": [{"source": "/dev/infiniband/uverbs1", "target": "/dev/infiniband/uverbs1"}], "cap_add": ["cap_ipc_lock"],
+				"ulimits": {"memlock": {"soft": 1024, "hard": 2048}}}}}`,
+		want: map[string]*ServiceOverride{"a": {Rails: []string{"p_roce2"}, Devices: []string{"/dev/infiniband/rdma_cm"}, Helper: opts.Helper,
+			Entrypoint: []string{exec, "--net", netRoce2, "--timeout", "10s", "--", "w"}}},
+		notes: []string{"service a: device /dev/infiniband/uverbs1 given already", "service a: its own ulimits memlock is kept"},
+	}, {
+		name: "cap_drop IPC_LOCK is respected and said",
+		model: `{"name": "p", ` + nets + `, "services": {
+			"a": {"image": "x", "entrypoint": ["w"], "command": null, "networks": {"roce2": null}, "cap_drop": ["ALL"]}}}`,
+		want: map[string]*ServiceOverride{"a": {Rails: []string{"p_roce2"}, Devices: roce2.Nodes, Memlock: "-1:-1", Helper: opts.Helper,
+			Entrypoint: []string{exec, "--net", netRoce2, "--timeout", "10s", "--", "w"}}},
+		notes: []string{"service a: cap_drop IPC_LOCK: not adding it (pinned memory then counts against the memlock limit)"},
+	}, {
+		name: "several rdma-macvlan networks: every rail, by priority then name, every HCA's devices once",
+		model: `{"name": "p", ` + nets + `, "services": {
+			"a": {"image": "x", "entrypoint": ["w"], "command": null, "networks": {"roce3": null, "roce": null, "roce2": {"priority": 5}}}}}`,
+		want: map[string]*ServiceOverride{"a": full([]string{"p_roce2", "p_roce", "p_roce3"},
+			[]string{"/dev/infiniband/uverbs1", "/dev/infiniband/rdma_cm", "rdma-macvlan/hca=mlx5_0", "/dev/infiniband/uverbs2"},
+			exec, "--net", netRoce2, "--net", netRoce, "--net", "name=p_roce3,hca=mlx5_2,port=1", "--timeout", "10s", "--", "w")},
+	}, {
+		name: "network_mode: service:X shares X's rails, container:Y the container's; host gets nothing",
+		model: `{"name": "p", ` + nets + `, "services": {
+			"a": {"image": "x", "entrypoint": ["w"], "command": null, "networks": {"roce": null}},
+			"side": {"image": "x", "entrypoint": ["s"], "command": null, "network_mode": "service:a"},
+			"side2": {"image": "x", "entrypoint": ["s2"], "command": null, "network_mode": "service:side"},
+			"attached": {"image": "x", "entrypoint": ["c"], "command": null, "network_mode": "container:launcher"},
+			"h": {"image": "x", "entrypoint": null, "command": null, "network_mode": "host"}}}`,
+		want: map[string]*ServiceOverride{
+			"a":        full([]string{"p_roce"}, cdi0, exec, "--net", netRoce, "--timeout", "10s", "--", "w"),
+			"side":     full([]string{"p_roce"}, cdi0, exec, "--net", netRoce, "--timeout", "10s", "--", "s"),
+			"side2":    full([]string{"p_roce"}, cdi0, exec, "--net", netRoce, "--timeout", "10s", "--", "s2"),
+			"attached": full([]string{"p_roce2"}, roce2.Nodes, exec, "--net", netRoce2, "--timeout", "10s", "--", "c"),
+		},
+	}, {
+		name: "--no-wait: devices, IPC_LOCK and memlock only",
+		model: `{"name": "p", ` + nets + `, "services": {
+			"a": {"image": "empty", "entrypoint": null, "command": null, "networks": {"roce": null}}}}`,
+		opts: &Options{Memlock: "8388608:8388608", NoWait: true},
+		want: map[string]*ServiceOverride{"a": {Rails: []string{"p_roce"}, Devices: cdi0, CapAdd: []string{"IPC_LOCK"}, Memlock: "8388608:8388608"}},
+	}, {
+		name: "no entrypoint and no command anywhere",
+		model: `{"name": "p", ` + nets + `, "services": {
+			"a": {"image": "empty", "entrypoint": null, "command": null, "networks": {"roce": null}}}}`,
+		err: "service a: neither the service nor image empty has an entrypoint or a command: give the service a command",
+	}, {
+		name: "a network_mode loop",
+		model: `{"name": "p", ` + nets + `, "services": {
+			"a": {"image": "x", "network_mode": "service:b", "entrypoint": null, "command": null},
+			"b": {"image": "x", "network_mode": "service:a", "entrypoint": null, "command": null}}}`,
+		err: "service a: network_mode loops through services a -> b -> a",
+	}, {
+		name: "a volume where rdma-exec goes",
+		model: `{"name": "p", ` + nets + `, "services": {
+			"a": {"image": "x", "entrypoint": ["w"], "command": null, "networks": {"roce": null}, "volumes": [{"type": "bind", "source": "/x", "target": "/.rdma-macvlan/rdma-exec"}]}}}`,
+		err: "service a mounts something at /.rdma-macvlan/rdma-exec, where rdma-exec goes: remove that volume, or use docker rdma compose --no-wait",
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := resolver()
+			o := opts
+			if tc.opts != nil {
+				o = *tc.opts
+			}
+			ov, err := Generate(model(t, tc.model), r, o)
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(ov.Services, tc.want) {
+				got, _ := json.MarshalIndent(ov.Services, "", " ")
+				want, _ := json.MarshalIndent(tc.want, "", " ")
+				t.Errorf("override\n%s\nwant\n%s", got, want)
+			}
+			if !reflect.DeepEqual(ov.Notes, tc.notes) {
+				t.Errorf("notes %q, want %q", ov.Notes, tc.notes)
+			}
+			if !reflect.DeepEqual(r.asked, tc.asked) {
+				t.Errorf("images asked %q, want %q", r.asked, tc.asked)
+			}
+		})
+	}
+}
+
+func withCmd(so *ServiceOverride, cmd ...string) *ServiceOverride {
+	so.Command = cmd
+	return so
+}
+
+// TestWrite checks the file compose reads: quoted strings, $ doubled, the
+// memlock limit as numbers, rdma-exec bound read-only.
+func TestWrite(t *testing.T) {
+	ov := &Override{Services: map[string]*ServiceOverride{
+		"b": {Rails: []string{"p_roce"}, Devices: []string{"rdma-macvlan/hca=mlx5_0"}, CapAdd: []string{"IPC_LOCK"}, Memlock: "-1:-1",
+			Helper: "/opt/rdma exec", Entrypoint: []string{exec, "--", "sh"}, Command: []string{"-c", `echo "$HOME"`}},
+		"a": {Rails: []string{"p_roce"}, Memlock: "1024:2048"},
+	}}
+	var b bytes.Buffer
+	if err := ov.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := Header + `services:
+  "a":
+    # on p_roce
+    ulimits:
+      memlock:
+        soft: 1024
+        hard: 2048
+  "b":
+    # on p_roce
+    devices:
+      - "rdma-macvlan/hca=mlx5_0"
+    cap_add:
+      - "IPC_LOCK"
+    ulimits:
+      memlock:
+        soft: -1
+        hard: -1
+    volumes:
+      - type: bind
+        source: "/opt/rdma exec"
+        target: "/.rdma-macvlan/rdma-exec"
+        read_only: true
+    entrypoint:
+      - "/.rdma-macvlan/rdma-exec"
+      - "--"
+      - "sh"
+    command:
+      - "-c"
+      - "echo \"$$HOME\""
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	b.Reset()
+	if err := (&Override{}).Write(&b); err != nil || !strings.Contains(b.String(), "services: {}\n") {
+		t.Errorf("an empty override: %q, %v", b.String(), err)
+	}
+}
