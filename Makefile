@@ -20,7 +20,7 @@ export PLUGIN_NAME
 
 FUZZTIME ?= 20
 
-.PHONY: release e2e-release e2e-reboot help build test test-root mutate test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-rails e2e-reliability e2e-bridge e2e-metrics fuzz bench clean deps
+.PHONY: release e2e-release e2e-reboot help build test test-root mutate test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-rails e2e-reliability e2e-bridge e2e-metrics e2e-compose fuzz bench clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -71,12 +71,13 @@ install-cli: build ## install docker rdma into CLI_PLUGINS_DIR (~/.docker/cli-pl
 	install -D -m 0755 $(BIN)/rdma-exec $(HELPER_DIR)/rdma-exec
 
 e2e: ## end to end on private Docker engines (20.10, 28.5 and the current one; make e2e-v27 for 27.5): managed and legacy plugin, side by side with the built-in macvlan, the default bridge with iptables, two-node swarm, Prometheus scraping both plugins, a release installed from a local registry, host reboots (root)
-	bash scripts/engines.sh install debian current v28
+	bash scripts/engines.sh install debian current v28 compose
 	bash test/e2e/e2e.sh
 	bash test/e2e/e2e-diff.sh
 	bash test/e2e/e2e-bridge.sh
 	bash test/e2e/e2e-swarm.sh
 	bash test/e2e/e2e-metrics.sh
+	bash test/e2e/e2e-compose.sh
 	bash test/e2e/e2e-release.sh
 	bash test/e2e/e2e-reboot.sh
 
@@ -101,6 +102,10 @@ e2e-v27: ## the managed plugin, the differential subset and the default bridge o
 e2e-metrics: ## (part of e2e) a real Prometheus scrapes the managed plugin and the legacy daemon during a container life cycle; PromQL against /v1/status, promtool on a scrape and on the README's rules (root)
 	bash scripts/engines.sh install
 	bash test/e2e/e2e-metrics.sh
+
+e2e-compose: ## (part of e2e) docker rdma compose with Compose v2 (built from its module, cached) on private engines: a stack on two rdma-macvlan networks, the printed override with plain docker compose, down leaving nothing (root)
+	bash scripts/engines.sh install debian current compose
+	bash test/e2e/e2e-compose.sh
 
 e2e-cli: ## docker rdma end to end on private engines (root), with containers on several rdma-macvlan networks (make e2e-rails)
 	bash scripts/engines.sh install
