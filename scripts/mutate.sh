@@ -255,6 +255,54 @@ mutant cdi-sets-shared-variable cdi/cdi.go ./cdi/ '' \
   'env := []string{EnvDevicePrefix + key + "=" + d.HCA + ":" + strconv.Itoa(d.Port)}' \
   'env := []string{"RDMA_MACVLAN_DEVICE=" + d.HCA + ":" + strconv.Itoa(d.Port)}'
 
+# docker rdma compose's override: only services on an rdma-macvlan network
+# (or sharing one's namespace) get it; the user's own device, IPC_LOCK and
+# memlock are kept; a new entrypoint gives the image's CMD again; the
+# service's own entrypoint replaces the image's; compose's $$ is undone
+# before the override doubles every $; every rail is in rdma-exec's --net.
+dcompose=./cmd/docker-rdma/internal/compose/
+mutant compose-every-service cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
+  '		if len(rails) == 0 {
+			continue
+		}' \
+  '		if len(rails) == 0 && false {
+			continue
+		}'
+mutant compose-network-mode-ignored cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
+  'case strings.HasPrefix(mode, "service:"):' \
+  'case strings.HasPrefix(mode, "service:") && false:'
+mutant compose-device-repeated cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
+  'case has[d] && !contains(so.Devices, d):' \
+  'case false:'
+mutant compose-memlock-overridden cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
+  'if _, ok := svc.Ulimits["memlock"]; ok {' \
+  'if _, ok := svc.Ulimits["memlock"]; ok && false {'
+mutant compose-cap-drop-ignored cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
+  'case hasCap(svc.CapDrop, IPCLock):' \
+  'case false:'
+mutant compose-image-cmd-dropped cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
+  '			if len(ic) > 0 {' \
+  '			if false {'
+mutant compose-image-entry-over-users cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
+  'if svc.Entrypoint == nil {' \
+  'if true {'
+mutant compose-dollar-kept-escaped cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
+  'out[i] = strings.ReplaceAll(s, "$$", "$")' \
+  'out[i] = s'
+mutant compose-dollar-interpolated cmd/docker-rdma/internal/compose/yaml.go "$dcompose" '' \
+  '_ = enc.Encode(strings.ReplaceAll(s, "$", "$$"))' \
+  '_ = enc.Encode(s)'
+mutant compose-first-rail-only cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
+  '			if rail != nil {
+				rails = append(rails, rail)
+			}' \
+  '			if rail != nil && len(rails) == 0 {
+				rails = append(rails, rail)
+			}'
+mutant compose-default-files-dropped cmd/docker-rdma/internal/compose/args.go "$dcompose" '' \
+  '			if o := first(dir, overrideFiles); o != "" {' \
+  '			if o := first(dir, overrideFiles); false && o != "" {'
+
 if [ "${1:-}" = --list ]; then
   for i in "${!names[@]}"; do
     printf '%-32s %-38s %s %s\n' "${names[$i]}" "${files[$i]}" "${pkgs[$i]}" "${runs[$i]:+-run ${runs[$i]}}"
