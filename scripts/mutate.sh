@@ -24,7 +24,8 @@ cd "$(dirname "$0")/.."
 # mutant NAME FILE PACKAGES RUN OLD NEW
 #   PACKAGES: go packages to test (space separated); RUN: -run regex, or ""
 #   for every test of those packages; a RUN naming TestPrivileged marks a
-#   mutant that needs root.
+#   mutant that needs root. Name the tests that catch it where the package's
+#   whole suite is slow (the driver's takes about 20 s a mutant).
 names=() files=() pkgs=() runs=() olds=() news=()
 mutant() {
   names+=("$1") files+=("$2") pkgs+=("$3") runs+=("$4") olds+=("$5") news+=("$6")
@@ -35,16 +36,16 @@ gids='./driver/gid/ ./driver/'
 
 # GID admission: a container that fits exactly is admitted, one entry more
 # is refused.
-mutant admission-refuses-exact-fit driver/gid/admit.go "$gids" '' \
+mutant admission-refuses-exact-fit driver/gid/admit.go "$gids" 'TestAdmitUpToCapacity|TestRDMAAdmissionUpToCapacity' \
   'if e.need <= free-held {' \
   'if e.need < free-held {'
-mutant admission-overcommits-by-one driver/gid/admit.go "$gids" '' \
+mutant admission-overcommits-by-one driver/gid/admit.go "$gids" 'TestAdmitUpToCapacity|TestRDMAAdmissionUpToCapacity' \
   'if e.need <= free-held {' \
   'if e.need <= free-held+1 {'
 # A refusal is decided on a read of every slot, never on a snapshot. (Using
 # the snapshot at all only saves reads: a cost, which the benchmarks
 # measure; ignoring it breaks no rule a test can see.)
-mutant refusal-on-snapshot driver/gid/admit.go "$gids" '' \
+mutant refusal-on-snapshot driver/gid/admit.go "$gids" 'TestAdmitRefusesOnlyOnAFullRead|TestRefusalReadsTheWholeTable' \
   'if !full && how != readFull {' \
   'if false && !full && how != readFull {'
 # Free slots are those the kernel hands out: never the reserved default
@@ -72,41 +73,41 @@ mutant fake-kernel-fills-reserved-slot rdma/rdmatest/rdmatest.go './rdma/rdmates
   'next := 0'
 # The orphan sweep at start: deletes this instance's unrecorded links, keeps
 # recorded ones.
-mutant orphan-sweep-disabled driver/restore.go "$unit" '' \
+mutant orphan-sweep-disabled driver/restore.go "$unit" 'TestOrphanSweepDeletesOnlyOwnOrphans|TestVLANOwnerMark|TestInstanceIDRecoveredFromLinks' \
   'd.sweepOrphans(log)' \
   '0, error(nil)'
-mutant orphan-sweep-ignores-records driver/restore.go "$unit" '' \
+mutant orphan-sweep-ignores-records driver/restore.go "$unit" 'TestOrphanSweepDeletesOnlyOwnOrphans|TestVLANOwnerMark|TestInstanceIDRecoveredFromLinks' \
   'owned[e.Ifname] = true' \
   'owned[e.Ifname] = false'
-mutant orphan-sweep-ignores-owner driver/restore.go "$unit" '' \
+mutant orphan-sweep-ignores-owner driver/restore.go "$unit" 'TestOrphanSweepDeletesOnlyOwnOrphans|TestVLANOwnerMark|TestInstanceIDRecoveredFromLinks' \
   'ours := l.Alias == d.owner' \
   'ours := true'
 # The CDI spec holds uverbs and rdma_cm only: never umad (fabric management).
-mutant cdi-lists-umad rdma/devnodes.go './rdma/ ./driver/' '' \
+mutant cdi-lists-umad rdma/devnodes.go './rdma/ ./driver/' 'TestDeviceNodes|TestRDMACDISpecLifecycle' \
   'nodes = append(nodes, DeviceNode{Path: filepath.Join(DevDir, "rdma_cm")' \
   'nodes = append(nodes, DeviceNode{Path: filepath.Join(DevDir, "umad0"), Major: 231, Minor: 0, Type: "c"}); nodes = append(nodes, DeviceNode{Path: filepath.Join(DevDir, "rdma_cm")'
 # The GID index reported is the table slot the entry is in.
-mutant wrong-gid-index driver/gid/expect.go "$gids" '' \
+mutant wrong-gid-index driver/gid/expect.go "$gids" 'TestRDMAReadinessLateGIDAndIndexHole|TestWatchReportsTheEntriesFound' \
   'Entry{Index: i,' \
   'Entry{Index: i + 1,'
 # -o rdma_device picks the named device among a parent's candidates.
-mutant override-picks-another-device driver/detect.go "$unit" '' \
+mutant override-picks-another-device driver/detect.go "$unit" 'TestRDMADeviceOverride' \
   'if c.HCA == override {' \
   'if c.HCA != override {'
 # The exclusive RDMA netns mode is refused.
-mutant exclusive-netns-accepted driver/detect.go "$unit" '' \
+mutant exclusive-netns-accepted driver/detect.go "$unit" 'TestRDMARefusals' \
   'if mode != rdma.NetnsShared {' \
   'if false && mode != rdma.NetnsShared {'
 # State files are private.
-mutant state-file-world-readable driver/store.go "$unit" '' \
+mutant state-file-world-readable driver/store.go "$unit" 'TestStoreRoundTrip' \
   'atomicfile.Write(path, data, 0o600,' \
   'atomicfile.Write(path, data, 0o644,'
 # Atomic replacement: a temporary file renamed over the old one, removed
 # when the write fails.
-mutant write-in-place internal/atomicfile/atomicfile.go './driver/ ./internal/atomicfile/' '' \
+mutant write-in-place internal/atomicfile/atomicfile.go './driver/ ./internal/atomicfile/' 'TestWriteTouchesTheFileOnlyByRename|TestWriteCrashLeavesOldContent|TestStoreFailedWriteKeepsOld' \
   'os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")' \
   'os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)'
-mutant failed-write-leaves-temp internal/atomicfile/atomicfile.go './driver/ ./internal/atomicfile/' '' \
+mutant failed-write-leaves-temp internal/atomicfile/atomicfile.go './driver/ ./internal/atomicfile/' 'TestWriteFailureKeepsOldContent|TestWriteRenameAndCreateFailures|TestStoreFailedWriteKeepsOld' \
   '_ = os.Remove(tmp)' \
   '_ = tmp'
 # Files of the state and CDI directories: what is not a regular file is
@@ -116,7 +117,7 @@ mutant safefile-opens-special-files internal/safefile/safefile.go './internal/sa
   'os.Lstat(path); false && err == nil &&'
 # The CDI directory is shared: a file of another kind at a spec's path is
 # not the plugin's to replace or remove.
-mutant cdi-adopts-other-kinds cdi/cdi.go './cdi/ ./driver/' '' \
+mutant cdi-adopts-other-kinds cdi/cdi.go './cdi/ ./driver/' 'TestCDIDirHostileFiles|TestReadCDISpecRefusesWhatThePluginDidNotWrite' \
   'if spec.Kind != Kind {' \
   'if false && spec.Kind != Kind {'
 # CDI file I/O never holds the driver's lock.
@@ -131,7 +132,7 @@ mutant delete-network-unserialized driver/network.go "$unit" 'TestCDISpecFollows
   'd.netsMu.Unlock()
 	log := d.logFor("DeleteNetwork"'
 # Join re-creates a link lost since CreateEndpoint.
-mutant join-does-not-recreate-link driver/join.go "$unit" '' \
+mutant join-does-not-recreate-link driver/join.go "$unit" 'TestJoinRecreatesLostLink' \
   'err = d.ensureLink(e, log)' \
   'err = error(nil)'
 # Every crash point is reached by the crash test (a point dropped from the
@@ -168,7 +169,7 @@ mutant endpoint-tcp-taken-as-socket cmd/docker-rdma/internal/docker/endpoint.go 
 mutant api-version-not-capped cmd/docker-rdma/internal/docker/api.go "$drdocker" '' \
   'if mv, _ := parseVersion(MaxAPIVersion); lessVersion(mv, sv) {' \
   'if mv, _ := parseVersion(MaxAPIVersion); lessVersion(mv, sv) && false {'
-mutant api-error-not-asked-again cmd/docker-rdma/internal/docker/docker.go "$drdocker ./cmd/docker-rdma/internal/commands/" '' \
+mutant api-error-not-asked-again cmd/docker-rdma/internal/docker/docker.go "$drdocker ./cmd/docker-rdma/internal/commands/" 'TestCLIAsksTheAPIFirst|TestRunAPIPath' \
   'c.Debugf("%v: asking the docker CLI instead", err)
 		return v, false' \
   'return v, true'
