@@ -57,6 +57,13 @@ type Network struct {
 	Endpoints    []Endpoint `json:"endpoints"`
 	// RDMADevice is the -o rdma_device override, if any.
 	RDMADevice string `json:"rdma_device,omitempty"`
+	// TrafficClass is the -o traffic_class option (the IP ToS byte, 0-255,
+	// workloads are told to send RoCE v2 with: NCCL_IB_TC,
+	// UCX_IB_TRAFFIC_CLASS); absent when not set.
+	TrafficClass *int `json:"traffic_class,omitempty"`
+	// ServiceLevel is the -o service_level option (0-7: NCCL_IB_SL,
+	// UCX_IB_SL); absent when not set.
+	ServiceLevel *int `json:"service_level,omitempty"`
 }
 
 // VLAN is the VLAN sub-interface a network's parent is.

@@ -33,12 +33,17 @@ func full() api.Status {
 					{ID: "3333333333333333333333333333333333333333333333333333333333333333", Ifname: "rmv333333333333", MAC: "02:42:c0:a8:07:03",
 						GIDs: []api.GID{}, RDMAReason: "not in a container"},
 				},
-				RDMADevice: "mlx5_0",
+				RDMADevice: "mlx5_0", TrafficClass: intp(106), ServiceLevel: intp(3),
 			},
 			{ID: "4444444444444444444444444444444444444444444444444444444444444444", Parent: "eth1", Mode: "private", MTU: 1500, Endpoints: []api.Endpoint{}},
+			// Zero is a traffic class and a service level, not their absence.
+			{ID: "5555555555555555555555555555555555555555555555555555555555555555", Parent: "eth2", Mode: "bridge", MTU: 1500, Endpoints: []api.Endpoint{},
+				TrafficClass: intp(0), ServiceLevel: intp(0)},
 		},
 	}
 }
+
+func intp(n int) *int { return &n }
 
 // The JSON names of /v1/status are a contract: the document is encoded as
 // the daemon encodes it (two-space indent) and compared byte for byte with

@@ -119,20 +119,22 @@ func (d *Driver) planNetwork(req CreateNetworkRequest, opts NetworkOptions, log 
 		return nil, parentPlan{}, err
 	}
 	return &network{
-		ID:         req.NetworkID,
-		Parent:     opts.Parent,
-		VLAN:       plan.vlan,
-		Mode:       opts.Mode,
-		MTU:        mtu,
-		RDMADevice: opts.RDMADevice,
-		RDMA:       rinfo,
-		GIDCheck:   opts.GIDCheck,
-		IPv4:       req.IPv4,
-		IPv6:       req.IPv6,
-		EnableIPv6: req.EnableIPv6,
-		Internal:   req.Internal,
-		Options:    optionMap(req.Options),
-		Created:    time.Now().UTC(),
+		ID:           req.NetworkID,
+		Parent:       opts.Parent,
+		VLAN:         plan.vlan,
+		Mode:         opts.Mode,
+		MTU:          mtu,
+		RDMADevice:   opts.RDMADevice,
+		RDMA:         rinfo,
+		GIDCheck:     opts.GIDCheck,
+		TrafficClass: opts.TrafficClass.Ptr(),
+		ServiceLevel: opts.ServiceLevel.Ptr(),
+		IPv4:         req.IPv4,
+		IPv6:         req.IPv6,
+		EnableIPv6:   req.EnableIPv6,
+		Internal:     req.Internal,
+		Options:      optionMap(req.Options),
+		Created:      time.Now().UTC(),
 	}, plan, nil
 }
 

@@ -16,6 +16,20 @@ const (
 	OptMTU        = "mtu"
 	OptRDMADevice = "rdma_device"
 	OptGIDCheck   = "gid_check"
+	// OptTrafficClass and OptServiceLevel are the QoS every workload on the
+	// network is told to send RoCE with (see TrafficClassMax).
+	OptTrafficClass = "traffic_class"
+	OptServiceLevel = "service_level"
+)
+
+// Ranges of the QoS options: the traffic class is the IP ToS byte RoCE v2
+// packets carry (DSCP in its upper six bits, ECN in the lower two), as
+// NCCL_IB_TC and UCX_IB_TRAFFIC_CLASS take it; the service level is the
+// 802.1p priority (PCP) of a VLAN-tagged frame, as NCCL_IB_SL and UCX_IB_SL
+// take it.
+const (
+	TrafficClassMax = 255
+	ServiceLevelMax = 7
 )
 
 // gid_check values: warn logs a container whose GID entries do not appear in
@@ -34,7 +48,7 @@ const (
 )
 
 var (
-	networkOptionNames  = []string{OptParent, OptMode, OptMTU, OptRDMADevice, OptGIDCheck}
+	networkOptionNames  = []string{OptParent, OptMode, OptMTU, OptRDMADevice, OptGIDCheck, OptTrafficClass, OptServiceLevel}
 	endpointOptionNames = []string{OptMTU}
 	macvlanModeNames    = []string{ModeBridge, ModePrivate, ModeVEPA, ModePassthru}
 )
@@ -63,6 +77,41 @@ type NetworkOptions struct {
 	MTU        int // 0: the parent's MTU
 	RDMADevice string
 	GIDCheck   string // GIDCheckWarn (default) or GIDCheckStrict
+	// TrafficClass and ServiceLevel are what workloads on the network are
+	// told to send RoCE with; unset when not given.
+	TrafficClass Optional
+	ServiceLevel Optional
+}
+
+// Optional is a number option that may be left out.
+type Optional struct {
+	N   int
+	Set bool
+}
+
+// Ptr is the value as the persisted record and the status carry it: nil
+// when unset.
+func (o Optional) Ptr() *int {
+	if !o.Set {
+		return nil
+	}
+	n := o.N
+	return &n
+}
+
+// optionalOf is Ptr's inverse.
+func optionalOf(p *int) Optional {
+	if p == nil {
+		return Optional{}
+	}
+	return Optional{N: *p, Set: true}
+}
+
+func (o Optional) String() string {
+	if !o.Set {
+		return ""
+	}
+	return strconv.Itoa(o.N)
 }
 
 // EndpointOptions are the validated per-container
@@ -128,6 +177,20 @@ func ParseNetworkOptions(opts []Option) (NetworkOptions, error) {
 					OptGIDCheck, o.Value, GIDCheckWarn, GIDCheckStrict)
 			}
 			out.GIDCheck = o.Value
+		case OptTrafficClass:
+			n, err := parseLevel(o.Key, o.Value, TrafficClassMax,
+				"the IP ToS byte RoCE v2 packets carry, as NCCL_IB_TC takes it: DSCP times 4, e.g. 106 for DSCP 26")
+			if err != nil {
+				return out, err
+			}
+			out.TrafficClass = Optional{N: n, Set: true}
+		case OptServiceLevel:
+			n, err := parseLevel(o.Key, o.Value, ServiceLevelMax,
+				"the 802.1p priority of VLAN-tagged RoCE frames, as NCCL_IB_SL takes it")
+			if err != nil {
+				return out, err
+			}
+			out.ServiceLevel = Optional{N: n, Set: true}
 		}
 	}
 	if out.Parent == "" {
@@ -249,6 +312,20 @@ func hasControl(s string) bool {
 }
 
 var mtuRE = regexp.MustCompile(`^[1-9][0-9]{0,5}$`)
+
+// levelRE is a plain decimal number without leading zeros.
+var levelRE = regexp.MustCompile(`^(0|[1-9][0-9]{0,2})$`)
+
+// parseLevel reads a QoS option: a plain decimal number from 0 to max.
+// what says what the number is, for the error.
+func parseLevel(key, v string, maxN int, what string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if !levelRE.MatchString(v) || err != nil || n < 0 || n > maxN {
+		return 0, invalidf("option %s=%q is out of range: give a whole number from 0 to %d (%s), or leave it out to set nothing",
+			key, v, maxN, what)
+	}
+	return n, nil
+}
 
 var rdmaDeviceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 

@@ -23,20 +23,25 @@ type VLAN struct {
 // (what the driver knows of a network at run time only is beside it, in
 // the Driver, e.g. strictNotes).
 type network struct {
-	ID         string            `json:"id"`
-	Parent     string            `json:"parent"` // the macvlan master
-	VLAN       *VLAN             `json:"vlan,omitempty"`
-	Mode       string            `json:"macvlan_mode"`
-	MTU        int               `json:"mtu"`
-	RDMADevice string            `json:"rdma_device,omitempty"`
-	RDMA       *networkRDMA      `json:"rdma,omitempty"`
-	GIDCheck   string            `json:"gid_check,omitempty"`
-	IPv4       []Subnet          `json:"ipv4,omitempty"`
-	IPv6       []Subnet          `json:"ipv6,omitempty"`
-	EnableIPv6 bool              `json:"enable_ipv6,omitempty"`
-	Internal   bool              `json:"internal,omitempty"`
-	Options    map[string]string `json:"options,omitempty"`
-	Created    time.Time         `json:"created"`
+	ID         string       `json:"id"`
+	Parent     string       `json:"parent"` // the macvlan master
+	VLAN       *VLAN        `json:"vlan,omitempty"`
+	Mode       string       `json:"macvlan_mode"`
+	MTU        int          `json:"mtu"`
+	RDMADevice string       `json:"rdma_device,omitempty"`
+	RDMA       *networkRDMA `json:"rdma,omitempty"`
+	GIDCheck   string       `json:"gid_check,omitempty"`
+	// TrafficClass and ServiceLevel are the -o traffic_class and
+	// service_level options; nil when not given (and in records of versions
+	// before them).
+	TrafficClass *int              `json:"traffic_class,omitempty"`
+	ServiceLevel *int              `json:"service_level,omitempty"`
+	IPv4         []Subnet          `json:"ipv4,omitempty"`
+	IPv6         []Subnet          `json:"ipv6,omitempty"`
+	EnableIPv6   bool              `json:"enable_ipv6,omitempty"`
+	Internal     bool              `json:"internal,omitempty"`
+	Options      map[string]string `json:"options,omitempty"`
+	Created      time.Time         `json:"created"`
 }
 
 // endpoint is the persistent record of one endpoint. It carries its parent

@@ -22,7 +22,8 @@ func sameNetwork(n *network, opts NetworkOptions, req CreateNetworkRequest) erro
 	if err != nil {
 		// A record from a daemon with other option rules: compare what it
 		// recorded.
-		old = NetworkOptions{Parent: n.Parent, Mode: n.Mode, RDMADevice: n.RDMADevice, GIDCheck: n.GIDCheck}
+		old = NetworkOptions{Parent: n.Parent, Mode: n.Mode, RDMADevice: n.RDMADevice, GIDCheck: n.GIDCheck,
+			TrafficClass: optionalOf(n.TrafficClass), ServiceLevel: optionalOf(n.ServiceLevel)}
 		if _, ok := n.Options[OptMTU]; ok {
 			old.MTU = n.MTU
 		}
@@ -38,6 +39,8 @@ func sameNetwork(n *network, opts NetworkOptions, req CreateNetworkRequest) erro
 	add(OptMTU, mtuText(old.MTU), mtuText(opts.MTU))
 	add(OptRDMADevice, old.RDMADevice, opts.RDMADevice)
 	add(OptGIDCheck, old.GIDCheck, opts.GIDCheck)
+	add(OptTrafficClass, old.TrafficClass.String(), opts.TrafficClass.String())
+	add(OptServiceLevel, old.ServiceLevel.String(), opts.ServiceLevel.String())
 	add("IPv4 subnets", subnetText(n.IPv4), subnetText(req.IPv4))
 	add("IPv6 subnets", subnetText(n.IPv6), subnetText(req.IPv6))
 	add("enable_ipv6", fmt.Sprint(n.EnableIPv6), fmt.Sprint(req.EnableIPv6))

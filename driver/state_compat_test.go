@@ -58,7 +58,8 @@ func recordsForGolden() (networkRecord, endpointRecord) {
 	at := time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)
 	n := &network{ID: "n1", Parent: "p0.10", VLAN: &VLAN{Lower: "p0", ID: 10, Created: true}, Mode: "bridge", MTU: 1500,
 		RDMADevice: "mlx5_0", RDMA: &networkRDMA{HCA: "mlx5_0", Port: 1, Netdev: "p0", Types: 2, CDIName: "mlx5_0"},
-		GIDCheck: "strict", IPv4: []Subnet{{Pool: "10.5.0.0/24", Gateway: "10.5.0.1/24"}}, IPv6: []Subnet{{Pool: "fd00:5::/64"}},
+		GIDCheck: "strict", TrafficClass: intp(106), ServiceLevel: intp(3),
+		IPv4: []Subnet{{Pool: "10.5.0.0/24", Gateway: "10.5.0.1/24"}}, IPv6: []Subnet{{Pool: "fd00:5::/64"}},
 		EnableIPv6: true, Internal: true, Options: map[string]string{"parent": "p0.10", "mtu": "1500"}, Created: at}
 	e := &endpoint{ID: "e1", NetworkID: "n1", Ifname: "rmve1", Parent: "p0.10", Mode: "bridge", MTU: 1500, MAC: "02:42:0a:05:00:02",
 		IPv4: "10.5.0.2/24", IPv6: "fd00:5::2/64", Sandbox: "/var/run/docker/netns/1", DstName: "rdma0", Created: at, GIDNeed: 6, GIDTypes: 2,
@@ -98,5 +99,57 @@ func TestRecordsKeepTheirJSON(t *testing.T) {
 	}
 	if !reflect.DeepEqual(n2, n) || !reflect.DeepEqual(e2, e) {
 		t.Fatalf("golden records decode as %+v %+v, want %+v %+v", n2.Network, e2.Endpoint, n.Network, e.Endpoint)
+	}
+}
+
+func intp(n int) *int { return &n }
+
+// A network record written before traffic_class and service_level loads
+// with neither set (nil, not 0: absent exports nothing), and is written
+// back without them; a record with them, 0 included, keeps them.
+func TestStoreNetworkQoSRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir)
+	old := `{"version":1,"network":{"id":"aaaa","parent":"p0","macvlan_mode":"bridge","mtu":0,` +
+		`"rdma":{"hca":"mlx5_0","port":1,"netdev":"p0","roce_types":2,"cdi_name":"mlx5_0"},"gid_check":"warn",` +
+		`"ipv4":[{"pool":"10.9.0.0/24","gateway":"10.9.0.1/24"}],"options":{"parent":"p0"},"created":"2023-11-14T22:13:20Z"}}`
+	if err := os.WriteFile(s.networkPath("aaaa"), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	zero := testNetwork("bbbb")
+	zero.TrafficClass, zero.ServiceLevel = intp(0), intp(0)
+	set := testNetwork("cccc")
+	set.TrafficClass, set.ServiceLevel = intp(106), intp(3)
+	for _, n := range []*network{zero, set} {
+		if err := s.saveNetwork(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nets, _, problems, err := s.load()
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("load: %v, problems %v", err, problems)
+	}
+	byID := map[string]*network{}
+	for _, n := range nets {
+		byID[n.ID] = n
+	}
+	if n := byID["aaaa"]; n == nil || n.TrafficClass != nil || n.ServiceLevel != nil || n.Parent != "p0" || n.RDMA == nil || n.RDMA.HCA != "mlx5_0" {
+		t.Fatalf("old record loaded as %+v: want it whole, with no traffic class and no service level", n)
+	}
+	for id, want := range map[string][2]int{"bbbb": {0, 0}, "cccc": {106, 3}} {
+		n := byID[id]
+		if n == nil || n.TrafficClass == nil || n.ServiceLevel == nil || *n.TrafficClass != want[0] || *n.ServiceLevel != want[1] {
+			t.Fatalf("record %s loaded as %+v: want traffic class %d, service level %d", id, n, want[0], want[1])
+		}
+	}
+	if err := s.saveNetwork(byID["aaaa"]); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(s.networkPath("aaaa"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "traffic_class") || strings.Contains(string(data), "service_level") {
+		t.Errorf("the old record is written back with QoS fields it never had: %s", data)
 	}
 }

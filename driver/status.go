@@ -40,7 +40,8 @@ func (d *Driver) Status() api.Status {
 		n := &nets[i]
 		ipv6[n.ID] = n.ipv6()
 		ns := api.Network{ID: n.ID, Parent: n.Parent, VLAN: vlanStatus(n.VLAN), Mode: n.Mode, MTU: n.MTU, GIDCheck: n.GIDCheck,
-			GIDCheckNote: notes[n.ID], RDMADevice: n.RDMADevice, Endpoints: []api.Endpoint{}}
+			GIDCheckNote: notes[n.ID], RDMADevice: n.RDMADevice, Endpoints: []api.Endpoint{},
+			TrafficClass: copyInt(n.TrafficClass), ServiceLevel: copyInt(n.ServiceLevel)}
 		if n.MTU == 0 {
 			ns.MTUFromParent = true
 			if l, err := d.links.LinkByName(n.Parent); err == nil {
@@ -143,6 +144,16 @@ func vlanStatus(v *VLAN) *api.VLAN {
 // gidStatus is the wire form of an endpoint's GID entry.
 func gidStatus(g gid.Entry) api.GID {
 	return api.GID{Index: g.Index, Type: g.Type, GID: g.GID}
+}
+
+// copyInt copies an optional number, so that the status shares nothing
+// with the records.
+func copyInt(p *int) *int {
+	if p == nil {
+		return nil
+	}
+	n := *p
+	return &n
 }
 
 func addrOnly(cidr string) string {

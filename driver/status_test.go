@@ -1,7 +1,9 @@
 package driver
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +64,49 @@ func TestStatusConvertsRecords(t *testing.T) {
 func TestGIDCheckValuesAreTheWireValues(t *testing.T) {
 	if GIDCheckWarn != api.GIDCheckWarn || GIDCheckStrict != api.GIDCheckStrict {
 		t.Fatalf("driver %q/%q, api %q/%q", GIDCheckWarn, GIDCheckStrict, api.GIDCheckWarn, api.GIDCheckStrict)
+	}
+}
+
+// The QoS options reach the status as given, 0 included; a network without
+// them has none (absent, not 0). A repeated CreateNetwork asking for another
+// class is refused, naming the option.
+func TestStatusQoS(t *testing.T) {
+	links := drivertest.NewLinks("p0", "p1", "p2")
+	d := newTestDriver(t, links, t.TempDir())
+	for _, r := range []CreateNetworkRequest{
+		netReq("n1", "parent", "p0", "traffic_class", "106", "service_level", "3"),
+		netReq("n2", "parent", "p1", "traffic_class", "0", "service_level", "0"),
+		netReq("n3", "parent", "p2"),
+	} {
+		if err := d.CreateNetwork(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := d.Status()
+	if len(st.Networks) != 3 {
+		t.Fatalf("networks %+v", st.Networks)
+	}
+	got := func(p *int) string {
+		if p == nil {
+			return "none"
+		}
+		return fmt.Sprint(*p)
+	}
+	for i, want := range [][2]string{{"106", "3"}, {"0", "0"}, {"none", "none"}} {
+		n := st.Networks[i]
+		if tc, sl := got(n.TrafficClass), got(n.ServiceLevel); tc != want[0] || sl != want[1] {
+			t.Errorf("network %s: traffic class %s, service level %s; want %s, %s", n.ID, tc, sl, want[0], want[1])
+		}
+	}
+	err := d.CreateNetwork(netReq("n1", "parent", "p0", "traffic_class", "96", "service_level", "3"))
+	if err == nil || !strings.Contains(err.Error(), "traffic_class 106 (asked: 96)") {
+		t.Fatalf("CreateNetwork again with another traffic class: %v; want a refusal naming traffic_class 106 (asked: 96)", err)
+	}
+	err = d.CreateNetwork(netReq("n3", "parent", "p2", "service_level", "5"))
+	if err == nil || !strings.Contains(err.Error(), "service_level none (asked: 5)") {
+		t.Fatalf("CreateNetwork again with a service level: %v; want a refusal naming service_level none (asked: 5)", err)
+	}
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0", "service_level", "3", "traffic_class", "106")); err != nil {
+		t.Fatalf("the same CreateNetwork again: %v", err)
 	}
 }
