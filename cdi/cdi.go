@@ -58,6 +58,11 @@ type Device struct {
 	// Netdev is the host netdev of the HCA port (the parent with any VLAN
 	// resolved); optional, exported as RDMA_MACVLAN_NETDEV_<key>.
 	Netdev string
+	// TrafficClass and ServiceLevel are the QoS the networks on the port
+	// ask for, when they all ask for the same; nil exports nothing.
+	// Exported as RDMA_MACVLAN_TRAFFIC_CLASS_<key> and
+	// RDMA_MACVLAN_SERVICE_LEVEL_<key>.
+	TrafficClass, ServiceLevel *int
 }
 
 // Spec is the subset of the CDI spec format written here.
@@ -203,10 +208,14 @@ func (s Spec) Owner() string { return s.Annotations[OwnerAnnotation] }
 // port, and one the user set is overwritten. So a device sets no variable
 // another device or the user would set (no NCCL_IB_HCA, no
 // UCX_NET_DEVICES): those name every rail of a container and its own GID,
-// which no single device knows; rdma-exec (docker rdma run) sets them.
+// which no single device knows; rdma-exec (docker rdma run) sets them. For
+// the same reason the traffic class and service level a device carries are
+// under its own names, never NCCL_IB_TC or UCX_IB_TRAFFIC_CLASS.
 const (
-	EnvDevicePrefix = "RDMA_MACVLAN_DEVICE_"
-	EnvNetdevPrefix = "RDMA_MACVLAN_NETDEV_"
+	EnvDevicePrefix       = "RDMA_MACVLAN_DEVICE_"
+	EnvNetdevPrefix       = "RDMA_MACVLAN_NETDEV_"
+	EnvTrafficClassPrefix = "RDMA_MACVLAN_TRAFFIC_CLASS_"
+	EnvServiceLevelPrefix = "RDMA_MACVLAN_SERVICE_LEVEL_"
 )
 
 // EnvKey is the part of a device's variable names that names the device:
@@ -257,6 +266,12 @@ func NewSpec(d Device) (Spec, error) {
 	env := []string{EnvDevicePrefix + key + "=" + d.HCA + ":" + strconv.Itoa(d.Port)}
 	if d.Netdev != "" {
 		env = append(env, EnvNetdevPrefix+key+"="+d.Netdev)
+	}
+	if d.TrafficClass != nil {
+		env = append(env, EnvTrafficClassPrefix+key+"="+strconv.Itoa(*d.TrafficClass))
+	}
+	if d.ServiceLevel != nil {
+		env = append(env, EnvServiceLevelPrefix+key+"="+strconv.Itoa(*d.ServiceLevel))
 	}
 	mode := cdiFileMode
 	nodes := make([]DeviceNode, 0, len(d.Nodes))

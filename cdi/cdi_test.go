@@ -447,12 +447,16 @@ func applyCDIEnv(env []string, specs ...cdi.Spec) []string {
 // Eight rails' devices (and the two ports of a dual-port HCA) given to one
 // container: every device's port survives the merge, in the devices'
 // order, and the user's own NCCL and UCX variables are not replaced: no
-// device sets a variable another device or the user sets.
+// device sets a variable another device or the user sets. Each rail's
+// traffic class and service level, different per rail here, are its own.
 func TestCDIEnvOfSeveralDevicesMerges(t *testing.T) {
 	var specs []cdi.Spec
-	var want []string
+	var want, wantQoS []string
 	for i := 0; i < 8; i++ {
-		d := cdi.Device{HCA: fmt.Sprintf("mlx5_%d", i), Port: 1, Nodes: mlx5CDIDevice().Nodes, Netdev: fmt.Sprintf("ens%d", i)}
+		tc, sl := 96+i, i%8
+		d := cdi.Device{HCA: fmt.Sprintf("mlx5_%d", i), Port: 1, Nodes: mlx5CDIDevice().Nodes, Netdev: fmt.Sprintf("ens%d", i),
+			TrafficClass: &tc, ServiceLevel: &sl}
+		wantQoS = append(wantQoS, fmt.Sprintf("RDMA_MACVLAN_TRAFFIC_CLASS_mlx5_%d=%d", i, tc), fmt.Sprintf("RDMA_MACVLAN_SERVICE_LEVEL_mlx5_%d=%d", i, sl))
 		s, err := cdi.NewSpec(d)
 		if err != nil {
 			t.Fatal(err)
@@ -468,16 +472,21 @@ func TestCDIEnvOfSeveralDevicesMerges(t *testing.T) {
 		specs = append(specs, s)
 		want = append(want, fmt.Sprintf("mlx4_0:%d", port))
 	}
-	user := []string{"NCCL_IB_HCA=mine", "UCX_NET_DEVICES=mine:1", "PATH=/bin"}
+	user := []string{"NCCL_IB_HCA=mine", "UCX_NET_DEVICES=mine:1", "NCCL_IB_TC=mine", "UCX_IB_SL=mine", "PATH=/bin"}
 	env := applyCDIEnv(user, specs...)
 	if got := cdi.PortsInEnv(env); !slices.Equal(got, want) {
 		t.Errorf("ports in the merged env %v, want %v", got, want)
 	}
-	if !slices.Equal(env[:3], user) {
-		t.Errorf("the user's variables were replaced: %v", env[:3])
+	if !slices.Equal(env[:len(user)], user) {
+		t.Errorf("the user's variables were replaced: %v", env[:len(user)])
+	}
+	for _, w := range wantQoS {
+		if !slices.Contains(env, w) {
+			t.Errorf("the merged env lacks %s: %v", w, env)
+		}
 	}
 	seen := map[string]bool{}
-	for _, e := range env[3:] {
+	for _, e := range env[len(user):] {
 		name, _, _ := strings.Cut(e, "=")
 		if seen[name] || strings.HasPrefix(name, "NCCL_") || strings.HasPrefix(name, "UCX_") {
 			t.Errorf("variable %s set twice or shared with NCCL/UCX: %v", name, env)

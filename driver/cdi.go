@@ -3,7 +3,10 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/rdma-macvlan/rdma-macvlan/cdi"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
@@ -11,10 +14,12 @@ import (
 )
 
 // writeCDI writes the CDI spec of the HCA port r: its uverbs and rdma_cm
-// nodes and the port's environment. It refuses to replace a spec another
-// instance wrote, or what is no spec of this plugin (see ownCDI). Caller
-// holds d.netsMu and not d.mu.
-func (d *Driver) writeCDI(r networkRDMA, log *logrus.Entry) error {
+// nodes and the port's environment, with the QoS of the networks on the
+// port (see portQoS; adding is a network about to be added, nil when none;
+// except one that is going, "" when none).
+// It refuses to replace a spec another instance wrote, or what is no spec
+// of this plugin (see ownCDI). Caller holds d.netsMu and not d.mu.
+func (d *Driver) writeCDI(r networkRDMA, adding *network, except string, log *logrus.Entry) error {
 	name := r.cdiName()
 	if err := d.ownCDI(name); err != nil {
 		return err
@@ -26,12 +31,61 @@ func (d *Driver) writeCDI(r networkRDMA, log *logrus.Entry) error {
 		return fmt.Errorf("device nodes of %s: %w", r.HCA, err)
 	}
 	d.beforeCDIIO("write", cdi.SpecPath(d.cdiDir, name))
-	path, err := cdi.WriteSpec(d.cdiDir, cdi.Device{Name: name, HCA: r.HCA, Port: r.Port, Nodes: nodes, Netdev: r.Netdev, Owner: d.owner})
+	tc, sl := d.portQoS(name, adding, except, log)
+	path, err := cdi.WriteSpec(d.cdiDir, cdi.Device{Name: name, HCA: r.HCA, Port: r.Port, Nodes: nodes, Netdev: r.Netdev, Owner: d.owner,
+		TrafficClass: tc, ServiceLevel: sl})
 	if err != nil {
 		return fmt.Errorf("write CDI spec for %s in %s: %w (check --cdi-dir, or the plugin's cdi mount)", name, d.cdiDir, err)
 	}
 	log.WithFields(logrus.Fields{"ibdev": r.HCA, "port": r.Port, "cdi_device": name, "file": path}).Debug("cdi spec written")
 	return nil
+}
+
+// portQoS is the traffic class and service level the CDI device name
+// carries: each one when every network on the port (d.networks but except,
+// and adding) sets it to the same value, else none. A device is shared by every network
+// on its port, and a container given it may be on any of them: a value one
+// network asks for and another does not is no value of the device. Caller
+// holds d.netsMu.
+func (d *Driver) portQoS(name string, adding *network, except string, log *logrus.Entry) (tc, sl *int) {
+	var nets []*network
+	for _, n := range d.networks {
+		if n.RDMA != nil && n.RDMA.cdiName() == name && n.ID != except && (adding == nil || n.ID != adding.ID) {
+			nets = append(nets, n)
+		}
+	}
+	if adding != nil {
+		nets = append(nets, adding)
+	}
+	sort.Slice(nets, func(i, j int) bool { return nets[i].ID < nets[j].ID })
+	agreed := func(what string, get func(*network) *int) *int {
+		var v *int
+		var seen []string
+		for i, n := range nets {
+			p := get(n)
+			seen = append(seen, ShortID(n.ID)+": "+intText(p))
+			if i == 0 {
+				v = p
+			} else if v != nil && (p == nil || *p != *v) {
+				v = nil
+			}
+		}
+		if v == nil && len(nets) > 1 && slices.ContainsFunc(nets, func(n *network) bool { return get(n) != nil }) {
+			log.WithFields(logrus.Fields{"cdi_device": name, "networks": strings.Join(seen, ", ")}).
+				Warnf("the networks on this HCA port ask for different %s: its CDI device carries none (docker rdma run gives each container its network's)", what)
+		}
+		return copyInt(v)
+	}
+	tc = agreed("traffic classes", func(n *network) *int { return n.TrafficClass })
+	sl = agreed("service levels", func(n *network) *int { return n.ServiceLevel })
+	return tc, sl
+}
+
+func intText(p *int) string {
+	if p == nil {
+		return "none"
+	}
+	return strconv.Itoa(*p)
 }
 
 func (d *Driver) beforeCDIIO(op, path string) {
@@ -76,10 +130,13 @@ func (d *Driver) cdiUsedByOthers(name, except string) bool {
 }
 
 // removeCDIUnlessUsed removes the spec of the CDI device name when no
-// network but except uses it and it is this instance's. Caller holds
-// d.netsMu, so that no network takes the name up meanwhile, and not d.mu.
+// network but except uses it and it is this instance's; while others use
+// it, it is rewritten for them (the QoS they agree on may have changed).
+// Caller holds d.netsMu, so that no network takes the name up meanwhile,
+// and not d.mu.
 func (d *Driver) removeCDIUnlessUsed(name, except string, log *logrus.Entry) {
 	if d.cdiUsedByOthers(name, except) {
+		d.rewriteCDIFor(name, except, log)
 		return
 	}
 	log = log.WithField("cdi_device", name)
@@ -93,6 +150,25 @@ func (d *Driver) removeCDIUnlessUsed(name, except string, log *logrus.Entry) {
 		return
 	}
 	log.Info("cdi spec removed")
+}
+
+// rewriteCDIFor rewrites the spec of the CDI device name for the networks
+// that use it but except (which is going, or never came). Caller holds
+// d.netsMu and not d.mu.
+func (d *Driver) rewriteCDIFor(name, except string, log *logrus.Entry) {
+	var ids []string
+	for id, n := range d.networks {
+		if id != except && n.RDMA != nil && n.RDMA.cdiName() == name {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	sort.Strings(ids)
+	if err := d.writeCDI(*d.networks[ids[0]].RDMA, nil, except, log); err != nil {
+		log.WithError(err).WithField("cdi_device", name).Warn("could not rewrite CDI spec for the networks left on its port")
+	}
 }
 
 // fillCDIName gives the record n of a version before per-port CDI device
@@ -138,7 +214,7 @@ func (d *Driver) reconcileCDI(log *logrus.Entry) {
 		if written[name] {
 			continue
 		}
-		if err := d.writeCDI(p.r, log); err != nil {
+		if err := d.writeCDI(p.r, nil, "", log); err != nil {
 			log.WithError(err).WithField("nid", ShortID(p.nid)).Error("could not rewrite CDI spec")
 			continue
 		}

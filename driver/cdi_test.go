@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rdma-macvlan/rdma-macvlan/cdi"
@@ -85,4 +86,56 @@ func TestRDMACDISpecLifecycle(t *testing.T) {
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("spec left after the last network on the HCA")
 	}
+}
+
+// specQoS reads the traffic class and service level variables of the spec
+// of the CDI device mlx5_0: "" when the spec does not set one.
+func specQoS(t *testing.T, d testDriver) (tc, sl string) {
+	t.Helper()
+	spec, ok, err := cdi.ReadSpec(d.cdiDir, "mlx5_0")
+	if err != nil || !ok {
+		t.Fatalf("spec of mlx5_0: %v (there: %v)", err, ok)
+	}
+	for _, e := range spec.Devices[0].ContainerEdits.Env {
+		if v, ok := strings.CutPrefix(e, "RDMA_MACVLAN_TRAFFIC_CLASS_mlx5_0="); ok {
+			tc = v
+		}
+		if v, ok := strings.CutPrefix(e, "RDMA_MACVLAN_SERVICE_LEVEL_mlx5_0="); ok {
+			sl = v
+		}
+		if strings.HasPrefix(e, "NCCL_") || strings.HasPrefix(e, "UCX_") {
+			t.Errorf("the spec sets %s: a device sets only variables named after itself", e)
+		}
+	}
+	return tc, sl
+}
+
+// The CDI device of a port carries a traffic class and a service level
+// only when every network on the port sets the same one: the device is
+// shared by them, and a container given it may be on any of them. Each
+// network that comes or goes rewrites the spec; a restart writes the same.
+func TestCDISpecQoS(t *testing.T) {
+	links := drivertest.NewLinks("p0")
+	dir := t.TempDir()
+	root := mlx5Root(t, rdmatest.MLX5Options{})
+	d := newTestDriverAt(t, links, dir, root)
+	step := func(what string, err error, wantTC, wantSL string) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if tc, sl := specQoS(t, d); tc != wantTC || sl != wantSL {
+			t.Fatalf("after %s: the spec carries traffic class %q, service level %q; want %q, %q", what, tc, sl, wantTC, wantSL)
+		}
+	}
+	step("n1 with traffic_class=106 service_level=3", d.CreateNetwork(netReq("n1", "parent", "p0", "traffic_class", "106", "service_level", "3")), "106", "3")
+	step("n2 on the same port with traffic_class=106 and no service level",
+		d.CreateNetwork(netReq("n2", "parent", "p0.10", "traffic_class", "106")), "106", "")
+	step("n3 on the same port with traffic_class=96", d.CreateNetwork(netReq("n3", "parent", "p0.20", "traffic_class", "96", "service_level", "3")), "", "")
+	step("n3 deleted", d.DeleteNetwork("n3"), "106", "")
+	step("n2 deleted", d.DeleteNetwork("n2"), "106", "3")
+	d.Close()
+	d = newTestDriverAt(t, links, dir, root)
+	step("a restart", nil, "106", "3")
+	step("n4 without QoS on the same port", d.CreateNetwork(netReq("n4", "parent", "p0.30")), "", "")
 }

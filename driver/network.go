@@ -63,7 +63,7 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 		}()
 	}
 	rinfo := n.RDMA
-	if err := d.writeCDI(*rinfo, log); err != nil {
+	if err := d.writeCDI(*rinfo, n, "", log); err != nil {
 		return err
 	}
 	crashPoint("create-network:cdi-written")

@@ -122,8 +122,8 @@ mutant cdi-adopts-other-kinds cdi/cdi.go './cdi/ ./driver/' 'TestCDIDirHostileFi
   'if false && spec.Kind != Kind {'
 # CDI file I/O never holds the driver's lock.
 mutant cdi-write-under-lock driver/network.go "$unit" 'TestCDIFileIOHoldsNoLock' \
-  'if err := d.writeCDI(*rinfo, log); err != nil {' \
-  'if err := func() error { d.mu.Lock(); defer d.mu.Unlock(); return d.writeCDI(*rinfo, log) }(); err != nil {'
+  'if err := d.writeCDI(*rinfo, n, "", log); err != nil {' \
+  'if err := func() error { d.mu.Lock(); defer d.mu.Unlock(); return d.writeCDI(*rinfo, n, "", log) }(); err != nil {'
 # DeleteNetwork runs alone among the calls that change the networks: it
 # never removes the spec of a port a racing CreateNetwork takes up.
 mutant delete-network-unserialized driver/network.go "$unit" 'TestCDISpecFollowsRacingNetworks' \
