@@ -148,6 +148,8 @@ type Port struct {
 	// take when no index is given.
 	Table []Entry
 	Slots int
+	// QoS is what the port's network asks workloads to send with.
+	QoS QoS
 }
 
 // Var is one environment variable.
@@ -190,6 +192,9 @@ type Plan struct {
 	// another entry than the container's own on some port: one line per
 	// library, naming the ports, the indexes and what it would take.
 	Mismatch []string
+	// QoSConflict is not empty when the ports' networks ask for different
+	// traffic classes or service levels (see QoSVars).
+	QoSConflict []string
 }
 
 // Vars returns the environment RDMA software needs to use the container's
@@ -200,7 +205,9 @@ type Plan struct {
 //     every port of the container;
 //   - NCCL_SOCKET_IFNAME==ifname[,...] (exact names too);
 //   - NCCL_IB_GID_INDEX and UCX_IB_GID_INDEX when every port's index is the
-//     same: both take one index for all devices.
+//     same: both take one index for all devices;
+//   - NCCL_IB_TC, UCX_IB_TRAFFIC_CLASS, NCCL_IB_SL and UCX_IB_SL from the
+//     ports' networks (see QoSVars).
 //
 // When the indexes differ, NCCL (2.21 and later) is told how to find each
 // device's entry itself: NCCL_IB_ROCE_VERSION_NUM, NCCL_IB_ADDR_FAMILY and
@@ -277,6 +284,14 @@ func Vars(ports []Port, c Choice, given Lookup) Plan {
 			plan.Notes = append(plan.Notes, UCXGIDIndex+" left out: UCX's own choice is this container's entry on every device")
 		}
 	}
+	qos := make([]QoS, 0, len(ports))
+	for _, p := range ports {
+		qos = append(qos, p.QoS)
+	}
+	q := QoSVars(qos, given)
+	plan.Vars = append(plan.Vars, q.Vars...)
+	plan.Notes = append(plan.Notes, q.Notes...)
+	plan.QoSConflict = q.Conflict
 	return plan
 }
 

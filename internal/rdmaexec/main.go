@@ -36,11 +36,13 @@ const Usage = `Usage: rdma-exec [OPTIONS] -- COMMAND [ARG...]
 
 Waits until the container's RoCE GID entries are in its HCA ports' GID
 tables, exports NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME,
-UCX_NET_DEVICES and UCX_IB_GID_INDEX (each unless already set) and execs
-COMMAND. docker rdma run starts it; it is not meant to be run by hand.
+UCX_NET_DEVICES and UCX_IB_GID_INDEX, and the networks' traffic class and
+service level as NCCL_IB_TC, UCX_IB_TRAFFIC_CLASS, NCCL_IB_SL and UCX_IB_SL
+(each unless already set) and execs COMMAND. docker rdma run starts it; it
+is not meant to be run by hand.
 
 Options:
-  --net name=N,hca=H,port=P,subnet=S[,subnet=S...]
+  --net name=N,hca=H,port=P,subnet=S[,subnet=S...][,traffic_class=T][,service_level=L]
                         an rdma-macvlan network of the container (repeat for each)
   --timeout DURATION    how long to wait (default 10s)
   --roce-version 1|2    the RoCE version of the entry to use (default 2)
@@ -52,8 +54,9 @@ Options:
 
 Exit status: 122 when the GID entries did not appear in time, 121 when they
 did but their indexes differ per rail and no setting makes NCCL and UCX use
-them on every rail (in both cases the workload is not started), 123 for
-invalid options, 126/127 when COMMAND cannot be run or is not found;
+them on every rail, 120 when the networks ask for different traffic classes
+or service levels and no value of the variables was given (in these cases
+the workload is not started), 123 for invalid options, 126/127 when COMMAND cannot be run or is not found;
 otherwise COMMAND's own status, as rdma-exec becomes COMMAND.
 `
 
@@ -105,6 +108,15 @@ func Main(args []string, sys *Sys) int {
 		}()
 	}
 	if len(cfg.Networks) > 0 {
+		// Known from the arguments: refused before any wait.
+		qos := make([]rdmaenv.QoS, 0, len(cfg.Networks))
+		for _, n := range cfg.Networks {
+			qos = append(qos, n.QoS())
+		}
+		if q := rdmaenv.QoSVars(qos, func(name string) (string, bool) { return lookup(env, name) }); len(q.Conflict) > 0 {
+			fmt.Fprintf(sys.Stderr, "rdma-exec: %v\n", &QoSConflictError{Conflict: q.Conflict})
+			return ExitQoSConflict
+		}
 		// Each look at the tables lists the interfaces once.
 		looks, ifaces := 0, cfg.Ifaces
 		cfg.Ifaces = func() ([]Iface, error) { looks++; return ifaces() }
@@ -181,6 +193,19 @@ func (e *MismatchError) Error() string {
 		strings.Join(rails, ", "), strings.Join(e.Mismatch, "\n  "), rdmaenv.NCCLGIDIndex, rdmaenv.UCXGIDIndex)
 }
 
+// QoSConflictError is rdma-exec's refusal to start a workload whose
+// networks ask for different traffic classes or service levels.
+type QoSConflictError struct {
+	Conflict []string
+}
+
+func (e *QoSConflictError) Error() string {
+	return fmt.Sprintf("the container's networks ask for different QoS, and NCCL and UCX send on one for every device:\n  %s\n"+
+		"The workload was not started. Give every network of the container the same -o traffic_class and -o service_level (or none), "+
+		"or choose yourself: docker rdma run -e %s=N -e %s=N (-e %s=N -e %s=N for the service level)",
+		strings.Join(e.Conflict, "\n  "), rdmaenv.NCCLTrafficClass, rdmaenv.UCXTrafficClass, rdmaenv.NCCLServiceLevel, rdmaenv.UCXServiceLevel)
+}
+
 func parse(args []string, sys *Sys) (Config, []string, error) {
 	cfg := Config{Ifaces: sys.Ifaces, Timeout: 10 * time.Second}
 	fs := flag.NewFlagSet("rdma-exec", flag.ContinueOnError)
@@ -230,6 +255,12 @@ func FormatNet(n Network) string {
 	for _, s := range n.Subnets {
 		f = append(f, "subnet="+s.String())
 	}
+	if n.TrafficClass != nil {
+		f = append(f, "traffic_class="+strconv.Itoa(*n.TrafficClass))
+	}
+	if n.ServiceLevel != nil {
+		f = append(f, "service_level="+strconv.Itoa(*n.ServiceLevel))
+	}
 	return strings.Join(f, ",")
 }
 
@@ -257,8 +288,19 @@ func parseNet(v string) (Network, error) {
 				return n, fmt.Errorf("--net %q: subnet %q: %v", v, val, err)
 			}
 			n.Subnets = append(n.Subnets, p.Masked())
+		case "traffic_class", "service_level":
+			limit := map[string]int{"traffic_class": 255, "service_level": 7}[k]
+			q, err := strconv.Atoi(val)
+			if err != nil || q < 0 || q > limit {
+				return n, fmt.Errorf("--net %q: %s %q is not a number from 0 to %d", v, k, val, limit)
+			}
+			if k == "traffic_class" {
+				n.TrafficClass = &q
+			} else {
+				n.ServiceLevel = &q
+			}
 		default:
-			return n, fmt.Errorf("--net %q: unknown field %q (want name, hca, port, subnet)", v, k)
+			return n, fmt.Errorf("--net %q: unknown field %q (want name, hca, port, subnet, traffic_class, service_level)", v, k)
 		}
 	}
 	if n.HCA != "" && n.Port == 0 {

@@ -23,6 +23,11 @@ import (
 
 // Exit statuses of rdma-exec (documented in the README).
 const (
+	// ExitQoSConflict: the container's networks ask for different traffic
+	// classes or service levels, which NCCL and UCX take one of for every
+	// device, and the user set no value of their own; the workload was not
+	// started.
+	ExitQoSConflict = 120
 	// ExitGIDMismatch: the entries appeared, but their indexes differ per
 	// port and no setting makes NCCL and UCX use the container's own entry
 	// on every port; the workload was not started (--accept-gid-mismatch
@@ -51,6 +56,14 @@ type Network struct {
 	// is the one with an address in one of them. None: every interface
 	// but loopback.
 	Subnets []netip.Prefix
+	// TrafficClass and ServiceLevel are the network's -o traffic_class and
+	// service_level; nil when not set.
+	TrafficClass, ServiceLevel *int
+}
+
+// QoS is the network's QoS as rdmaenv takes it.
+func (n Network) QoS() rdmaenv.QoS {
+	return rdmaenv.QoS{Network: n.Name, TrafficClass: n.TrafficClass, ServiceLevel: n.ServiceLevel}
 }
 
 // Iface is one network interface of the container.
@@ -144,7 +157,7 @@ func find(cfg Config, n Network, ifaces []Iface) (rdmaenv.Port, bool) {
 				continue
 			}
 			if e, a, ok := rdmaenv.Pick(table, addrs, ifc.Name, cfg.Choice); ok {
-				return rdmaenv.Port{HCA: hp.hca, Port: hp.port, Ifname: ifc.Name, Index: e.Index, Addr: a, Table: table, Slots: size}, true
+				return rdmaenv.Port{HCA: hp.hca, Port: hp.port, Ifname: ifc.Name, Index: e.Index, Addr: a, Table: table, Slots: size, QoS: n.QoS()}, true
 			}
 		}
 	}

@@ -299,7 +299,8 @@ const (
 
 // standardWorld is an engine with the managed plugin rdma-macvlan:latest
 // (enabled, its daemon answering with testdata/status.json), the networks
-// roce (mlx5_0) and roce2 (mlx5_1, port down) on it, and a bridge network.
+// roce (mlx5_0, traffic class 106, service level 3) and roce2 (mlx5_1, port
+// down, service level 5) on it, and a bridge network.
 // cdiDirs are the engine's CDI spec dirs (none: no CDI).
 func standardWorld(t *testing.T, cdiDirs ...string) *world {
 	w := newWorld(t)
@@ -310,7 +311,9 @@ func standardWorld(t *testing.T, cdiDirs ...string) *world {
 		"c1c1c1c1c1c1c1c1": map[string]any{"Name": "c1", "EndpointID": "aaaa00000001" + strings.Repeat("0", 52), "MacAddress": "02:42:c0:a8:07:02", "IPv4Address": "192.168.7.2/24"},
 		"c2c2c2c2c2c2c2c2": map[string]any{"Name": "c2", "EndpointID": "bbbb00000002" + strings.Repeat("0", 52), "MacAddress": "02:42:c0:a8:07:03", "IPv4Address": "192.168.7.3/24"},
 	})
-	w.network("roce2", netRoce2, "rdma-macvlan:latest", map[string]string{"parent": "ens4np0"}, nil)
+	// roce2's service level is in Docker's options only (as a daemon
+	// before the QoS options would not show it).
+	w.network("roce2", netRoce2, "rdma-macvlan:latest", map[string]string{"parent": "ens4np0", "service_level": "5"}, nil)
 	w.network("plain", netOther, "bridge", map[string]string{}, nil)
 	return w
 }

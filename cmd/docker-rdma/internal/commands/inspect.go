@@ -72,6 +72,10 @@ type inspectContainer struct {
 	// does not start the workload (status 121) unless AcceptMismatch.
 	GIDMismatch    []string `json:"gid_mismatch,omitempty"`
 	AcceptMismatch bool     `json:"accept_gid_mismatch,omitempty"`
+	// QoSConflict, when not empty, says which networks ask for different
+	// traffic classes or service levels: rdma-exec then does not start
+	// the workload (status 120) unless the user set the variables.
+	QoSConflict []string `json:"qos_conflict,omitempty"`
 	// GIDChoice is the RoCE version and address family of the GID index.
 	GIDChoice string   `json:"gid_choice"`
 	Problems  []string `json:"problems,omitempty"`
@@ -376,7 +380,7 @@ func (s *session) inspectContainer(c docker.Container) (inspectContainer, error)
 	if ic.Memlock == "engine default" {
 		ic.Problems = append(ic.Problems, "no --ulimit memlock: pinned memory is limited to the engine's default (often 64 KiB or 8 MiB); ibv_reg_mr fails with ENOMEM above it")
 	}
-	ic.Env, ic.EnvNotes, ic.GIDMismatch = containerEnv(ic.Networks, choice, c.Config.Env)
+	ic.Env, ic.EnvNotes, ic.GIDMismatch, ic.QoSConflict = containerEnv(ic.Networks, choice, c.Config.Env)
 	return ic, nil
 }
 
@@ -404,15 +408,17 @@ func hasDevices(devices []string, privileged bool, v *netView) bool {
 // pick the right devices, ports and GIDs, as rdma-exec exports it
 // (rdmaenv.Vars) from the same entries: a variable already in the
 // container's environment (own) is kept, as rdma-exec keeps it. mismatch
-// says where NCCL or UCX would take another entry than the container's.
-func containerEnv(nets []inspectNetwork, choice rdmaenv.Choice, own []string) (env, notes, mismatch []string) {
+// says where NCCL or UCX would take another entry than the container's;
+// conflict which networks ask for different QoS.
+func containerEnv(nets []inspectNetwork, choice rdmaenv.Choice, own []string) (env, notes, mismatch, conflict []string) {
 	var ports []rdmaenv.Port
 	for _, n := range nets {
 		if n.HCA == "" || len(n.Endpoints) == 0 {
 			continue
 		}
 		ep := n.Endpoints[0]
-		p := rdmaenv.Port{HCA: n.HCA, Port: n.Port, Ifname: ep.Ifname, Index: -1, Addr: ep.addr, Table: ep.table}
+		p := rdmaenv.Port{HCA: n.HCA, Port: n.Port, Ifname: ep.Ifname, Index: -1, Addr: ep.addr, Table: ep.table,
+			QoS: rdmaenv.QoS{Network: n.Name, TrafficClass: n.TrafficClass, ServiceLevel: n.ServiceLevel}}
 		if n.GIDTable != nil {
 			p.Slots = n.GIDTable.Size
 		}
@@ -436,13 +442,13 @@ func containerEnv(nets []inspectNetwork, choice rdmaenv.Choice, own []string) (e
 		if old, ok := given(v.Name); ok {
 			env = append(env, v.Name+"="+old)
 			if old != v.Value {
-				notes = append(notes, fmt.Sprintf("%s=%s is the container's own setting (-e or the image's ENV), kept; this container's entries: %s", v.Name, old, v.Value))
+				notes = append(notes, fmt.Sprintf("%s=%s is the container's own setting (-e or the image's ENV), kept; what it would get here: %s", v.Name, old, v.Value))
 			}
 			continue
 		}
 		env = append(env, v.String())
 	}
-	return env, notes, plan.Mismatch
+	return env, notes, plan.Mismatch, plan.QoSConflict
 }
 
 func renderInspect(w io.Writer, out inspectOutput) {
@@ -484,6 +490,12 @@ func renderInspect(w io.Writer, out inspectOutput) {
 				}
 				fmt.Fprintf(w, "# GID mismatch: the container's own entries have different indexes on its rails and no setting makes every library use them; %s:\n", what)
 				for _, m := range c.GIDMismatch {
+					fmt.Fprintf(w, "#   %s\n", m)
+				}
+			}
+			if len(c.QoSConflict) > 0 {
+				fmt.Fprintln(w, "# QoS conflict: the networks ask for different values of variables that take one for every device; rdma-exec does not start the workload (status 120) unless you set them (-e):")
+				for _, m := range c.QoSConflict {
 					fmt.Fprintf(w, "#   %s\n", m)
 				}
 			}
@@ -539,6 +551,16 @@ func renderNetworkHead(w io.Writer, n lsNetwork) {
 			check += " (works as warn here: " + n.GIDCheckNote + ")"
 		}
 		fmt.Fprintf(w, "  gid check  %s\n", check)
+	}
+	if n.TrafficClass != nil || n.ServiceLevel != nil {
+		var q []string
+		if n.TrafficClass != nil {
+			q = append(q, fmt.Sprintf("traffic class %d (DSCP %d)", *n.TrafficClass, *n.TrafficClass>>2))
+		}
+		if n.ServiceLevel != nil {
+			q = append(q, fmt.Sprintf("service level %d", *n.ServiceLevel))
+		}
+		fmt.Fprintf(w, "  QoS        %s\n", strings.Join(q, ", "))
 	}
 	fmt.Fprintf(w, "  run flags  %s\n", dash(strings.Join(n.DeviceFlags, " ")))
 	for _, p := range n.Problems {

@@ -55,7 +55,8 @@ func TestInspectContainer(t *testing.T) {
 		"           5  RoCE v2     0000:0000:0000:0000:0000:ffff:c0a8:0702",
 		"RDMA       ready",
 		"gid check  strict (works as warn here: the engine asks before the container has its addresses)",
-		"\nNCCL_IB_HCA==mlx5_0:1\nNCCL_IB_GID_INDEX=5\nUCX_NET_DEVICES=mlx5_0:1\nUCX_IB_GID_INDEX=5\n",
+		"QoS        traffic class 106 (DSCP 26), service level 3",
+		"\nNCCL_IB_HCA==mlx5_0:1\nNCCL_IB_GID_INDEX=5\nUCX_NET_DEVICES=mlx5_0:1\nUCX_IB_GID_INDEX=5\nNCCL_IB_TC=106\nUCX_IB_TRAFFIC_CLASS=106\nNCCL_IB_SL=3\nUCX_IB_SL=3\n",
 	} {
 		if !strings.Contains(out, s) {
 			t.Errorf("output lacks %q", s)
@@ -80,7 +81,8 @@ func TestInspectContainer(t *testing.T) {
 	if ep.GIDIndex == nil || *ep.GIDIndex != 5 || ep.RDMAReady == nil || !*ep.RDMAReady || ep.IPv4 != "192.168.7.2" || len(ep.GIDs) != 2 {
 		t.Errorf("endpoint = %+v", ep)
 	}
-	wantEnv := []string{"NCCL_IB_HCA==mlx5_0:1", "NCCL_IB_GID_INDEX=5", "UCX_NET_DEVICES=mlx5_0:1", "UCX_IB_GID_INDEX=5"}
+	wantEnv := []string{"NCCL_IB_HCA==mlx5_0:1", "NCCL_IB_GID_INDEX=5", "UCX_NET_DEVICES=mlx5_0:1", "UCX_IB_GID_INDEX=5",
+		"NCCL_IB_TC=106", "UCX_IB_TRAFFIC_CLASS=106", "NCCL_IB_SL=3", "UCX_IB_SL=3"}
 	if !reflect.DeepEqual(c.Env, wantEnv) || !c.IPCLock || c.Memlock != "8388608:8388608" {
 		t.Errorf("container = %+v", c)
 	}
@@ -226,11 +228,35 @@ func TestContainerEnvFollowsRDMAExec(t *testing.T) {
 		net("mlx5_1", "eth1", "10.0.2.5", 3, []rdmaenv.Entry{e(3, "10.0.2.5", "eth1")}),
 		net("mlx5_0", "eth0", "10.0.1.5", 5, []rdmaenv.Entry{e(3, "10.0.1.1", "ens0"), e(5, "10.0.1.5", "eth0")}),
 	}
-	env, notes, mismatch := containerEnv(nets, rdmaenv.DefaultChoice, []string{"PATH=/bin", "NCCL_IB_HCA=mine"})
+	env, notes, mismatch, _ := containerEnv(nets, rdmaenv.DefaultChoice, []string{"PATH=/bin", "NCCL_IB_HCA=mine"})
 	if env[0] != "NCCL_IB_HCA=mine" || !contains(env, "UCX_NET_DEVICES=mlx5_1:1,mlx5_0:1") || !contains(env, "NCCL_SOCKET_IFNAME==eth1,eth0") {
 		t.Errorf("env %q", env)
 	}
 	if !strings.Contains(strings.Join(notes, "\n"), "NCCL_IB_HCA=mine is the container's own setting") || len(mismatch) != 2 {
 		t.Errorf("notes %q, mismatch %q", notes, mismatch)
+	}
+}
+
+// inspect's environment carries the networks' QoS as rdma-exec exports it:
+// the user's own value kept and noted, a conflict between rails reported.
+func TestContainerEnvQoS(t *testing.T) {
+	n := func(name, hca string, tc, sl *int) inspectNetwork {
+		i := 3
+		return inspectNetwork{lsNetwork: lsNetwork{Name: name, netFacts: netFacts{HCA: hca, Port: 1, TrafficClass: tc, ServiceLevel: sl}},
+			Endpoints: []inspectEndpoint{{Ifname: "eth0", GIDIndex: &i}}}
+	}
+	v := func(x int) *int { return &x }
+	env, notes, _, conflict := containerEnv([]inspectNetwork{n("a", "mlx5_0", v(106), v(3))}, rdmaenv.DefaultChoice, []string{"NCCL_IB_TC=96"})
+	for _, w := range []string{"NCCL_IB_TC=96", "UCX_IB_TRAFFIC_CLASS=106", "NCCL_IB_SL=3", "UCX_IB_SL=3"} {
+		if !contains(env, w) {
+			t.Errorf("env %q lacks %s", env, w)
+		}
+	}
+	if !strings.Contains(strings.Join(notes, "\n"), "NCCL_IB_TC=96 is the container's own setting (-e or the image's ENV), kept; what it would get here: 106") || conflict != nil {
+		t.Errorf("notes %q, conflict %q", notes, conflict)
+	}
+	env, _, _, conflict = containerEnv([]inspectNetwork{n("a", "mlx5_0", v(106), nil), n("b", "mlx5_1", v(96), nil)}, rdmaenv.DefaultChoice, nil)
+	if strings.Contains(strings.Join(env, " "), "_TC=") || len(conflict) != 1 || !strings.Contains(conflict[0], "traffic_class differs per network (a 106, b 96)") {
+		t.Errorf("rails with different classes: env %q, conflict %q", env, conflict)
 	}
 }

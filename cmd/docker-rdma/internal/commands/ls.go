@@ -71,15 +71,15 @@ func (s *session) cmdLs(args []string) int {
 // what could not be found out.
 func renderLs(w io.Writer, out lsOutput) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tDRIVER\tPARENT\tHCA\tPORT\tSTATE\tCONTAINERS\tGID TABLE\tDEVICE FLAGS")
+	fmt.Fprintln(tw, "NAME\tDRIVER\tPARENT\tHCA\tPORT\tSTATE\tCONTAINERS\tGID TABLE\tQOS\tDEVICE FLAGS")
 	for _, n := range out.Networks {
 		port := ""
 		if n.Port > 0 {
 			port = strconv.Itoa(n.Port)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n",
 			n.Name, n.Driver, dash(n.Parent), dash(n.HCA), dash(port), dash(n.PortState), n.Containers,
-			gidCell(n.GIDTable), dash(shellJoin(n.DeviceFlags)))
+			gidCell(n.GIDTable), qosText(n.TrafficClass, n.ServiceLevel), dash(shellJoin(n.DeviceFlags)))
 	}
 	_ = tw.Flush()
 	notes := map[string][]string{}

@@ -47,12 +47,12 @@ func TestLsTable(t *testing.T) {
 		t.Fatalf("too few lines:\n%s", out)
 	}
 	head := strings.Fields(lines[0])
-	if strings.Join(head, " ") != "NAME DRIVER PARENT HCA PORT STATE CONTAINERS GID TABLE DEVICE FLAGS" {
+	if strings.Join(head, " ") != "NAME DRIVER PARENT HCA PORT STATE CONTAINERS GID TABLE QOS DEVICE FLAGS" {
 		t.Errorf("header %q", lines[0])
 	}
 	wantRows := []string{
-		"roce rdma-macvlan:latest ens3np0 mlx5_0 1 ACTIVE 2 [#.........] 8/255 --device /dev/infiniband/uverbs0 --device /dev/infiniband/rdma_cm",
-		"roce2 rdma-macvlan:latest ens4np0 mlx5_1 1 DOWN 0 [#########.] 250/255 --device /dev/infiniband/uverbs1 --device /dev/infiniband/rdma_cm",
+		"roce rdma-macvlan:latest ens3np0 mlx5_0 1 ACTIVE 2 [#.........] 8/255 tc=106,sl=3 --device /dev/infiniband/uverbs0 --device /dev/infiniband/rdma_cm",
+		"roce2 rdma-macvlan:latest ens4np0 mlx5_1 1 DOWN 0 [#########.] 250/255 sl=5 --device /dev/infiniband/uverbs1 --device /dev/infiniband/rdma_cm",
 	}
 	for i, want := range wantRows {
 		if got := strings.Join(strings.Fields(lines[1+i]), " "); got != want {

@@ -31,6 +31,11 @@ type netFacts struct {
 	// works as warn on this engine, once the daemon has seen it.
 	GIDCheck     string `json:"gid_check,omitempty"`
 	GIDCheckNote string `json:"gid_check_note,omitempty"`
+	// TrafficClass and ServiceLevel are the network's -o traffic_class and
+	// service_level: what docker rdma run's workloads are told to send
+	// RoCE with; nil when not set.
+	TrafficClass *int `json:"traffic_class,omitempty"`
+	ServiceLevel *int `json:"service_level,omitempty"`
 	// Source is where the RDMA facts come from: daemon, sysfs or CDI spec.
 	Source   string   `json:"source,omitempty"`
 	Missing  []string `json:"missing,omitempty"`
@@ -64,6 +69,12 @@ func (s *session) resolveNetwork(n docker.Network) (*netView, error) {
 		return v, err
 	}
 	v.Backend = b
+	tc, sl := optionLevel(n.Options, "traffic_class", 255), optionLevel(n.Options, "service_level", 7)
+	defer func() {
+		// The daemon's word, else Docker's copy of the options.
+		v.TrafficClass = firstSet(v.TrafficClass, tc)
+		v.ServiceLevel = firstSet(v.ServiceLevel, sl)
+	}()
 	st, stErr := s.status(b)
 	if ns := findNetwork(st, n.ID); ns != nil {
 		v.fromStatus(ns)
@@ -85,7 +96,7 @@ func (v *netView) fromStatus(ns *api.Network) {
 	}
 	v.netFacts = netFacts{HCA: ns.HCA, Port: ns.Port, PortState: ns.PortState, LinkLayer: ns.LinkLayer, NetnsMode: ns.NetnsMode,
 		GIDTable: ns.GIDTable, CDIDevice: ns.CDIDevice, GIDCheck: firstNonEmpty(ns.GIDCheck, v.GIDCheck), GIDCheckNote: ns.GIDCheckNote,
-		Source: "daemon", Problems: append([]string(nil), ns.Problems...)}
+		TrafficClass: ns.TrafficClass, ServiceLevel: ns.ServiceLevel, Source: "daemon", Problems: append([]string(nil), ns.Problems...)}
 	v.Nodes = ns.Devices
 	v.nodesFrom = "the daemon's status"
 	if v.Backend != nil {
@@ -94,6 +105,43 @@ func (v *netView) fromStatus(ns *api.Network) {
 	if ns.HCA == "" {
 		v.Problems = append(v.Problems, "the daemon has no RDMA device for this network")
 	}
+}
+
+// optionLevel reads a QoS option from Docker's copy of a network's options
+// (what the daemon accepted: a decimal number from 0 to maxN); nil when it
+// is not there or not such a number.
+func optionLevel(opts map[string]string, key string, maxN int) *int {
+	v, ok := opts[key]
+	if !ok {
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > maxN {
+		return nil
+	}
+	return &n
+}
+
+func firstSet(a ...*int) *int {
+	for _, p := range a {
+		if p != nil {
+			return p
+		}
+	}
+	return nil
+}
+
+// qosText says a network's QoS for the tables: "tc=106,sl=3", "-" when
+// neither is set.
+func qosText(tc, sl *int) string {
+	var f []string
+	if tc != nil {
+		f = append(f, "tc="+strconv.Itoa(*tc))
+	}
+	if sl != nil {
+		f = append(f, "sl="+strconv.Itoa(*sl))
+	}
+	return dash(strings.Join(f, ","))
 }
 
 // sysfsRoot is the root sysfs is read under: --sysfs-root, else the source

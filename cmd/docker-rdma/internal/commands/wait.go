@@ -62,7 +62,8 @@ func (s *session) wrapWithHelper(p *runflags.Parsed, nets []runNet) (string, err
 
 // rail is the network as rdma-exec's --net describes it.
 func (n runNet) rail() rdmaexec.Network {
-	rn := rdmaexec.Network{Name: n.net.Name, HCA: n.view.HCA, Port: n.view.Port}
+	rn := rdmaexec.Network{Name: n.net.Name, HCA: n.view.HCA, Port: n.view.Port,
+		TrafficClass: n.view.TrafficClass, ServiceLevel: n.view.ServiceLevel}
 	for _, c := range n.net.IPAM.Config {
 		if pr, err := netip.ParsePrefix(c.Subnet); err == nil {
 			rn.Subnets = append(rn.Subnets, pr.Masked())

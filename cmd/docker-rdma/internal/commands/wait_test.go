@@ -38,7 +38,9 @@ func TestRunWrapsWorkloadInHelper(t *testing.T) {
 	wrap := func(helper string) string {
 		return "--entrypoint /.rdma-macvlan/rdma-exec --mount " + shellQuote("type=bind,"+csvField("source="+helper)+",target=/.rdma-macvlan/rdma-exec,readonly")
 	}
-	const net = "--net name=roce,hca=mlx5_0,port=1,subnet=192.168.7.0/24"
+	// roce has traffic class 106 and service level 3 (the daemon says), roce2
+	// service level 5 (Docker's options say).
+	const net = "--net name=roce,hca=mlx5_0,port=1,subnet=192.168.7.0/24,traffic_class=106,service_level=3"
 	tests := []struct {
 		name string
 		args []string
@@ -55,7 +57,7 @@ func TestRunWrapsWorkloadInHelper(t *testing.T) {
 		{"timeout, version and family", []string{"--gid-timeout", "3s", "--roce-version", "1", "--gid-family=ipv6", "--net", "roce", "--", "img", "x"},
 			nodes + " --net roce %W -- img " + net + " --timeout 3s --roce-version 1 --gid-family ipv6 -- /entry.sh x"},
 		{"two networks, the second's subnet not known", []string{"--init", "--user", "1000", "--net", "roce", "--net", "roce2", "img"},
-			strings.Replace(nodes, " --cap-add", " --device /dev/infiniband/uverbs1 --cap-add", 1) + " --init --user 1000 --net roce --net roce2 %W img " + net + " --net name=roce2,hca=mlx5_1,port=1 --timeout 10s -- /entry.sh serve --port 1"},
+			strings.Replace(nodes, " --cap-add", " --device /dev/infiniband/uverbs1 --cap-add", 1) + " --init --user 1000 --net roce --net roce2 %W img " + net + " --net name=roce2,hca=mlx5_1,port=1,service_level=5 --timeout 10s -- /entry.sh serve --port 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
