@@ -178,11 +178,11 @@ func (r *Report) checkTrafficClass(tc int) {
 		pfcOn = d.PFC.EnabledPriorities()
 	}
 	if tc < 0 {
-		detail := "no --traffic-class given"
+		detail := "no traffic class set on the network (-o traffic_class) or given (--traffic-class)"
 		if len(pfcOn) > 0 {
 			detail += fmt.Sprintf("; RoCE is lossless here when sent on priority %s", joinInts(pfcOn))
 			if ex := exampleTC(d.DSCP, pfcOn); dscp && ex >= 0 {
-				detail += fmt.Sprintf(", e.g. traffic class %d (DSCP %d): NCCL_IB_TC=%d", ex, ex>>2, ex)
+				detail += fmt.Sprintf(", e.g. traffic class %d (DSCP %d): docker network create -o traffic_class=%d", ex, ex>>2, ex)
 			}
 		}
 		r.add("traffic class", StatusInfo, detail, "")
@@ -212,6 +212,20 @@ func (r *Report) checkTrafficClass(tc int) {
 		}
 		r.add("traffic class", StatusWarn, fmt.Sprintf("traffic class %d (DSCP %d) lands on priority %d, which has no PFC (PFC on: %s): RoCE sent with it is lossy", tc, code, prio, joinIntsOrNone(pfcOn)), fix)
 	}
+}
+
+// CheckTrafficClass judges one more traffic class sent through the parent
+// (networks on one parent may ask for different ones), as Check judges
+// Options.TrafficClass, and returns its finding, also added to r.Findings.
+// ok is false when Check did not read the parent's DCB settings: it said
+// why, and there is nothing to judge the class against.
+func (r *Report) CheckTrafficClass(tc int) (f Finding, ok bool) {
+	if r.DCB == nil || tc < 0 {
+		return Finding{}, false
+	}
+	n := len(r.Findings)
+	r.checkTrafficClass(tc)
+	return r.Findings[n], true
 }
 
 func (r *Report) checkECN() {

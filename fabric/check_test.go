@@ -62,7 +62,7 @@ func TestCheck(t *testing.T) {
 		{name: "no PFC object", k: mlx5Kernel(fabrictest.ReplyOpts{NoPFC: true}), parent: "ens1f0np0", tc: 106, check: "traffic class ens1f0np0", status: fabric.StatusInfo,
 			detail: "lands on priority 3; PFC is not reported by this NIC"},
 		{name: "no traffic class: which priorities are lossless", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8}), parent: "ens1f0np0", tc: -1, check: "traffic class ens1f0np0", status: fabric.StatusInfo,
-			detail: "no --traffic-class given; RoCE is lossless here when sent on priority 3, e.g. traffic class 96 (DSCP 24): NCCL_IB_TC=96"},
+			detail: "no traffic class set on the network (-o traffic_class) or given (--traffic-class); RoCE is lossless here when sent on priority 3, e.g. traffic class 96 (DSCP 24): docker network create -o traffic_class=96"},
 		{name: "traffic class on a lossy priority", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8}), parent: "ens1f0np0", tc: 0, check: "traffic class ens1f0np0", status: fabric.StatusWarn,
 			detail: "traffic class 0 (DSCP 0) lands on priority 0, which has no PFC (PFC on: 3): RoCE sent with it is lossy", fix: "dcb pfc set dev ens1f0np0 prio-pfc 0:on (and on the switch), or send with a traffic class whose DSCP maps to a PFC priority, e.g. 96 (DSCP 24)"},
 		{name: "traffic class 106 and a DSCP map that sends DSCP 26 to 5", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8, DSCP: map[int]int{26: 5, 24: 3}}), parent: "ens1f0np0", tc: 106,

@@ -76,7 +76,7 @@ func (s *session) cmdDoctor(args []string) int {
 	fs.StringVar(&d.root, "sysfs-root", "/", "root under which sys/ is read (a test tree, or the host's /)")
 	fs.StringVar(&d.image, "image", "", "a local image with cat, to measure the engine's memlock limits (never pulled)")
 	fs.StringVar(&d.memlock, "memlock", "", "the memlock limit to try with --image (default unlimited, as docker rdma run)")
-	fs.IntVar(&d.trafficClass, "traffic-class", -1, "the traffic class (IP ToS byte, 0-255) RoCE is sent with: check that it lands on a PFC priority")
+	fs.IntVar(&d.trafficClass, "traffic-class", -1, "the traffic class (IP ToS byte, 0-255) RoCE is sent with: check that it lands on a PFC priority (default: each network's -o traffic_class)")
 	rest, status, ok := parseFlags(fs, args, s.env.Stdout)
 	if !ok {
 		return status

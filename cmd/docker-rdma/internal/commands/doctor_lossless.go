@@ -22,8 +22,12 @@ type gpuTopology struct {
 	Rails map[string][]string `json:"rails"`
 }
 
-// rail is an rdma-macvlan network as the lossless checks see it.
-type rail struct{ name, parent, hca string }
+// rail is an rdma-macvlan network as the lossless checks see it: tc is its
+// -o traffic_class, -1 when not set.
+type rail struct {
+	name, parent, hca string
+	tc                int
+}
 
 // checkLossless checks what a lossless fabric and GPUDirect RDMA need: the
 // DCB, ECN and MTU settings of each network's parent, whether an HCA can
@@ -52,7 +56,11 @@ func (d *doctor) rails() []rail {
 	var out []rail
 	for _, n := range nets {
 		v, _ := s.resolveNetwork(n)
-		out = append(out, rail{name: n.Name, parent: v.Parent, hca: v.HCA})
+		tc := -1
+		if v.TrafficClass != nil {
+			tc = *v.TrafficClass
+		}
+		out = append(out, rail{name: n.Name, parent: v.Parent, hca: v.HCA, tc: tc})
 	}
 	return out
 }
@@ -102,9 +110,23 @@ func (d *doctor) checkFabric(rails []rail) {
 		return
 	}
 	byParent := map[string][]string{}
+	// The traffic classes judged per parent, each with its networks:
+	// --traffic-class for every network, else each network's own.
+	classes := map[string]map[int][]string{}
 	for _, r := range rails {
-		if r.parent != "" {
-			byParent[r.parent] = append(byParent[r.parent], r.name)
+		if r.parent == "" {
+			continue
+		}
+		byParent[r.parent] = append(byParent[r.parent], r.name)
+		tc := r.tc
+		if d.trafficClass >= 0 {
+			tc = d.trafficClass
+		}
+		if tc >= 0 {
+			if classes[r.parent] == nil {
+				classes[r.parent] = map[int][]string{}
+			}
+			classes[r.parent][tc] = append(classes[r.parent][tc], r.name)
 		}
 	}
 	parents := make([]string, 0, len(byParent))
@@ -123,9 +145,34 @@ func (d *doctor) checkFabric(rails []rail) {
 	}
 	defer closeK()
 	for _, p := range parents {
-		r := fabric.Check(k, p, fabric.Options{TrafficClass: d.trafficClass, Root: d.root})
+		tcs := make([]int, 0, len(classes[p]))
+		for tc := range classes[p] {
+			tcs = append(tcs, tc)
+		}
+		sort.Ints(tcs)
+		first := -1
+		if len(tcs) > 0 {
+			first = tcs[0]
+		}
+		// whose says where a judged class comes from.
+		whose := func(tc int) string {
+			if d.trafficClass >= 0 {
+				return " (network " + strings.Join(byParent[p], ", ") + ")"
+			}
+			return " (network " + strings.Join(classes[p][tc], ", ") + ": its -o traffic_class)"
+		}
+		r := fabric.Check(k, p, fabric.Options{TrafficClass: first, Root: d.root})
 		for _, f := range r.Findings {
+			if f.Name == "traffic class "+p && first >= 0 {
+				d.add(f.Name, f.Status, f.Detail+whose(first), f.Fix)
+				continue
+			}
 			d.add(f.Name, f.Status, f.Detail+" (network "+strings.Join(byParent[p], ", ")+")", f.Fix)
+		}
+		for _, tc := range tcs[min(1, len(tcs)):] {
+			if f, ok := r.CheckTrafficClass(tc); ok {
+				d.add(f.Name, f.Status, f.Detail+whose(tc), f.Fix)
+			}
 		}
 		d.out.Fabric = append(d.out.Fabric, r)
 	}

@@ -275,3 +275,68 @@ func TestPrivilegedDoctorDCBOnVeth(t *testing.T) {
 		t.Errorf("fabric report: %+v", out.Fabric)
 	}
 }
+
+// Without --traffic-class, doctor judges each network's own -o
+// traffic_class on its parent: two networks on one parent with different
+// classes get a finding each, naming them; a parent whose networks set none
+// says so. --traffic-class replaces them all.
+func TestDoctorFabricNetworkTrafficClass(t *testing.T) {
+	w := newWorld(t)
+	w.info("28.2.2")
+	w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": "/sys"})
+	var st api.Status
+	for i, n := range []struct {
+		name, parent, hca string
+		tc                *int
+	}{
+		{"lossless", "ens10np0", "mlx5_0", intPtr(106)}, {"lossy", "ens10np0", "mlx5_0", intPtr(0)}, {"plain", "ens14np0", "mlx5_4", nil},
+	} {
+		id := strings.Repeat(fmt.Sprint(i+1), 64)
+		st.Networks = append(st.Networks, api.Network{ID: id, Parent: n.parent, HCA: n.hca, Port: 1, PortState: "ACTIVE", Endpoints: []api.Endpoint{}, TrafficClass: n.tc})
+		opts := map[string]string{"parent": n.parent}
+		if n.tc != nil {
+			opts["traffic_class"] = fmt.Sprint(*n.tc)
+		}
+		w.network(n.name, id, "rdma-macvlan:latest", opts, nil)
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.daemon(pluginID, b)
+	k := mlx5Rails()
+	w.env.Kernel = func() (fabric.Kernel, func(), error) { return k, func() {}, nil }
+	root := gputest.Host8x8(t, gputest.Options{})
+	checks := func(out doctorOutput, name string) []check {
+		var cs []check
+		for _, c := range out.Checks {
+			if c.Name == name {
+				cs = append(cs, c)
+			}
+		}
+		return cs
+	}
+
+	_, out := runDoctor(t, w, "--sysfs-root", root)
+	cs := checks(out, "traffic class ens10np0")
+	if len(cs) != 2 {
+		t.Fatalf("traffic class ens10np0: %+v; want one per class of its networks", cs)
+	}
+	if c := cs[0]; c.Status != statusWarn || !strings.Contains(c.Detail, "traffic class 0 (DSCP 0) lands on priority 0, which has no PFC") ||
+		!strings.HasSuffix(c.Detail, "(network lossy: its -o traffic_class)") {
+		t.Errorf("class 0: %+v", c)
+	}
+	if c := cs[1]; c.Status != statusOK || c.Detail != "traffic class 106 (DSCP 26) lands on priority 3, which has PFC (network lossless: its -o traffic_class)" {
+		t.Errorf("class 106: %+v", c)
+	}
+	if cs := checks(out, "traffic class ens14np0"); len(cs) != 1 || !strings.Contains(cs[0].Detail, "no traffic class set on the network (-o traffic_class) or given (--traffic-class)") {
+		t.Errorf("traffic class ens14np0: %+v", cs)
+	}
+
+	_, out = runDoctor(t, w, "--sysfs-root", root, "--traffic-class", "106")
+	if cs := checks(out, "traffic class ens10np0"); len(cs) != 1 || cs[0].Status != statusOK || !strings.HasSuffix(cs[0].Detail, "(network lossless, lossy)") {
+		t.Errorf("with --traffic-class 106: %+v; want one finding for every network of the parent", cs)
+	}
+}
+
+func intPtr(n int) *int { return &n }
