@@ -39,7 +39,10 @@ others, then docker start (attached unless -d).
 
 The workload starts once the container's RoCE GID entries are in its HCA
 port's table, with NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME,
-UCX_NET_DEVICES and UCX_IB_GID_INDEX set (unless already set): the rdma-exec
+UCX_NET_DEVICES and UCX_IB_GID_INDEX set, and the networks' -o traffic_class
+and service_level as NCCL_IB_TC, UCX_IB_TRAFFIC_CLASS, NCCL_IB_SL and
+UCX_IB_SL (each unless already set; status 120 when the networks differ in
+them): the rdma-exec
 helper, mounted read-only into the container, runs first and execs the
 image's entrypoint and command (or yours). When the entries do not appear it
 exits with status 122 and says why, without starting the workload.
