@@ -403,7 +403,51 @@ e2e() {
 	if [[ $engine == current ]]; then
 		expect "the network's CDI spec went with it" '[[ ! -e $cdi/rdma-macvlan-mlx5_0.json ]]'
 	fi
+	qos_checks
 	timings+=("$engine: checks took $((SECONDS - t1)) s, $((SECONDS - t0)) s with setup")
+}
+
+# qos_checks: a network with -o traffic_class=106 -o service_level=3 (the README's block, run
+# as written but for names, subnet, address and the test's fake sysfs): its workloads get the four
+# variables, the user's -e wins, plain docker run with the CDI device gets the device's own
+# variables only, and a container on two networks with different classes is refused (120).
+# Runs inside e2e (its locals: engine, e, cdi, fake, sub, flags).
+qos_checks() {
+	local qnet=$net-qos qnet2=$net-qos2 qip=10.78.$sub.11 block t2=$SECONDS
+	"$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$qip" -ndev eth0 >/dev/null
+	block=$(readme_block lossless-network)
+	[[ $block == *"-o traffic_class=106 -o service_level=3 roce"* && $block == *"docker rdma run --rm --net roce IMAGE "* ]] ||
+		die "README's e2e:lossless-network block is not the network create and docker rdma run it was: $block"
+	block=$(sed -e "s#192\.168\.7\.0/24#10.78.$sub.0/24#; s#parent=ens2f0#parent=$parent#; s#service_level=3 roce\$#service_level=3 $qnet#" \
+		-e "s#docker rdma run #docker rdma run --ip $qip ${fake[*]} --memlock $MEMLOCK #; s#--net roce IMAGE #--net $qnet $IMAGE #" <<<"$block")
+	run_cmd bash -euo pipefail -c "$block"
+	expect "qos: the README's block: a workload on a traffic_class=106 service_level=3 network gets NCCL_IB_TC, UCX_IB_TRAFFIC_CLASS, NCCL_IB_SL, UCX_IB_SL" \
+		'((rc == 0)) && [[ $(tail -n1 <<<"$out") == "TC 106/106 SL 3/3" ]]'
+	run_cmd docker rdma run --rm --ip "$qip" "${fake[@]}" -e NCCL_IB_TC=96 --memlock $MEMLOCK --net "$qnet" "$IMAGE" \
+		sh -c 'echo "TC $NCCL_IB_TC/$UCX_IB_TRAFFIC_CLASS SL $NCCL_IB_SL/$UCX_IB_SL"'
+	expect "qos: -e NCCL_IB_TC=96 wins, and rdma-exec says it differs" \
+		'((rc == 0)) && [[ $out == "TC 96/106 SL 3/3" && $err == *"keeping NCCL_IB_TC=96 from the environment"*"106"* ]]'
+	run_cmd docker rdma ls
+	expect "qos: ls shows tc=106,sl=3" '((rc == 0)) && grep -Eq "^$qnet +.* tc=106,sl=3 +$flags\$" <<<"$out"'
+	run_cmd docker rdma inspect "$qnet"
+	expect "qos: inspect NETWORK shows the traffic class and service level" '((rc == 0)) && [[ $out == *"QoS        traffic class 106 (DSCP 26), service level 3"* ]]'
+	if [[ $engine == current ]]; then
+		run_cmd docker run --rm --device rdma-macvlan/hca=mlx5_0 -e NCCL_IB_TC=96 --net "$qnet" "$IMAGE" env
+		expect "qos: plain docker run with the CDI device gets the device's RDMA_MACVLAN_TRAFFIC_CLASS/SERVICE_LEVEL, no UCX/NCCL QoS of its own, and keeps -e" \
+			'((rc == 0)) && grep -qx RDMA_MACVLAN_TRAFFIC_CLASS_mlx5_0=106 <<<"$out" && grep -qx RDMA_MACVLAN_SERVICE_LEVEL_mlx5_0=3 <<<"$out" && grep -qx NCCL_IB_TC=96 <<<"$out" && ! grep -Eq "^(UCX_IB_TRAFFIC_CLASS|NCCL_IB_SL|UCX_IB_SL)=" <<<"$out"'
+	fi
+	run_cmd docker network create -d rdma-macvlan:latest --subnet "10.77.$sub.0/24" -o parent="$parent" -o traffic_class=96 "$qnet2"
+	expect "qos: a second network on the port with traffic_class=96" '((rc == 0))'
+	if [[ $engine == current ]]; then
+		expect "qos: the port's CDI device now carries neither (its networks differ: traffic class 106 and 96, service level 3 and none)" \
+			'! grep -q RDMA_MACVLAN_TRAFFIC_CLASS "$cdi/rdma-macvlan-mlx5_0.json" && ! grep -q RDMA_MACVLAN_SERVICE_LEVEL "$cdi/rdma-macvlan-mlx5_0.json"'
+	fi
+	run_cmd docker rdma run --rm "${fake[@]}" --memlock $MEMLOCK --net "$qnet" --net "$qnet2" "$IMAGE" echo started
+	expect "qos: a container on networks with traffic classes 106 and 96: status 120, not started, the networks named" \
+		'((rc == 120)) && [[ $out != *started* && $err == *"traffic_class differs per network ($qnet 106, $qnet2 96)"* && $err == *"The workload was not started"* ]]'
+	run_cmd docker network rm "$qnet" "$qnet2"
+	expect "qos: networks removed" '((rc == 0))'
+	timings+=("$engine: qos checks took $((SECONDS - t2)) s")
 }
 
 e2e_preflight setpriv:util-linux
