@@ -304,6 +304,43 @@ mutant compose-default-files-dropped cmd/docker-rdma/internal/compose/args.go "$
   '			if o := first(dir, overrideFiles); o != "" {' \
   '			if o := first(dir, overrideFiles); false && o != "" {'
 
+# QoS options: each in its range; an option not given is not 0; the rails'
+# values are exported only when they agree, a rail without one disagrees,
+# and only the user's value for both libraries settles a conflict, which
+# rdma-exec refuses; a port's CDI device carries only what its networks
+# agree on, again when one goes; doctor judges the network's own class;
+# docker rdma run hands the classes to rdma-exec.
+mutant qos-range-off-by-one driver/options.go ./driver/ TestParseNetworkOptions \
+  'if !levelRE.MatchString(v) || err != nil || n < 0 || n > maxN {' \
+  'if !levelRE.MatchString(v) || err != nil || n < 0 || n > maxN+1 {'
+mutant qos-absent-is-zero driver/network.go ./driver/ TestStatusQoS \
+  'TrafficClass: opts.TrafficClass.Ptr(),' \
+  'TrafficClass: &opts.TrafficClass.N,'
+mutant qos-rails-differ-exported internal/rdmaenv/qos.go './internal/rdmaenv/ ./internal/rdmaexec/' '' \
+  'if same && value >= 0 {' \
+  'if (same || !same) && value >= 0 {'
+mutant qos-unset-rail-agrees internal/rdmaenv/qos.go './internal/rdmaenv/ ./internal/rdmaexec/' '' \
+  'case p == nil && value >= 0, p != nil && *p != value:' \
+  'case p != nil && *p != value:'
+mutant qos-one-library-settles internal/rdmaenv/qos.go './internal/rdmaenv/ ./internal/rdmaexec/' '' \
+  'if ncclGiven && ucxGiven {' \
+  'if ncclGiven || ucxGiven {'
+mutant qos-conflict-starts-anyway internal/rdmaexec/main.go ./internal/rdmaexec/ '' \
+  'len(q.Conflict) > 0 {' \
+  'len(q.Conflict) > 9 {'
+mutant cdi-qos-unset-network-ignored driver/cdi.go ./driver/ TestCDISpecQoS \
+  '} else if v != nil && (p == nil || *p != *v) {' \
+  '} else if v != nil && p != nil && *p != *v {'
+mutant cdi-qos-kept-after-delete driver/cdi.go ./driver/ TestCDISpecQoS \
+  'd.rewriteCDIFor(name, except, log)' \
+  '_ = except'
+mutant doctor-ignores-network-class cmd/docker-rdma/internal/commands/doctor_lossless.go ./cmd/docker-rdma/internal/commands/ TestDoctorFabric \
+  'tc := r.tc' \
+  'tc := -1'
+mutant run-drops-traffic-class cmd/docker-rdma/internal/commands/wait.go ./cmd/docker-rdma/internal/commands/ 'TestRun|TestInspect' \
+  'TrafficClass: n.view.TrafficClass, ServiceLevel: n.view.ServiceLevel}' \
+  'ServiceLevel: n.view.ServiceLevel}'
+
 if [ "${1:-}" = --list ]; then
   for i in "${!names[@]}"; do
     printf '%-32s %-38s %s %s\n' "${names[$i]}" "${files[$i]}" "${pkgs[$i]}" "${runs[$i]:+-run ${runs[$i]}}"
