@@ -64,6 +64,12 @@ type Network struct {
 	// ServiceLevel is the -o service_level option (0-7: NCCL_IB_SL,
 	// UCX_IB_SL); absent when not set.
 	ServiceLevel *int `json:"service_level,omitempty"`
+	// NodeGUID and PCI identify the HCA (its name follows probe order):
+	// the daemon finds the HCA of the parent again by them at every
+	// start. Either may be empty (a VF without a node GUID, a virtual
+	// device without a PCI function).
+	NodeGUID string `json:"node_guid,omitempty"`
+	PCI      string `json:"pci,omitempty"`
 }
 
 // VLAN is the VLAN sub-interface a network's parent is.
@@ -104,6 +110,21 @@ type Endpoint struct {
 	GIDs       []GID  `json:"gids"`
 	RDMAReady  bool   `json:"rdma_ready"`
 	RDMAReason string `json:"rdma_reason,omitempty"`
+	// GIDDrift lists the entries found when the endpoint became ready
+	// (the indexes its workload was given) that are no longer at that
+	// index: the kernel deleted and added the port's entries again (a
+	// bond failover, a device reset). Empty when nothing moved.
+	GIDDrift []GIDMove `json:"gid_drift,omitempty"`
+}
+
+// GIDMove is one entry of an endpoint that moved after it was ready.
+type GIDMove struct {
+	GID  string `json:"gid"`
+	Type string `json:"type"`
+	// GivenIndex is where the entry was when the endpoint became ready;
+	// Index where the same GID and type are now, -1 when nowhere.
+	GivenIndex int `json:"given_index"`
+	Index      int `json:"index"`
 }
 
 // GID is one RoCE GID entry of an endpoint.

@@ -122,7 +122,7 @@ func (d *Driver) ownCDI(name string) error {
 // CDI device name. Caller holds d.netsMu.
 func (d *Driver) cdiUsedByOthers(name, except string) bool {
 	for _, n := range d.networks {
-		if n.ID != except && n.RDMA != nil && n.RDMA.cdiName() == name {
+		if n.ID != except && n.RDMA != nil && d.hcaProblem(n.ID) == "" && n.RDMA.cdiName() == name {
 			return true
 		}
 	}
@@ -201,7 +201,9 @@ func (d *Driver) reconcileCDI(log *logrus.Entry) {
 	}
 	var ports []port
 	for id, n := range d.networks {
-		if n.RDMA != nil {
+		// A network whose HCA is not found has no spec: its name may be
+		// another NIC's now.
+		if n.RDMA != nil && d.hcaProblem(id) == "" {
 			ports = append(ports, port{id, *n.RDMA})
 		}
 	}

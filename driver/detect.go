@@ -22,6 +22,16 @@ type networkRDMA struct {
 	// name, or <hca>-p<port> on an HCA with more than one port. Records of
 	// older versions have none; restore fills it in.
 	CDIName string `json:"cdi_name,omitempty"`
+	// NodeGUID and PCI identify the HCA across reboots and renames (its
+	// name follows probe order): see identity.go. Records of older
+	// versions have neither; restore fills them in.
+	NodeGUID string `json:"node_guid,omitempty"`
+	PCI      string `json:"pci,omitempty"`
+}
+
+// identity is what r records of its HCA's identity.
+func (r *networkRDMA) identity() rdma.Identity {
+	return rdma.Identity{NodeGUID: r.NodeGUID, PCI: r.PCI}
 }
 
 // cdiName is the CDI device name of r: the one recorded, else the HCA's
@@ -83,7 +93,12 @@ func (d *Driver) detectRDMA(parent, netdev, override string, log *logrus.Entry) 
 	if err != nil {
 		return nil, fmt.Errorf("CDI device name of RDMA device %s port %d (parent %q): %w", hca, port, parent, err)
 	}
-	return &networkRDMA{HCA: hca, Port: port, Netdev: netdev, Types: d.rdma.RoCETypesPerAddress(hca, port), CDIName: cdiName}, nil
+	id, err := d.rdma.Identity(hca)
+	if err != nil {
+		return nil, fmt.Errorf("identity of RDMA device %s (parent %q): %w", hca, parent, err)
+	}
+	return &networkRDMA{HCA: hca, Port: port, Netdev: netdev, Types: d.rdma.RoCETypesPerAddress(hca, port), CDIName: cdiName,
+		NodeGUID: id.NodeGUID, PCI: id.PCI}, nil
 }
 
 // overrideRDMA checks -o rdma_device when detection found nothing or more

@@ -14,6 +14,7 @@
 // driver asks of the GID tracker and how it records a watch's outcome),
 // status.go (/v1/status), options.go (-o and driver-opt options), ids.go
 // (IDs and link names), requests.go (checks of what a request carries),
+// identity.go (the HCA found again at start, by its identity),
 // retry.go (a repeated CreateNetwork), records.go (the persisted
 // records), store.go (the state directory), restore.go (the start),
 // collect.go (endpoints of removed containers), owner.go (the owner
@@ -135,6 +136,12 @@ type Driver struct {
 	// the last start on the network (the engine's call order); not
 	// persisted: the engine may be upgraded. Guarded by mu.
 	strictNotes map[string]string
+	// hcaProblems say, by network ID, why the network's RDMA device was
+	// not found at start (gone, or not told apart; see identity.go): its
+	// endpoints are refused and it has no CDI spec. Changed only with both
+	// d.netsMu and d.mu held (at start, and by DeleteNetwork), read with
+	// either.
+	hcaProblems map[string]string
 	ifnames     map[string]string // link name -> endpoint ID, reserved ones too; guarded by mu
 	stopping    chan struct{}     // closed by Stopping: strict waits end
 	stopOnce    sync.Once
@@ -204,12 +211,13 @@ func New(cfg Config) (*Driver, error) {
 		removing:  make(map[string]bool),
 
 		strictNotes: make(map[string]string),
+		hcaProblems: make(map[string]string),
 		ifnames:     make(map[string]string),
 		stopping:    make(chan struct{}),
 
 		collectEvery: defaultCollectEvery,
 	}
-	d.gids = gid.New(gid.Config{Sysfs: d.rdma, Timeout: cfg.GIDTimeout, Poll: cfg.GIDPoll, MaxAge: cfg.GIDTableMaxAge, Report: d.watchEnded})
+	d.gids = gid.New(gid.Config{Sysfs: d.rdma, Timeout: cfg.GIDTimeout, Poll: cfg.GIDPoll, MaxAge: cfg.GIDTableMaxAge, Report: d.watchEnded, Drift: d.gidsMoved})
 	id, recovered, err := st.instanceID(func() string { return recoverInstanceID(st, cfg.Links, log.WithField("op", "restore")) })
 	if err != nil {
 		st.close()

@@ -134,6 +134,9 @@ func (d *Driver) createDecide(req CreateEndpointRequest, ifname string) (*networ
 	if d.removing[n.ID] {
 		return nil, fmt.Errorf("%w: network %s is being removed: create the container on another network", ErrNetworkNotFound, ShortID(n.ID))
 	}
+	if p := d.hcaProblem(n.ID); p != "" {
+		return nil, errHCAProblem(n, p)
+	}
 	if e, ok := d.endpoints[req.EndpointID]; ok {
 		if e.NetworkID != req.NetworkID {
 			return nil, conflictf("endpoint %s already exists on network %s: remove the container using it, or retry to get a new endpoint ID", ShortID(e.ID), ShortID(e.NetworkID))

@@ -193,7 +193,8 @@ var (
 
 func fuzzGoodRecords() (*network, *endpoint) {
 	n := &network{ID: fuzzGoodNet, Parent: "p0", Mode: ModeBridge, MTU: 1500, GIDCheck: GIDCheckWarn,
-		RDMA: &networkRDMA{HCA: "mlx5_0", Port: 1, Netdev: "p0", CDIName: "mlx5_0"},
+		// The identity of the fixture's mlx5_0: restore records it.
+		RDMA: &networkRDMA{HCA: "mlx5_0", Port: 1, Netdev: "p0", CDIName: "mlx5_0", NodeGUID: "a088:c203:005b:0300", PCI: "0000:03:00.0"},
 		IPv4: []Subnet{{Pool: "10.9.0.0/24", Gateway: "10.9.0.1/24"}}, Options: map[string]string{"parent": "p0", "mtu": "1500"},
 		Created: time.Unix(1700000000, 0).UTC()}
 	e := &endpoint{ID: fuzzGoodEP, NetworkID: fuzzGoodNet, Ifname: LinkName(fuzzGoodEP), Parent: "p0", Mode: ModeBridge,

@@ -31,7 +31,7 @@ func (n *network) ipv6() bool { return n.EnableIPv6 || len(n.IPv6) > 0 }
 // network has an RDMA port (readyAt: see addEndpoint). Caller holds d.mu.
 func (d *Driver) track(e *endpoint, readyAt time.Time) {
 	n, ok := d.networks[e.NetworkID]
-	if !ok || n.RDMA == nil {
+	if !ok || n.RDMA == nil || d.hcaProblem(n.ID) != "" {
 		return
 	}
 	d.gids.Add(e.ID, gid.Endpoint{Port: portOfNet(n.RDMA), Want: expectOf(n, e), Need: e.GIDNeed, Types: e.GIDTypes,
@@ -115,6 +115,19 @@ func (d *Driver) watchEnded(o gid.Outcome) {
 		idx = append(idx, fmt.Sprintf("%d(%s)", g.Index, g.Type))
 	}
 	log.WithField("gids", strings.Join(idx, " ")).Info("endpoint rdma ready")
+}
+
+// gidsMoved logs, once per endpoint and readiness, that the entries an
+// endpoint was found at moved (a bond failover, a device reset): its
+// workload keeps the index it was given. /v1/status shows both.
+func (d *Driver) gidsMoved(dr gid.Drift) {
+	moves := make([]string, len(dr.Moves))
+	for i, m := range dr.Moves {
+		moves[i] = fmt.Sprintf("%s %d->%d", m.Type, m.Given, m.Now)
+	}
+	d.logFor("gid-watch", logrus.Fields{"ibdev": dr.Port.HCA, "port": dr.Port.Port, "eid": ShortID(dr.ID)}).
+		WithField("moves", strings.Join(moves, ", ")).
+		Warn("the endpoint's GID entries moved after it was ready (-1: gone): its workload keeps the index it was given; restart the container to give it the new one")
 }
 
 func toEntries(gs []endpointGID) []gid.Entry {

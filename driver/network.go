@@ -150,11 +150,14 @@ func (d *Driver) DeleteNetwork(nid string) error {
 	d.netsMu.Lock()
 	defer d.netsMu.Unlock()
 	log := d.logFor("DeleteNetwork", logrus.Fields{"nid": ShortID(nid)})
+	// A network whose HCA was not found has no spec of its own: the one
+	// of its recorded name, if any, is another network's.
+	noHCA := d.hcaProblem(nid) != ""
 	n, err := d.removeNetwork(nid, log)
 	if err != nil || n == nil {
 		return err
 	}
-	if n.RDMA != nil {
+	if n.RDMA != nil && !noHCA {
 		d.removeCDIUnlessUsed(n.RDMA.cdiName(), nid, log)
 	}
 	log.WithField("parent", n.Parent).Info("network deleted")
@@ -213,6 +216,7 @@ func (d *Driver) removeNetwork(nid string, log *logrus.Entry) (*network, error) 
 	d.mu.Lock()
 	delete(d.networks, nid)
 	delete(d.strictNotes, nid)
+	delete(d.hcaProblems, nid)
 	d.mu.Unlock()
 	return n, nil
 }

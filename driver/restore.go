@@ -33,7 +33,16 @@ func (d *Driver) restore() error {
 			// parent's MTU at creation; the user asked for none.
 			n.MTU = 0
 		}
-		d.fillCDIName(n, log)
+	}
+	// The HCA names may have changed since the records were written
+	// (another probe order at boot): find each network's HCA again before
+	// the endpoints are tracked on its port and its CDI spec is written.
+	// No call is served yet: d.hcaProblems is filled without the locks.
+	d.followHCAs(nets, log)
+	for _, n := range nets {
+		if d.hcaProblems[n.ID] == "" {
+			d.fillCDIName(n, log)
+		}
 	}
 	d.mu.Lock()
 	for _, n := range nets {

@@ -57,7 +57,8 @@ func TestStoreLoadsEndpointRecordWithOptions(t *testing.T) {
 func recordsForGolden() (networkRecord, endpointRecord) {
 	at := time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)
 	n := &network{ID: "n1", Parent: "p0.10", VLAN: &VLAN{Lower: "p0", ID: 10, Created: true}, Mode: "bridge", MTU: 1500,
-		RDMADevice: "mlx5_0", RDMA: &networkRDMA{HCA: "mlx5_0", Port: 1, Netdev: "p0", Types: 2, CDIName: "mlx5_0"},
+		RDMADevice: "mlx5_0", RDMA: &networkRDMA{HCA: "mlx5_0", Port: 1, Netdev: "p0", Types: 2, CDIName: "mlx5_0",
+			NodeGUID: "a088:c203:005b:03ec", PCI: "0000:03:00.0"},
 		GIDCheck: "strict", TrafficClass: intp(106), ServiceLevel: intp(3),
 		IPv4: []Subnet{{Pool: "10.5.0.0/24", Gateway: "10.5.0.1/24"}}, IPv6: []Subnet{{Pool: "fd00:5::/64"}},
 		EnableIPv6: true, Internal: true, Options: map[string]string{"parent": "p0.10", "mtu": "1500"}, Created: at}

@@ -19,9 +19,11 @@ func (d *Driver) Status() api.Status {
 	d.mu.Lock()
 	nets := make([]network, 0, len(d.networks))
 	notes := make(map[string]string, len(d.strictNotes))
+	noHCA := make(map[string]string, len(d.hcaProblems))
 	for _, n := range d.networks {
 		nets = append(nets, *n)
 		notes[n.ID] = d.strictNotes[n.ID]
+		noHCA[n.ID] = d.hcaProblems[n.ID]
 	}
 	eps := make([]endpoint, 0, len(d.endpoints))
 	watching := make(map[string]bool, len(d.endpoints))
@@ -50,7 +52,11 @@ func (d *Driver) Status() api.Status {
 				ns.Problems = append(ns.Problems, fmt.Sprintf("parent %q: %v", n.Parent, err))
 			}
 		}
-		if n.RDMA != nil {
+		if p := noHCA[n.ID]; n.RDMA != nil && p != "" {
+			// Its recorded name may be another NIC's now: nothing of it
+			// is read.
+			ns.Problems = append(ns.Problems, p)
+		} else if n.RDMA != nil {
 			d.rdmaStatus(&ns, n.RDMA, tables)
 			if modeErr == nil {
 				ns.NetnsMode = mode
@@ -79,6 +85,9 @@ func (d *Driver) Status() api.Status {
 				es.GIDs = append(es.GIDs, gidStatus(g))
 			}
 			es.RDMAReady = e.Sandbox != "" && len(want.Required) > 0 && len(missing) == 0
+			if e.RDMAReady {
+				es.GIDDrift = driftOf(e.GIDs, found)
+			}
 			switch {
 			case es.RDMAReady:
 			case e.Sandbox == "":
@@ -101,11 +110,34 @@ func (d *Driver) Status() api.Status {
 	return st
 }
 
+// driftOf lists the entries of given (where the endpoint's entries were
+// when it became ready) that found (where they are now) does not hold at
+// the same index.
+func driftOf(given []endpointGID, found []gid.Entry) []api.GIDMove {
+	var moves []api.GIDMove
+	for _, g := range given {
+		now := -1
+		for _, f := range found {
+			if f.GID != g.GID || f.Type != g.Type {
+				continue
+			}
+			if now < 0 || f.Index == g.Index {
+				now = f.Index
+			}
+		}
+		if now != g.Index {
+			moves = append(moves, api.GIDMove{GID: g.GID, Type: g.Type, GivenIndex: g.Index, Index: now})
+		}
+	}
+	return moves
+}
+
 // rdmaStatus fills in the port, its GID table and the device nodes. The
 // table is read once per port (the GID files only: attributes are read for
 // the entries of endpoints) and kept in tables.
 func (d *Driver) rdmaStatus(ns *api.Network, r *networkRDMA, tables map[gid.Port]rdma.GIDTable) {
 	ns.HCA, ns.Port = r.HCA, r.Port
+	ns.NodeGUID, ns.PCI = r.NodeGUID, r.PCI
 	ns.CDIDevice = cdi.Qualified(r.cdiName())
 	ns.RoCETypes = d.roceTypes(r)
 	pi, err := d.rdma.Port(r.HCA, r.Port)

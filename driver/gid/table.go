@@ -62,6 +62,16 @@ func (t *Tracker) Read(p Port) (rdma.GIDTable, error) {
 // look at beyond the few always read); a partial read becomes a full one
 // when the last full read is fullAge old (0: t.fullEvery).
 func (t *Tracker) table(p Port, how tableRead, more int, fullAge time.Duration) (table rdma.GIDTable, at time.Time, full bool, err error) {
+	table, at, full, fresh, err := t.readTable(p, how, more, fullAge)
+	if err == nil && fresh {
+		t.checkDrift(p, table)
+	}
+	return table, at, full, err
+}
+
+// readTable is table without the drift check; fresh reports whether it
+// read sysfs (not a cached snapshot).
+func (t *Tracker) readTable(p Port, how tableRead, more int, fullAge time.Duration) (table rdma.GIDTable, at time.Time, full, fresh bool, err error) {
 	if fullAge <= 0 {
 		fullAge = t.fullEvery
 	}
@@ -76,17 +86,17 @@ func (t *Tracker) table(p Port, how tableRead, more int, fullAge time.Duration) 
 	t.mu.Unlock()
 	now := time.Now()
 	if ok && how == readCached && now.Sub(snap.at) < t.maxAge {
-		return snap.table, snap.at, false, nil
+		return snap.table, snap.at, false, false, nil
 	}
 	if !ok || how == readFull || snap.table.Slots == nil || now.Sub(snap.full) >= fullAge {
 		if table, err = t.sys.Table(p.HCA, p.Port); err != nil {
-			return table, now, false, err
+			return table, now, false, false, err
 		}
 		t.mu.Lock()
 		t.tables[p] = snapshot{at: now, full: now, table: table, skipped: passedOver(snap.table.Slots, table.Slots, snap.skipped, now)}
 		delete(t.going, p)
 		t.mu.Unlock()
-		return table, now, true, nil
+		return table, now, true, true, nil
 	}
 	t.mu.Lock()
 	idx := snap.table.FreeSlots(minFreeLook + more)
@@ -95,7 +105,7 @@ func (t *Tracker) table(p Port, how tableRead, more int, fullAge time.Duration) 
 	}
 	t.mu.Unlock()
 	if table, err = t.sys.Refresh(p.HCA, p.Port, snap.table, idx); err != nil {
-		return table, now, false, err
+		return table, now, false, false, err
 	}
 	t.mu.Lock()
 	t.tables[p] = snapshot{at: now, full: snap.full, table: table, skipped: passedOver(snap.table.Slots, table.Slots, snap.skipped, now)}
@@ -105,7 +115,7 @@ func (t *Tracker) table(p Port, how tableRead, more int, fullAge time.Duration) 
 		}
 	}
 	t.mu.Unlock()
-	return table, now, false, nil
+	return table, now, false, true, nil
 }
 
 // entriesGoing has partial reads look at the slots where e's entries were

@@ -1,10 +1,11 @@
 // Package gid follows the GID table entries of endpoints on RDMA ports:
 // which entries an endpoint expects (expect.go), admission, which refuses
 // an endpoint its port's table has no room for (admit.go), the cache of
-// each port's table with its partial reads (table.go), and the watch that
+// each port's table with its partial reads (table.go), the watch that
 // waits for an endpoint's entries to appear, one poller per port
-// (watch.go). It knows nothing of Docker's calls nor of the driver's
-// records: its user tells it which endpoints exist and what became of
+// (watch.go), and the check that a ready endpoint's entries stay where
+// they were found (drift.go). It knows nothing of Docker's calls nor of
+// the driver's records: its user tells it which endpoints exist and what became of
 // them, and it reports the outcome of each watch through a callback.
 //
 // The Tracker has its own lock. It never holds it across a sysfs read nor
@@ -46,6 +47,10 @@ type Config struct {
 	// (found, or timed out), from the port's poller, without the Tracker's
 	// lock. The watch counts as running until Report returns.
 	Report func(Outcome)
+	// Drift, if not nil, receives each ready endpoint whose entries moved
+	// (see drift.go), once until it is ready again, from whichever caller
+	// read the table, without the Tracker's lock.
+	Drift func(Drift)
 }
 
 // Tracker keeps the GID accounting of every port: see the package comment.
@@ -56,6 +61,7 @@ type Tracker struct {
 	maxAge    time.Duration
 	fullEvery time.Duration
 	report    func(Outcome)
+	drift     func(Drift)
 
 	readMu sync.Mutex // one table read at a time
 
@@ -81,6 +87,7 @@ type endpoint struct {
 	ready   bool
 	readyAt time.Time // when the read that found its entries began
 	found   []Entry
+	drifted bool // found moved in a later read; reported
 }
 
 // New returns a Tracker for the ports sys reads.
@@ -92,6 +99,7 @@ func New(cfg Config) *Tracker {
 		maxAge:    cfg.MaxAge,
 		fullEvery: defaultFullEvery,
 		report:    cfg.Report,
+		drift:     cfg.Drift,
 		eps:       make(map[string]*endpoint),
 		unsettled: make(map[Port]map[string]*endpoint),
 		tables:    make(map[Port]snapshot),
@@ -142,7 +150,7 @@ func (t *Tracker) Reset(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e, ok := t.eps[id]; ok {
-		e.ready, e.readyAt, e.found = false, time.Time{}, nil
+		e.ready, e.readyAt, e.found, e.drifted = false, time.Time{}, nil, false
 		t.track(e)
 	}
 }
@@ -177,7 +185,7 @@ func (t *Tracker) Ready(id string, found []Entry, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e, ok := t.eps[id]; ok {
-		e.ready, e.readyAt, e.found, e.need = true, at, found, len(found)
+		e.ready, e.readyAt, e.found, e.need, e.drifted = true, at, found, len(found), false
 		t.track(e)
 	}
 }

@@ -206,3 +206,26 @@ func removeCharDevs(root string, n *hcaNodes) error {
 	}
 	return nil
 }
+
+// RenameHCA renames one HCA: old becomes new with uverbs node uverbs (-1
+// keeps its number), as RenameHCAs does.
+func RenameHCA(root, old, new string, uverbs int) error {
+	return RenameHCAs(root, Rename{From: old, To: new, Uverbs: uverbs})
+}
+
+// RemoveHCA takes RDMA device hca out of the tree, as when its driver is
+// unloaded or the NIC is gone: its class entry, its directory and its
+// uverbs, umad and issm nodes. The PCI function and its netdevs stay.
+func RemoveHCA(root, hca string) error {
+	n, err := findHCA(root, Rename{From: hca, To: hca, Uverbs: -1})
+	if err != nil {
+		return fmt.Errorf("remove HCA %s: %w", hca, err)
+	}
+	if err := removeCharDevs(root, n); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(root, "sys/class/infiniband", hca)); err != nil {
+		return fmt.Errorf("remove HCA %s: %w", hca, err)
+	}
+	return os.RemoveAll(filepath.Join(root, n.dir))
+}

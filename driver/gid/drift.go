@@ -1,0 +1,80 @@
+package gid
+
+import (
+	"slices"
+
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
+)
+
+// An endpoint's entries can move after it is ready: a bond failover or a
+// device re-registration (firmware reset, devlink reload) makes the kernel
+// delete and add again every entry of the port, which can reorder the
+// table, and a workload keeps the index it was given. Every read of a
+// port's table (a watch's poll, admission, the status) is checked against
+// the entries its ready endpoints were found at; the check reads nothing
+// more unless an entry moved.
+
+// Drift reports that the entries endpoint ID was found at moved.
+type Drift struct {
+	ID    string
+	Port  Port
+	Moves []Move
+}
+
+// Move is one entry of an endpoint that is no longer where it was found.
+type Move struct {
+	GID, Type string
+	// Given is the index the entry was found at (what the workload was
+	// given); Now where the same GID and type are now, -1 if nowhere.
+	Given, Now int
+}
+
+// moved reports whether an entry of found is not at its index in table.
+func moved(found []Entry, table rdma.GIDTable) bool {
+	for _, f := range found {
+		if !slices.Contains(table.ByGID[f.GID], f.Index) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkDrift compares table, just read from port p, with the entries of
+// the port's ready endpoints, and reports (once per readiness) each whose
+// entries moved. Called without t.mu.
+func (t *Tracker) checkDrift(p Port, table rdma.GIDTable) {
+	type hit struct {
+		id    string
+		found []Entry
+	}
+	var hits []hit
+	t.mu.Lock()
+	for _, e := range t.eps {
+		if e.port != p || !e.ready || e.drifted || len(e.found) == 0 || !moved(e.found, table) {
+			continue
+		}
+		e.drifted = true
+		hits = append(hits, hit{e.id, e.found})
+	}
+	t.mu.Unlock()
+	if t.drift == nil {
+		return
+	}
+	for _, h := range hits {
+		d := Drift{ID: h.id, Port: p}
+		for _, f := range h.found {
+			if slices.Contains(table.ByGID[f.GID], f.Index) {
+				continue
+			}
+			now := -1
+			for _, i := range table.ByGID[f.GID] {
+				if t.sys.GIDType(p.HCA, p.Port, i) == f.Type {
+					now = i
+					break
+				}
+			}
+			d.Moves = append(d.Moves, Move{GID: f.GID, Type: f.Type, Given: f.Index, Now: now})
+		}
+		t.drift(d)
+	}
+}

@@ -1,0 +1,115 @@
+package gid
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+)
+
+// driftTracker is a tracker whose drift reports go to a channel.
+func driftTracker(t *testing.T) (*testTracker, chan Drift) {
+	t.Helper()
+	ch := make(chan Drift, 10)
+	tr := mlx5Tracker(t, 32, Config{Drift: func(d Drift) { ch <- d }})
+	return tr, ch
+}
+
+// readyAt has endpoint id with IPv4 ip ready at the entries the kernel
+// gives its address now.
+func readyAt(t *testing.T, tr *testTracker, id, ip string) []Entry {
+	t.Helper()
+	if _, err := tr.Admit(id, ipv4Request(ip)); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := rdmatest.AddAddress(tr.root, "mlx5_0", 1, ip, "eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := rdmatest.IPv4GID(ip)
+	found := []Entry{{Index: idx[0], Type: rdma.GIDTypeRoCEv1, GID: g}, {Index: idx[1], Type: rdma.GIDTypeRoCEv2, GID: g}}
+	tr.Ready(id, found, time.Now())
+	return found
+}
+
+// The port's entries deleted and added again in another order (a bond
+// failover): the next read of the table reports the endpoint whose entries
+// moved, with the index it was given and the one it has now, once.
+func TestDriftReportedOnceOnTheNextRead(t *testing.T) {
+	tr, ch := driftTracker(t)
+	readyAt(t, tr, "e1", "10.5.0.2") // 2, 3
+	readyAt(t, tr, "e2", "10.5.0.3") // 4, 5
+	if _, err := tr.Read(mlx5Port); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-ch:
+		t.Fatalf("drift %+v reported while nothing moved", d)
+	default:
+	}
+	// The kernel re-adds the port's entries, e2's first.
+	for _, ip := range []string{"10.5.0.2", "10.5.0.3"} {
+		if _, err := rdmatest.RemoveAddress(tr.root, "mlx5_0", 1, ip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ip := range []string{"10.5.0.3", "10.5.0.2"} {
+		if _, err := rdmatest.AddAddress(tr.root, "mlx5_0", 1, ip, "eth0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tr.Read(mlx5Port); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Drift{}
+	for len(got) < 2 {
+		select {
+		case d := <-ch:
+			got[d.ID] = d
+		case <-time.After(time.Second):
+			t.Fatalf("drift reports %+v, want e1 and e2", got)
+		}
+	}
+	g := rdmatest.IPv4GID("10.5.0.2")
+	want := []Move{{GID: g, Type: rdma.GIDTypeRoCEv1, Given: 2, Now: 4}, {GID: g, Type: rdma.GIDTypeRoCEv2, Given: 3, Now: 5}}
+	if d := got["e1"]; d.Port != mlx5Port || !slices.Equal(d.Moves, want) {
+		t.Fatalf("drift of e1 = %+v, want %+v", d, want)
+	}
+	if _, err := tr.Read(mlx5Port); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-ch:
+		t.Fatalf("drift of %s reported twice", d.ID)
+	default:
+	}
+}
+
+// An entry that went (and did not come back) is reported at index -1;
+// an endpoint ready again at its new entries is watched from there.
+func TestDriftOfAnEntryGone(t *testing.T) {
+	tr, ch := driftTracker(t)
+	readyAt(t, tr, "e1", "10.5.0.2")
+	if _, err := rdmatest.RemoveAddress(tr.root, "mlx5_0", 1, "10.5.0.2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Read(mlx5Port); err != nil {
+		t.Fatal(err)
+	}
+	d := <-ch
+	if len(d.Moves) != 2 || d.Moves[0].Now != -1 || d.Moves[1].Now != -1 {
+		t.Fatalf("drift %+v, want both entries at -1", d)
+	}
+	found := readyAt(t, tr, "e1x", "10.5.0.9")
+	tr.Ready("e1", found, time.Now()) // e1 ready again, elsewhere
+	if _, err := tr.Read(mlx5Port); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-ch:
+		t.Fatalf("drift %+v after e1 was found again", d)
+	default:
+	}
+}

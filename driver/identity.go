@@ -1,0 +1,151 @@
+package driver
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/rdma-macvlan/rdma-macvlan/cdi"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
+	"github.com/sirupsen/logrus"
+)
+
+// The HCA behind a network's parent is found again at every start: kernel
+// names (mlx5_N) follow probe order and udev may rename devices, so the
+// name recorded at CreateNetwork can name another NIC after a reboot. The
+// parent is what the containers' macvlans hang on, and so what their GID
+// entries follow; the HCA's identity (node GUID, PCI function) recorded
+// with the network tells a renamed device from another one, and picks the
+// right one when the parent has several.
+
+// hcaResolution is what resolveHCA found for one network.
+type hcaResolution struct {
+	r       *networkRDMA // the port now; nil with a problem
+	renamed bool         // the HCA's name or port differs from the record's
+	other   bool         // the parent's HCA is another device than the recorded one
+	problem string       // why the network has no HCA now
+}
+
+// resolveHCA finds the HCA port of network n's parent as the host is now.
+// It reads sysfs only. A parent with no RDMA device, or with several that
+// the recorded identity does not tell apart, is a problem: the network is
+// never pointed at a device that may be another NIC's.
+func (d *Driver) resolveHCA(n *network) hcaResolution {
+	old := n.RDMA
+	netdev := old.Netdev
+	if netdev == "" {
+		netdev = n.Parent
+	}
+	was := fmt.Sprintf("%s port %d (%s)", old.HCA, old.Port, old.identity())
+	cands, err := d.rdma.HCAPortsForNetdev(netdev)
+	if err != nil {
+		return hcaResolution{problem: fmt.Sprintf("the RDMA device of parent %q is gone (it was %s): %v; new containers are refused and its CDI spec is removed: bring the device back (check: rdma link show), then restart the plugin, or remove the network",
+			n.Parent, was, err)}
+	}
+	ids := make([]rdma.Identity, len(cands))
+	for i, c := range cands {
+		ids[i], _ = d.rdma.Identity(c.HCA) // unreadable: matches nothing
+	}
+	pick := -1
+	other := false
+	switch {
+	case old.identity().Known():
+		var same []int
+		for i := range cands {
+			if ids[i].Same(old.identity()) {
+				same = append(same, i)
+			}
+		}
+		switch {
+		case len(same) == 1:
+			pick = same[0]
+		case len(same) > 1: // ports of one device: the recorded port
+			for _, i := range same {
+				if cands[i].Port == old.Port {
+					pick = i
+				}
+			}
+		case len(cands) == 1:
+			// The parent's device is another one (a NIC replaced in
+			// its slot): the containers' entries go where the parent
+			// is, so follow it.
+			pick, other = 0, true
+		}
+	default: // a record of a version before identities: the name
+		for i, c := range cands {
+			if c.HCA == old.HCA && c.Port == old.Port {
+				pick = i
+			}
+		}
+		if pick < 0 && len(cands) == 1 {
+			pick = 0
+		}
+	}
+	if pick < 0 {
+		names := make([]string, len(cands))
+		for i, c := range cands {
+			names[i] = fmt.Sprintf("%s (%s)", c, ids[i])
+		}
+		return hcaResolution{problem: fmt.Sprintf("parent %q has several RDMA device ports now (%s) and none is the recorded %s; new containers are refused and its CDI spec is removed: remove the network and create it again with -o rdma_device=<one of them>",
+			n.Parent, strings.Join(names, ", "), was)}
+	}
+	c, id := cands[pick], ids[pick]
+	r := *old
+	r.NodeGUID, r.PCI = id.NodeGUID, id.PCI
+	res := hcaResolution{r: &r, other: other, renamed: c.HCA != old.HCA || c.Port != old.Port}
+	if res.renamed || other {
+		r.HCA, r.Port = c.HCA, c.Port
+		r.Types = d.rdma.RoCETypesPerAddress(c.HCA, c.Port)
+		name, err := cdi.NameOnHost(d.rdma, c.HCA, c.Port)
+		if err != nil {
+			name = c.HCA
+		}
+		r.CDIName = name
+	}
+	return res
+}
+
+// followHCAs resolves the HCA of every network of nets at start, before
+// its CDI spec is rewritten and before admission counts its table: a
+// renamed HCA is followed (and the record saved), a gone or ambiguous one
+// is recorded in d.hcaProblems. It runs before the driver serves calls.
+func (d *Driver) followHCAs(nets []*network, log *logrus.Entry) {
+	for _, n := range nets {
+		if n.RDMA == nil {
+			continue
+		}
+		l := log.WithFields(logrus.Fields{"nid": ShortID(n.ID), "parent": n.Parent})
+		res := d.resolveHCA(n)
+		if res.problem != "" {
+			d.hcaProblems[n.ID] = res.problem
+			l.WithFields(logrus.Fields{"ibdev": n.RDMA.HCA, "port": n.RDMA.Port}).WithField("problem", res.problem).
+				Error("the network's RDMA device is not found; its containers cannot start")
+			continue
+		}
+		if *res.r == *n.RDMA {
+			continue
+		}
+		from := *n.RDMA
+		n.RDMA = res.r
+		switch {
+		case res.other:
+			l.WithFields(logrus.Fields{"from": fmt.Sprintf("%s/%d (%s)", from.HCA, from.Port, from.identity()), "to": fmt.Sprintf("%s/%d (%s)", res.r.HCA, res.r.Port, res.r.identity())}).
+				Warn("the parent's RDMA device is another NIC than the one recorded: following the parent")
+		case res.renamed:
+			l.WithFields(logrus.Fields{"from": fmt.Sprintf("%s/%d", from.HCA, from.Port), "to": fmt.Sprintf("%s/%d", res.r.HCA, res.r.Port), "identity": res.r.identity().String(), "cdi_device": res.r.CDIName}).
+				Warn("the network's RDMA device was renamed (another probe order, or a udev rename): following it")
+		}
+		if err := d.store.saveNetwork(n); err != nil {
+			l.WithError(err).Error("could not record the network's RDMA device; it is found again at the next start")
+		}
+	}
+}
+
+// hcaProblem is why network nid has no RDMA device now, or "". Caller
+// holds d.netsMu or d.mu (it changes only with both held).
+func (d *Driver) hcaProblem(nid string) string { return d.hcaProblems[nid] }
+
+// errHCAProblem refuses an endpoint of a network whose RDMA device is not
+// found.
+func errHCAProblem(n *network, problem string) error {
+	return hostSetupf("network %s cannot take containers: %s", ShortID(n.ID), problem)
+}
