@@ -29,11 +29,13 @@ func full() api.Status {
 						IPv4: "192.168.7.2", IPv6: "fd00::2", MAC: "02:42:c0:a8:07:02", Sandbox: "/var/run/docker/netns/abc",
 						GIDs:      []api.GID{{Index: 4, Type: "IB/RoCE v1", GID: "0000:0000:0000:0000:0000:ffff:c0a8:0702"}, {Index: 5, Type: "RoCE v2", GID: "0000:0000:0000:0000:0000:ffff:c0a8:0702"}},
 						RDMAReady: true,
+						GIDDrift:  []api.GIDMove{{GID: "0000:0000:0000:0000:0000:ffff:c0a8:0702", Type: "RoCE v2", GivenIndex: 3, Index: 5}},
 					},
 					{ID: "3333333333333333333333333333333333333333333333333333333333333333", Ifname: "rmv333333333333", MAC: "02:42:c0:a8:07:03",
 						GIDs: []api.GID{}, RDMAReason: "not in a container"},
 				},
 				RDMADevice: "mlx5_0", TrafficClass: intp(106), ServiceLevel: intp(3),
+				NodeGUID: "a088:c203:005b:03ec", PCI: "0000:03:00.0",
 			},
 			{ID: "4444444444444444444444444444444444444444444444444444444444444444", Parent: "eth1", Mode: "private", MTU: 1500, Endpoints: []api.Endpoint{}},
 			// Zero is a traffic class and a service level, not their absence.

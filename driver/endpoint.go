@@ -157,7 +157,39 @@ func (d *Driver) createDecide(req CreateEndpointRequest, ifname string) (*networ
 		return nil, conflictf("endpoint %s would reuse link name %s of endpoint %s (their IDs share the first 12 characters): retry to get a new endpoint ID",
 			truncate(req.EndpointID, 64), ifname, other)
 	}
+	if err := d.sameAddressOnPort(n, req); err != nil {
+		return nil, err
+	}
 	return n, nil
+}
+
+// sameAddressOnPort refuses an address that another endpoint, of any
+// network, already holds on the same HCA port: the kernel would add a
+// second entry with the same GID, and the two are told apart only by
+// their netdev, which is eth0 in both containers' namespaces: neither the
+// driver nor the workload can tell which entry is whose. Caller holds
+// d.mu.
+func (d *Driver) sameAddressOnPort(n *network, req CreateEndpointRequest) error {
+	if n.RDMA == nil {
+		return nil
+	}
+	mine := [2]string{addrOnly(req.IPv4), addrOnly(req.IPv6)}
+	for _, m := range []map[string]*endpoint{d.endpoints, d.reserved} {
+		for _, o := range m {
+			on, ok := d.networks[o.NetworkID]
+			if o.ID == req.EndpointID || !ok || on.RDMA == nil || d.hcaProblem(on.ID) != "" || portOfNet(on.RDMA) != portOfNet(n.RDMA) {
+				continue
+			}
+			for i, theirs := range [2]string{addrOnly(o.IPv4), addrOnly(o.IPv6)} {
+				if mine[i] == "" || mine[i] != theirs {
+					continue
+				}
+				return conflictf("endpoint %s of network %s cannot take address %s: it is already held on RDMA device %s port %d by endpoint %s of network %s (parent %q): two containers with one address on one port get GID entries nobody can tell apart; give this container another address (docker run --ip), or use a network on another RDMA port",
+					ShortID(req.EndpointID), ShortID(n.ID), mine[i], n.RDMA.HCA, n.RDMA.Port, ShortID(o.ID), ShortID(o.NetworkID), on.Parent)
+			}
+		}
+	}
+	return nil
 }
 
 // undoCreate gives back what CreateEndpoint reserved for res. Caller holds

@@ -247,9 +247,9 @@ func TestRDMAReadinessGIDNeverAppears(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, nid := range []string{"n1", "n2"} {
+	for i, nid := range []string{"n1", "n2"} {
 		eid := "e" + nid
-		if _, err := d.CreateEndpoint(ep(nid, eid, "10.5.0.7/24")); err != nil {
+		if _, err := d.CreateEndpoint(ep(nid, eid, fmt.Sprintf("10.5.0.%d/24", 7+i))); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := d.Join(nid, eid, "/sb/"+eid); err != nil {

@@ -213,7 +213,7 @@ func TestCreateEndpointLinkOwnership(t *testing.T) {
 			eid := fmt.Sprintf("e%d%s", i, strings.Repeat("0", 62))
 			ifname := LinkName(eid)
 			planted := links.Add(c.link(ifname))
-			_, err := d.CreateEndpoint(ep("n1", eid, "10.5.0.2/24"))
+			_, err := d.CreateEndpoint(ep("n1", eid, fmt.Sprintf("10.5.0.%d/24", 2+i)))
 			got, lerr := links.LinkByName(ifname)
 			if !c.conflict {
 				if err != nil || lerr != nil || got.Index == planted.Index {

@@ -1,0 +1,83 @@
+package driver
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/api"
+	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+)
+
+// After an endpoint is ready, the kernel adds the port's entries again in
+// another order (a bond failover): /v1/status shows the index the workload
+// was given next to the current one, and the daemon logs it once.
+func TestDriftShownInStatusAndLoggedOnce(t *testing.T) {
+	links := drivertest.NewLinks("p0")
+	root := mlx5Root(t, rdmatest.MLX5Options{TableSize: 16})
+	log, hook := logtest.NewNullLogger()
+	dd, err := New(Config{StateDir: t.TempDir(), Links: links, Log: log, Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
+		GIDTimeout: 2 * time.Second, GIDPoll: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dd.Close)
+	d := testDriver{Driver: dd, root: root}
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateEndpoint(ep("n1", "e1", "10.5.0.2/24")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Join("n1", "e1", "/sb/e1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := links.MoveToSandbox(LinkName("e1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "10.5.0.2", "eth0"); err != nil { // 2, 3
+		t.Fatal(err)
+	}
+	// Ready as the watch recorded it: the entries its workload is given.
+	st := waitStatus(t, d, "e1", 2*time.Second, func(e api.Endpoint) bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return e.RDMAReady && d.endpoints["e1"].RDMAReady
+	})
+	if len(st.GIDDrift) != 0 {
+		t.Fatalf("drift %+v before anything moved", st.GIDDrift)
+	}
+	// The port's entries go and come back, the host's address first.
+	if _, err := rdmatest.RemoveAddress(root, "mlx5_0", 1, "10.5.0.2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, ip := range []string{"10.9.0.1", "10.5.0.2"} {
+		if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, ip, "eth0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := rdmatest.IPv4GID("10.5.0.2")
+	want := []api.GIDMove{{GID: g, Type: rdma.GIDTypeRoCEv1, GivenIndex: 2, Index: 4}, {GID: g, Type: rdma.GIDTypeRoCEv2, GivenIndex: 3, Index: 5}}
+	for range 2 {
+		st = waitStatus(t, d, "e1", time.Second, func(api.Endpoint) bool { return true })
+		if !slices.Equal(st.GIDDrift, want) {
+			t.Fatalf("status drift %+v, want %+v", st.GIDDrift, want)
+		}
+	}
+	logged := 0
+	for _, e := range hook.AllEntries() {
+		if strings.Contains(e.Message, "GID entries moved") {
+			logged++
+			if m, _ := e.Data["moves"].(string); m != "IB/RoCE v1 2->4, RoCE v2 3->5" {
+				t.Errorf("logged moves %q", m)
+			}
+		}
+	}
+	if logged != 1 {
+		t.Fatalf("the move is logged %d times, want once", logged)
+	}
+}
