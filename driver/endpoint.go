@@ -348,21 +348,36 @@ func (d *Driver) deleteEndpointIO(e *endpoint, log *logrus.Entry) error {
 
 // EndpointInfo answers EndpointOperInfo: what docker network inspect can
 // show. An unknown endpoint has nothing to show; one of another network is
-// refused.
+// refused. The engine asks for every endpoint of a container after each of
+// its networks is joined: on a gid_check=strict network, it is where the
+// start of a container waits for the endpoint's GID entries when the
+// endpoint is not the container's gateway (see strict.go).
 func (d *Driver) EndpointInfo(nid, eid string) (map[string]string, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	e, ok := d.endpoints[eid]
 	if !ok {
+		d.mu.Unlock()
 		return map[string]string{}, nil
 	}
 	if err := checkEndpointNetwork(e, nid); err != nil {
+		d.mu.Unlock()
 		return nil, err
 	}
-	return map[string]string{
+	var held []strictHold
+	if e.Sandbox != "" && !e.RDMAReady {
+		held = d.strictOf(e, false)
+	}
+	info := map[string]string{
 		"host_ifname":  e.Ifname,
 		"parent":       e.Parent,
 		"macvlan_mode": e.Mode,
 		"mtu":          fmt.Sprint(e.MTU),
-	}, nil
+	}
+	d.mu.Unlock()
+	for _, h := range held {
+		if h.done != nil { // a start, not an inspect of a container that runs
+			d.holdInfo(h)
+		}
+	}
+	return info, nil
 }
