@@ -303,10 +303,15 @@ const (
 // down, service level 5) on it, and a bridge network.
 // cdiDirs are the engine's CDI spec dirs (none: no CDI).
 func standardWorld(t *testing.T, cdiDirs ...string) *world {
+	return standardWorldWith(t, readFixture(t, "status.json"), cdiDirs...)
+}
+
+// standardWorldWith is standardWorld with the daemon answering status.
+func standardWorldWith(t *testing.T, status []byte, cdiDirs ...string) *world {
 	w := newWorld(t)
 	w.info("28.2.2", cdiDirs...)
 	w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"state": "/var/lib/rdma-macvlan", "sysfs": "/sys", "cdi": "/var/run/cdi"})
-	w.daemon(pluginID, readFixture(t, "status.json"))
+	w.daemon(pluginID, status)
 	w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "ens3np0"}, map[string]any{
 		"c1c1c1c1c1c1c1c1": map[string]any{"Name": "c1", "EndpointID": "aaaa00000001" + strings.Repeat("0", 52), "MacAddress": "02:42:c0:a8:07:02", "IPv4Address": "192.168.7.2/24"},
 		"c2c2c2c2c2c2c2c2": map[string]any{"Name": "c2", "EndpointID": "bbbb00000002" + strings.Repeat("0", 52), "MacAddress": "02:42:c0:a8:07:03", "IPv4Address": "192.168.7.3/24"},

@@ -39,6 +39,9 @@ type inspectEndpoint struct {
 	// RDMAReady is the daemon's word; nil when it could not be asked.
 	RDMAReady  *bool  `json:"rdma_ready"`
 	RDMAReason string `json:"rdma_reason,omitempty"`
+	// GIDDrift are the daemon's entries of the endpoint that moved after
+	// it was ready: the index its workload was given and the current one.
+	GIDDrift []api.GIDMove `json:"gid_drift,omitempty"`
 
 	// addr is the address of the GIDIndex entry; table the port's whole
 	// table when it could be read (for rdmaenv.Vars).
@@ -227,6 +230,7 @@ func (s *session) endpoint(v *netView, id, ipv4, ipv6, mac string, choice rdmaen
 		ep.GIDs = append(ep.GIDs, st.GIDs...)
 		ready := st.RDMAReady
 		ep.RDMAReady, ep.RDMAReason = &ready, st.RDMAReason
+		ep.GIDDrift = st.GIDDrift
 	} else {
 		for _, ip := range []string{ep.IPv4, ep.IPv6} {
 			if a := net.ParseIP(ip); a != nil {
@@ -510,7 +514,7 @@ func renderInspect(w io.Writer, out inspectOutput) {
 		renderNetworkHead(w, n.lsNetwork)
 		fmt.Fprintf(w, "  containers %d\n\n", n.Containers)
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "CONTAINER\tINTERFACE\tIPV4\tIPV6\tGID INDEX\tGIDS\tRDMA")
+		fmt.Fprintln(tw, "CONTAINER\tINTERFACE\tIPV4\tIPV6\tGID INDEX\tGIDS\tMOVED (GIVEN->NOW)\tRDMA")
 		for _, ep := range n.Endpoints {
 			idx := "-"
 			if ep.GIDIndex != nil {
@@ -520,8 +524,8 @@ func renderInspect(w io.Writer, out inspectOutput) {
 			for _, g := range ep.GIDs {
 				gids = append(gids, strconv.Itoa(g.Index))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash(firstNonEmpty(ep.Container, "? endpoint "+shortID(ep.ID))),
-				dash(ep.Ifname), dash(ep.IPv4), dash(ep.IPv6), idx, dash(strings.Join(gids, ",")), readiness(ep))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash(firstNonEmpty(ep.Container, "? endpoint "+shortID(ep.ID))),
+				dash(ep.Ifname), dash(ep.IPv4), dash(ep.IPv6), idx, dash(strings.Join(gids, ",")), dash(movedCell(ep.GIDDrift)), readiness(ep))
 		}
 		_ = tw.Flush()
 	}
@@ -594,7 +598,20 @@ func renderEndpoint(w io.Writer, ep inspectEndpoint) {
 		}
 		fmt.Fprintf(w, "%s%d  %-10s  %s\n", label, g.Index, g.Type, g.GID)
 	}
+	if len(ep.GIDDrift) > 0 {
+		fmt.Fprintf(w, "  moved      %s (given->now, -1: gone): the workload keeps the index it was given; restart the container to give it the new one\n", movedCell(ep.GIDDrift))
+	}
 	fmt.Fprintf(w, "  RDMA       %s\n", readiness(ep))
+}
+
+// movedCell shows the entries of an endpoint that moved after it was
+// ready: "3->5,2->4", "" when none.
+func movedCell(moves []api.GIDMove) string {
+	cells := make([]string, len(moves))
+	for i, m := range moves {
+		cells[i] = fmt.Sprintf("%d->%d", m.GivenIndex, m.Index)
+	}
+	return strings.Join(cells, ",")
 }
 
 func readiness(ep inspectEndpoint) string {

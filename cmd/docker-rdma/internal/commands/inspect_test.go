@@ -133,11 +133,40 @@ func TestInspectNetwork(t *testing.T) {
 		}
 	}
 	want := []string{
-		"c1 - 192.168.7.2 - 5 4,5 ready",
-		"c2 - 192.168.7.3 - - - not ready: waiting for the kernel to add its GID entries",
+		"c1 - 192.168.7.2 - 5 4,5 - ready",
+		"c2 - 192.168.7.3 - - - - not ready: waiting for the kernel to add its GID entries",
 	}
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("rows\n  %q\nwant\n  %q", rows, want)
+	}
+}
+
+// Entries that moved after the container was ready (the daemon's
+// gid_drift) are shown next to the current ones, in the network's table
+// and in the container's view.
+func TestInspectShowsMovedEntries(t *testing.T) {
+	status := strings.Replace(string(readFixture(t, "status.json")), `"rdma_ready": true`,
+		`"rdma_ready": true, "gid_drift": [{"gid": "0000:0000:0000:0000:0000:ffff:c0a8:0702", "type": "RoCE v2", "given_index": 3, "index": 5}]`, 1)
+	w := standardWorldWith(t, []byte(status))
+	if rc := w.run("inspect", "roce"); rc != 0 {
+		t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+	}
+	var row string
+	for _, l := range strings.Split(w.stdout.String(), "\n") {
+		if strings.HasPrefix(l, "c1 ") {
+			row = strings.Join(strings.Fields(l), " ")
+		}
+	}
+	if row != "c1 - 192.168.7.2 - 5 4,5 3->5 ready" {
+		t.Errorf("row of c1 %q, want the move 3->5 beside the current index 5:\n%s", row, w.stdout.String())
+	}
+	w.stdout.Reset()
+	w.container("c1", containerJSON("c1", "c1c1c1c1c1c1c1c1", "roce", netRoce, "aaaa00000001"+strings.Repeat("0", 52), "192.168.7.2", true))
+	if rc := w.run("inspect", "c1"); rc != 0 {
+		t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+	}
+	if want := "moved      3->5 (given->now, -1: gone): the workload keeps the index it was given"; !strings.Contains(w.stdout.String(), want) {
+		t.Errorf("the container's view lacks %q:\n%s", want, w.stdout.String())
 	}
 }
 
