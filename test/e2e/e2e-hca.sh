@@ -92,21 +92,31 @@ logged_once() {
 	[[ $n == 1 ]] || { echo "'$1' logged $n times, want once"; return 1; }
 }
 
-# fake_kernel HCA IP MARK: waits for the endpoint with IP in the status, then (half a second later,
-# as a slow kernel) adds its entries to HCA and writes MARK.
+# uptime_cs: the host's uptime in centiseconds (/proc/uptime is not namespaced: a container reads
+# the same clock).
+uptime_cs() { local u; read -r u _ </proc/uptime; echo "${u/./}"; }
+
+# fake_kernel HCA IP MARK: waits for the endpoint with IP in the status, then (1.5 s later, longer
+# than the rest of a start takes here, as a slow kernel) writes the uptime to MARK and adds its
+# entries to HCA.
 fake_kernel() {
 	local hca=$1 ip=$2 mark=$3
 	until [[ -n $(ep_json "$ip") ]]; do sleep 0.05; done
-	sleep 0.5
+	sleep 1.5
+	uptime_cs >"$mark"
 	"$work/bin/fakesysfs" add-ip -root "$rdir/sysfs" -hca "$hca" -ip "$ip" -ndev eth0 >/dev/null
-	: >"$mark"
 }
+
+# The workload of a strict run: it notes the uptime at which it started, then sleeps (busybox sh).
+# shellcheck disable=SC2016 # expanded by the container's shell
+UPTIME_SLEEPER=(sh -c 'read -r u _ </proc/uptime; echo "${u/./}" >/tmp/started; trap "exit 0" TERM; sleep 3600 & wait')
 
 # strict_runs N: N containers on $snet (strict, mlx5_0) and $wnet (mlx5_1); the gateway alternates.
 # Prints the join orders seen (from the daemon's log) and fails at the first start that fails or
-# that returns before the strict network's entries exist.
+# whose workload started before the strict network's entries existed (the engine's StartedAt is
+# taken before the networks are joined: the workload notes its own start).
 strict_runs() {
-	local i ips ipw gw1 gw2 mark out orders="" first
+	local i ips ipw gw1 gw2 mark out orders="" first started gwnet margins=""
 	for ((i = 0; i < $1; i++)); do
 		ips=$sub3.$((40 + i)) ipw=$sub4.$((40 + i)) mark=$rdir/mark.$i
 		gw1="" gw2=""
@@ -115,17 +125,25 @@ strict_runs() {
 		kpid=$!
 		(fake_kernel mlx5_1 "$ipw" "$mark.w") &
 		if ! out=$(dk run -d --name "$net-s$i" --network "name=$snet,ip=$ips$gw1" --network "name=$wnet,ip=$ipw$gw2" \
-			"$IMAGE" "${SLEEPER[@]}" 2>&1); then
+			"$IMAGE" "${UPTIME_SLEEPER[@]}" 2>&1); then
 			echo "run $i (gateway: $([[ -n $gw1 ]] && echo strict || echo other)) refused: $out"
 			return 1
 		fi
-		if [[ ! -e $mark ]]; then
-			echo "run $i: docker run returned before the strict network's entries existed"
-			return 1
-		fi
+		started=0
+		for _ in {1..25}; do
+			started=$(dk exec "$net-s$i" cat /tmp/started 2>/dev/null) && break
+			sleep 0.2
+		done
 		wait "$kpid" || true
 		kpid=""
 		wait || true
+		if ((started < $(cat "$mark"))); then
+			echo "run $i (gateway: $([[ -n $gw1 ]] && echo strict || echo other)): the workload started (uptime ${started}0 ms) before the strict network's entries were added ($(cat "$mark")0 ms)"
+			dk rm -f "$net-s$i" >/dev/null
+			return 1
+		fi
+		gwnet=$(dk exec "$net-s$i" ip route show default | grep -oE 'via [0-9.]+' || true)
+		margins+="$i:${gwnet#via }:$((started - $(cat "$mark")))0ms "
 		first=$(grep -o 'endpoint joined.* nid=[0-9a-f]*' "$rdir/d/dockerd.log" | tail -n 2 | head -n 1 | grep -o 'nid=[0-9a-f]*' || true)
 		[[ ${first#nid=} == "${snid:0:12}" ]] && orders+=s || orders+=o
 		dk rm -f "$net-s$i" >/dev/null
@@ -133,6 +151,7 @@ strict_runs() {
 		"$work/bin/fakesysfs" del-ip -root "$rdir/sysfs" -hca mlx5_1 -ip "$ipw" >/dev/null
 	done
 	echo "joined first (s: the strict network, o: the other): $orders"
+	echo "run:gateway:workload start after the strict entries: $margins"
 }
 
 hca_run() {
@@ -144,7 +163,7 @@ hca_run() {
 	new_id rmvh
 	pa=rmvh${id}a pb=rmvh${id}b
 	net=rmv-hca-$id
-	sub=10.232.$((0x${id:0:2} % 60 * 4))
+	sub=10.$((240 + 0x${id:0:2} % 10)).0 # in a /16 of its own: network a takes all of it
 	sub2=10.232.$((0x${id:0:2} % 60 * 4 + 1))
 	sub3=10.232.$((0x${id:0:2} % 60 * 4 + 2))
 	sub4=10.232.$((0x${id:0:2} % 60 * 4 + 3))
@@ -186,12 +205,15 @@ hca_run() {
 		poll 5 drift_shown "$sub.5" 3 5
 	check "the daemon logs the move once" moved_logged_once
 	dk rm -f "$net-c1" >/dev/null
+	dk rm -f "$net-c2" >/dev/null 2>&1 || true # started only if the refusal failed
 	dk network rm "$net-a2" >/dev/null
 
 	# 4. strict with two networks, in whatever order the engine joins them.
 	if engine_since "$engine" 28; then
 		snid=$(dk network create -d "$PLUGIN" --subnet "$sub3.0/24" -o parent="$pa" -o gid_check=strict "$net-s")
-		dk network create -d "$PLUGIN" --subnet "$sub4.0/24" -o parent="$pb" "$net-w" >/dev/null
+		# With a gateway (Docker 28+ leaves a non-strict network without one unless asked), so
+		# that it can be the container's gateway.
+		dk network create -d "$PLUGIN" --subnet "$sub4.0/24" --gateway "$sub4.1" -o parent="$pb" "$net-w" >/dev/null
 		snet=$net-s wnet=$net-w
 		check_v "strict: 20 of 20 containers on a strict and another network start once their entries appear, either network the gateway" \
 			strict_runs 20
