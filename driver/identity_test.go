@@ -6,11 +6,14 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/cdi"
 	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 )
 
 // twoRails builds mlx5_0 on p0 (uverbs0) and mlx5_1 on p1 (uverbs1), with
@@ -91,7 +94,23 @@ func TestRenamedHCAIsFollowedAtStart(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			d = newTestDriverAt(t, links, dir, root)
+			log, hook := logtest.NewNullLogger()
+			dd, err := New(Config{StateDir: dir, Links: links, Log: log, Sysfs: rdma.NewSysfs(root), CDIDir: d.cdiDir,
+				GIDTimeout: 2 * time.Second, GIDPoll: 5 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(dd.Close)
+			d = testDriver{Driver: dd, root: root, cdiDir: d.cdiDir}
+			renamed := 0
+			for _, e := range hook.AllEntries() {
+				if strings.Contains(e.Message, "RDMA device was renamed") {
+					renamed++
+				}
+			}
+			if renamed != 2 {
+				t.Errorf("%d renames logged, want one per network", renamed)
+			}
 			for nid, want := range map[string]struct {
 				hca    string
 				minor  uint32
@@ -117,6 +136,31 @@ func TestRenamedHCAIsFollowedAtStart(t *testing.T) {
 				t.Errorf("record of n0 not saved with its HCA now (%v):\n%s", err, b)
 			}
 		})
+	}
+}
+
+// A device gone, its name taken by no other: the spec of the name, left
+// from before the restart, is removed, not rewritten for the network.
+func TestGoneHCASpecRemoved(t *testing.T) {
+	links := drivertest.NewLinks("p0", "p1")
+	root, dir := twoRails(t), t.TempDir()
+	d := newTestDriverAt(t, links, dir, root)
+	if err := d.CreateNetwork(netReq("n0", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	if specOf(t, d, "mlx5_0") == "" {
+		t.Fatal("no spec of mlx5_0 to begin with")
+	}
+	d.Close()
+	if err := rdmatest.RemoveHCA(root, "mlx5_0"); err != nil {
+		t.Fatal(err)
+	}
+	d = newTestDriverAt(t, links, dir, root)
+	if s := specOf(t, d, "mlx5_0"); s != "" {
+		t.Errorf("the spec of the gone mlx5_0 is left:\n%s", s)
+	}
+	if p := netStatus(t, d, "n0").Problems; len(p) != 1 {
+		t.Errorf("problems %q, want the gone device", p)
 	}
 }
 

@@ -44,7 +44,9 @@ func newRailsEngine(t *testing.T, bStrict bool) *railsEngine {
 	if bStrict {
 		b = netReq("nb", "parent", "p1", "gid_check", "strict")
 	}
-	for _, n := range []CreateNetworkRequest{netReq("na", "parent", "p0", "gid_check", "strict"), b} {
+	c := netReq("nc", "parent", "p1")
+	c.IPv4 = []Subnet{{Pool: "10.7.0.0/24", Gateway: "10.7.0.1/24"}}
+	for _, n := range []CreateNetworkRequest{netReq("na", "parent", "p0", "gid_check", "strict"), b, c} {
 		if err := d.CreateNetwork(n); err != nil {
 			t.Fatal(err)
 		}
@@ -55,6 +57,7 @@ func newRailsEngine(t *testing.T, bStrict bool) *railsEngine {
 var railOf = map[string]struct{ nid, hca, ip string }{
 	"ea": {"na", "mlx5_0", "10.5.0.2"},
 	"eb": {"nb", "mlx5_1", "10.6.0.2"},
+	"ec": {"nc", "mlx5_1", "10.7.0.2"},
 }
 
 // start joins the endpoints in order; gateway names the endpoint that is
@@ -143,6 +146,10 @@ func TestStrictEntriesThatNeverCome(t *testing.T) {
 		{[]string{"ea", "eb"}, "eb", true},
 		{[]string{"eb", "ea"}, "ea", true},
 		{[]string{"eb", "ea"}, "eb", false},
+		// A third network takes the gateway over after the strict one
+		// joined behind the first: its call holds (and fails) the
+		// strict endpoint too.
+		{[]string{"eb", "ea", "ec"}, "ec", true},
 	} {
 		t.Run(fmt.Sprintf("order %v, gateway %s", tc.order, tc.gateway), func(t *testing.T) {
 			r := newRailsEngine(t, false)

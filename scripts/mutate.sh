@@ -341,6 +341,40 @@ mutant run-drops-traffic-class cmd/docker-rdma/internal/commands/wait.go ./cmd/d
   'TrafficClass: n.view.TrafficClass, ServiceLevel: n.view.ServiceLevel}' \
   'ServiceLevel: n.view.ServiceLevel}'
 
+# The HCA found again at start: a renamed one followed, not the recorded
+# name; a device gone never replaced by whatever has the name now.
+mutant hca-not-followed driver/restore.go "$unit" 'TestRenamedHCA|TestGoneHCA' \
+  'd.followHCAs(nets, log)' \
+  '_ = nets'
+mutant hca-identity-ignored driver/identity.go "$unit" 'TestRenamedHCA|TestGoneHCA' \
+  'if ids[i].Same(old.identity()) {' \
+  'if cands[i].HCA == old.HCA {'
+mutant gone-hca-spec-kept driver/cdi.go "$unit" 'TestGoneHCA' \
+  'if n.RDMA != nil && d.hcaProblem(id) == "" {' \
+  'if n.RDMA != nil {'
+# One address on one port: refused whatever the network.
+mutant same-address-other-network driver/endpoint.go "$unit" 'TestSameAddress' \
+  'if mine[i] == "" || mine[i] != theirs {' \
+  'if mine[i] == "" || mine[i] != theirs || o.NetworkID != n.ID {'
+# Drift: noticed on a table read, reported once.
+mutant drift-not-noticed driver/gid/drift.go "$gids" 'Drift' \
+  'if !slices.Contains(table.ByGID[f.GID], f.Index) {
+			return true' \
+  'if false && !slices.Contains(table.ByGID[f.GID], f.Index) {
+			return true'
+mutant drift-reported-every-read driver/gid/drift.go "$gids" 'Drift' \
+  'e.port != p || !e.ready || e.drifted ||' \
+  'e.port != p || !e.ready ||'
+# Strict whatever the join order: the gateway's call holds the container's
+# other strict endpoints, EndpointOperInfo holds a strict endpoint joined
+# after the gateway.
+mutant strict-gateway-alone driver/strict.go "$unit" 'TestStrict' \
+  'held := d.strictOf(e, true)' \
+  'held := d.strictOf(e, false)'
+mutant strict-info-holds-nothing driver/endpoint.go "$unit" 'TestStrict' \
+  'd.holdInfo(h)' \
+  '_ = h'
+
 if [ "${1:-}" = --list ]; then
   for i in "${!names[@]}"; do
     printf '%-32s %-38s %s %s\n' "${names[$i]}" "${files[$i]}" "${pkgs[$i]}" "${runs[$i]:+-run ${runs[$i]}}"

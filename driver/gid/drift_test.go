@@ -98,7 +98,12 @@ func TestDriftOfAnEntryGone(t *testing.T) {
 	if _, err := tr.Read(mlx5Port); err != nil {
 		t.Fatal(err)
 	}
-	d := <-ch
+	var d Drift
+	select {
+	case d = <-ch:
+	case <-time.After(time.Second):
+		t.Fatal("no drift reported for entries that went")
+	}
 	if len(d.Moves) != 2 || d.Moves[0].Now != -1 || d.Moves[1].Now != -1 {
 		t.Fatalf("drift %+v, want both entries at -1", d)
 	}
