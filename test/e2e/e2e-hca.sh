@@ -223,7 +223,7 @@ hca_run() {
 	fi
 
 	# 5. another probe order: names and uverbs numbers swapped, the plugin restarted.
-	"$work/bin/fakesysfs" swap-hca -root "$rdir/sysfs" -hca mlx5_0 -with mlx5_1
+	"$work/bin/fakesysfs" swap-hca -root "$rdir/sysfs" -a mlx5_0 -b mlx5_1
 	check "docker plugin disable and enable (the daemon starts again)" plugin_restart
 	check "each network followed its parent's NIC: status and CDI spec (the NIC's uverbs node)" nets_on mlx5_1 uverbs1 mlx5_0 uverbs0
 	check "the daemon logs the rename" grep -q "RDMA device was renamed" "$rdir/d/dockerd.log"
