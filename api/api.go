@@ -87,6 +87,13 @@ type GIDTable struct {
 	Size int `json:"size"`
 	Used int `json:"used"`
 	Free int `json:"free"`
+	// Room is how many more entries admission would give new containers
+	// now: the empty slots the kernel hands out (not the reserved default
+	// slots, not a deleted entry's slot something still holds), less the
+	// entries of containers started and not in the table yet. Free counts
+	// every empty slot. Absent where it was not worked out (docker rdma's
+	// view without the daemon).
+	Room *int `json:"room,omitempty"`
 }
 
 // Device is a device node a container on the network needs.

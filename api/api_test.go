@@ -20,7 +20,7 @@ func full() api.Status {
 				VLAN: &api.VLAN{Lower: "ens3np0", ID: 10, Created: true}, Mode: "bridge", MTU: 9000, MTUFromParent: true,
 				GIDCheck: api.GIDCheckStrict, GIDCheckNote: "the engine asks before the container has its addresses",
 				HCA: "mlx5_0", Port: 1, PortState: "ACTIVE", LinkLayer: "Ethernet", NetnsMode: "shared", RoCETypes: 2,
-				GIDTable:  &api.GIDTable{Size: 255, Used: 8, Free: 247},
+				GIDTable:  &api.GIDTable{Size: 255, Used: 8, Free: 247, Room: intp(245)},
 				Devices:   []api.Device{{Path: "/dev/infiniband/uverbs0", Major: 231, Minor: 192}, {Path: "/dev/infiniband/rdma_cm", Major: 10, Minor: 57}},
 				CDIDevice: "rdma-macvlan/hca=mlx5_0", Problems: []string{"a problem"},
 				Endpoints: []api.Endpoint{

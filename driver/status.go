@@ -35,6 +35,7 @@ func (d *Driver) Status() api.Status {
 
 	mode, _, modeErr := rdma.NetnsMode(d.netnsMode, d.rdma)
 	tables := map[gid.Port]rdma.GIDTable{}
+	rooms := map[gid.Port]int{} // what admission would give new containers, per port
 	st := api.Status{Version: d.version, Networks: make([]api.Network, 0, len(nets))}
 	byNet := map[string]*api.Network{}
 	ipv6 := map[string]bool{}
@@ -57,7 +58,7 @@ func (d *Driver) Status() api.Status {
 			// is read.
 			ns.Problems = append(ns.Problems, p)
 		} else if n.RDMA != nil {
-			d.rdmaStatus(&ns, n.RDMA, tables)
+			d.rdmaStatus(&ns, n.RDMA, tables, rooms)
 			if modeErr == nil {
 				ns.NetnsMode = mode
 			} else {
@@ -135,7 +136,7 @@ func driftOf(given []endpointGID, found []gid.Entry) []api.GIDMove {
 // rdmaStatus fills in the port, its GID table and the device nodes. The
 // table is read once per port (the GID files only: attributes are read for
 // the entries of endpoints) and kept in tables.
-func (d *Driver) rdmaStatus(ns *api.Network, r *networkRDMA, tables map[gid.Port]rdma.GIDTable) {
+func (d *Driver) rdmaStatus(ns *api.Network, r *networkRDMA, tables map[gid.Port]rdma.GIDTable, rooms map[gid.Port]int) {
 	ns.HCA, ns.Port = r.HCA, r.Port
 	ns.NodeGUID, ns.PCI = r.NodeGUID, r.PCI
 	ns.CDIDevice = cdi.Qualified(r.cdiName())
@@ -148,14 +149,18 @@ func (d *Driver) rdmaStatus(ns *api.Network, r *networkRDMA, tables map[gid.Port
 	ns.PortState, ns.LinkLayer = pi.State, pi.LinkLayer
 	key := portOfNet(r)
 	table, ok := tables[key]
+	room, roomOK := rooms[key]
 	if !ok {
-		if table, err = d.gids.Read(key); err != nil {
+		if table, room, err = d.gids.Room(key, max(ns.RoCETypes, 1)); err != nil {
 			ns.Problems = append(ns.Problems, err.Error())
 			return
 		}
-		tables[key] = table
+		tables[key], rooms[key], roomOK = table, room, true
 	}
 	ns.GIDTable = &api.GIDTable{Size: pi.GIDTableSize, Used: table.Used, Free: max(pi.GIDTableSize-table.Used, 0)}
+	if roomOK {
+		ns.GIDTable.Room = &room
+	}
 	nodes, err := d.rdma.DeviceNodes(r.HCA)
 	if err != nil {
 		ns.Problems = append(ns.Problems, err.Error())

@@ -110,7 +110,7 @@ func Gauges(st api.Status) StatusGauges {
 			if !seen[k] {
 				seen[k] = true
 				g.Ports = append(g.Ports, PortGauges{HCA: n.HCA, Port: n.Port, Size: n.GIDTable.Size, Used: n.GIDTable.Used,
-					Free: n.GIDTable.Free, Headroom: n.GIDTable.Free / max(n.RoCETypes, 1)})
+					Free: n.GIDTable.Free, Headroom: room(n.GIDTable) / max(n.RoCETypes, 1)})
 			}
 		}
 		for _, e := range n.Endpoints {
@@ -144,4 +144,13 @@ func Readiness(e api.Endpoint) (state, reason string) {
 		reason = ReasonOther
 	}
 	return StateNotReady, reason
+}
+
+// room is what admission would still give new containers on a port: the
+// status's room where the daemon worked it out, else every free slot.
+func room(t *api.GIDTable) int {
+	if t.Room != nil {
+		return *t.Room
+	}
+	return t.Free
 }

@@ -225,7 +225,12 @@ func TestMetricsMatchStatus(t *testing.T) {
 	s.must(t, "rdma_macvlan_gid_table_size", port, float64(n.GIDTable.Size))
 	s.must(t, "rdma_macvlan_gid_table_used", port, float64(n.GIDTable.Used))
 	s.must(t, "rdma_macvlan_gid_table_free", port, float64(n.GIDTable.Free))
-	s.must(t, "rdma_macvlan_gid_admission_headroom_containers", port, float64(n.GIDTable.Free/n.RoCETypes))
+	// The headroom is admission's: e5 was refused, since e2, e3 and e4 hold
+	// the 6 free slots; Free/2 would say 3 more fit.
+	if n.GIDTable.Room == nil || *n.GIDTable.Room != 0 {
+		t.Errorf("status gid_table room %v: want 0 (6 free, 6 held by e2, e3, e4)", n.GIDTable.Room)
+	}
+	s.must(t, "rdma_macvlan_gid_admission_headroom_containers", port, 0)
 	if n.GIDTable.Size != 10 || n.GIDTable.Used != 4 {
 		t.Errorf("status gid_table %+v: want 4 of 10 used (the default GIDs and e1's pair)", n.GIDTable)
 	}

@@ -111,6 +111,22 @@ func (t *Tracker) reserve(e *endpoint, table rdma.GIDTable, at time.Time) count 
 	return c
 }
 
+// Room reads the whole table of port p (whose endpoints take types entries
+// per address) and returns it with how many more entries admission would
+// give new endpoints now: the slots the kernel would hand out (see
+// pending.go) less those held for endpoints not in the table yet.
+func (t *Tracker) Room(p Port, types int) (rdma.GIDTable, int, error) {
+	table, at, _, err := t.table(p, readFull, 0, 0)
+	if err != nil {
+		return table, 0, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	free, _ := freeFor(table, types, t.tables[p].skipped, time.Now())
+	held, _ := t.heldOn(p, table, at)
+	return table, max(free-held, 0), nil
+}
+
 // heldOn counts the entries that endpoints on port p will take and table
 // (read at at) does not show yet. Entries already there are counted in the
 // table, not twice. An endpoint whose entries were found in a read no newer

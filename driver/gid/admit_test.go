@@ -175,8 +175,15 @@ func TestAdmitAtTheTableEdge(t *testing.T) {
 		}
 		return err == nil && len(idx) == 2
 	}
-	refusal := func(t *testing.T, err error, free, passed int) {
+	room := func(t *testing.T, e edgeTracker, want int) {
 		t.Helper()
+		if _, got, err := e.Room(mlx5Port, 2); err != nil || got != want {
+			t.Fatalf("Room: %d, %v; want %d (what admission gives)", got, err, want)
+		}
+	}
+	refusal := func(t *testing.T, e edgeTracker, err error, free, passed int) {
+		t.Helper()
+		room(t, e, 0)
 		var full *FullError
 		if !errors.As(err, &full) || full.Free != free || full.PassedOver != passed {
 			t.Fatalf("admission: %v (%#v), want a refusal with %d free, %d passed over", err, full, free, passed)
@@ -191,7 +198,7 @@ func TestAdmitAtTheTableEdge(t *testing.T) {
 		for i, ip := range []string{"10.5.0.2", "10.5.0.3", "10.5.0.4"} {
 			e.start(i, ip)
 		}
-		refusal(t, e.admit(3, "10.5.0.5"), 0, 0)
+		refusal(t, e, e.admit(3, "10.5.0.5"), 0, 0)
 		if kernelRoom(t, e, "10.5.0.5") {
 			t.Fatal("the kernel had room: the test table is not full")
 		}
@@ -201,10 +208,11 @@ func TestAdmitAtTheTableEdge(t *testing.T) {
 		e := newEdge(t, 8)
 		e.start(0, "10.5.0.2")
 		e.start(1, "10.5.0.3")
+		room(t, e, 2)
 		if err := e.admit(2, "10.5.0.4"); err != nil {
 			t.Fatalf("refused with one pair free: %v", err)
 		}
-		refusal(t, e.admit(3, "10.5.0.5"), 2, 0) // the pair is reserved for e02
+		refusal(t, e, e.admit(3, "10.5.0.5"), 2, 0) // the pair is reserved for e02
 		if !kernelRoom(t, e, "10.5.0.4") {
 			t.Fatal("admitted, yet the kernel had no room")
 		}
@@ -221,7 +229,7 @@ func TestAdmitAtTheTableEdge(t *testing.T) {
 		}
 		e.start(0, "10.5.0.2")
 		e.start(1, "10.5.0.3")
-		refusal(t, e.admit(2, "10.5.0.4"), 0, 0)
+		refusal(t, e, e.admit(2, "10.5.0.4"), 0, 0)
 		if kernelRoom(t, e, "10.5.0.4") {
 			t.Fatal("the kernel had room: the reserved slots took an address")
 		}
@@ -244,7 +252,7 @@ func TestAdmitAtTheTableEdge(t *testing.T) {
 		e.start(2, "10.5.0.4")
 		// Now the table shows the kernel passed over 2-3: no room, as the
 		// kernel agrees.
-		refusal(t, e.admit(3, "10.5.0.5"), 0, 2)
+		refusal(t, e, e.admit(3, "10.5.0.5"), 0, 2)
 		if kernelRoom(t, e, "10.5.0.5") {
 			t.Fatal("the kernel had room in the pending-delete slots")
 		}
@@ -268,7 +276,7 @@ func TestAdmitAtTheTableEdge(t *testing.T) {
 		if err := e.admit(4, "10.5.0.6"); err != nil {
 			t.Fatalf("refused with 6-7 free: %v", err)
 		}
-		refusal(t, e.admit(5, "10.5.0.7"), 2, 0) // 6-7 are e04's reservation
+		refusal(t, e, e.admit(5, "10.5.0.7"), 2, 0) // 6-7 are e04's reservation
 		if !kernelRoom(t, e, "10.5.0.6") {
 			t.Fatal("admitted e04, yet the kernel had no room")
 		}
