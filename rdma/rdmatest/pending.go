@@ -124,23 +124,9 @@ func dropPending(root, portDir string, index int) error {
 // runs): every entry holding its GID reads empty at once, but its slot
 // stays taken until ReleasePending. It returns the indices emptied.
 func RemoveAddressHeld(root, hca string, port int, ip string) ([]int, error) {
-	gid, err := gidOf(ip)
+	dir, held, err := entriesOf(root, hca, port, ip)
 	if err != nil {
 		return nil, err
-	}
-	dir, err := portDir(root, hca, port)
-	if err != nil {
-		return nil, err
-	}
-	slots, err := readSlots(root, dir)
-	if err != nil {
-		return nil, err
-	}
-	var held []int
-	for i, s := range slots {
-		if s.GID == gid {
-			held = append(held, i)
-		}
 	}
 	return held, holdSlots(root, dir, held)
 }

@@ -800,28 +800,42 @@ func AddAddress(root, hca string, port int, ip, ndev string) ([]int, error) {
 // RemoveAddress simulates the kernel removing an IP address: every entry
 // holding its GID is emptied. It returns the indices cleared.
 func RemoveAddress(root, hca string, port int, ip string) ([]int, error) {
-	gid, err := gidOf(ip)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := portDir(root, hca, port)
-	if err != nil {
-		return nil, err
-	}
-	slots, err := readSlots(root, dir)
+	dir, idx, err := entriesOf(root, hca, port, ip)
 	if err != nil {
 		return nil, err
 	}
 	var cleared []int
-	for i, s := range slots {
-		if s.GID == gid {
-			if err := clearEntry(root, dir, i); err != nil {
-				return cleared, err
-			}
-			cleared = append(cleared, i)
+	for _, i := range idx {
+		if err := clearEntry(root, dir, i); err != nil {
+			return cleared, err
 		}
+		cleared = append(cleared, i)
 	}
 	return cleared, nil
+}
+
+// entriesOf returns the port's directory and the indices of the entries
+// holding the GID of ip.
+func entriesOf(root, hca string, port int, ip string) (string, []int, error) {
+	gid, err := gidOf(ip)
+	if err != nil {
+		return "", nil, err
+	}
+	dir, err := portDir(root, hca, port)
+	if err != nil {
+		return "", nil, err
+	}
+	slots, err := readSlots(root, dir)
+	if err != nil {
+		return "", nil, err
+	}
+	var idx []int
+	for i, s := range slots {
+		if s.GID == gid {
+			idx = append(idx, i)
+		}
+	}
+	return dir, idx, nil
 }
 
 // readSlots reads every slot of a port, index = position.

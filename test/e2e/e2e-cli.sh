@@ -36,27 +36,7 @@ CLI_DEBIAN=${DOCKER_CLI_DEBIAN:-/usr/bin/docker}
 CLI_CURRENT=${DOCKER_CLI_CURRENT:-/usr/local/bin/docker}
 MEMLOCK=8388608
 
-# run_cmd CMD...: runs CMD; its status, stdout and stderr land in rc, out and err.
-rc=0
-out=""
-err=""
-run_cmd() {
-	local ef
-	ef=$(mktemp "$work/err.XXXXXX")
-	rc=0
-	out=$("$@" 2>"$ef") || rc=$?
-	err=$(cat "$ef")
-	rm -f "$ef"
-}
-
-# expect DESC EXPR: ok when the bash expression EXPR holds for the last run_cmd.
-expect() {
-	if eval "$2"; then
-		pass "$1"
-	else
-		fail "$1" "failed: $2" "status: $rc" "stdout: $out" "stderr: $err"
-	fi
-}
+# run_cmd and expect: test/e2e/lib/e2e.sh.
 
 # Everything this run creates beyond the harness's (engines, links), for teardown.
 work=""     # the run's directory: built binaries, fake tree, engine dirs
@@ -243,7 +223,7 @@ e2e() {
 	expect "$net-c2 pings $net-c1 over the rdma-macvlan network" '((rc == 0))'
 	run_cmd docker rdma inspect "$net"
 	expect "inspect NETWORK lists both containers with their GID index and readiness" \
-		'((rc == 0)) && grep -Eq "^$net-c1 +eth0 +$ip1 +- +$v2 +2,3 +ready$" <<<"$out" && grep -Eq "^$net-c2 +- +$ip2 +- +- +- +not ready: " <<<"$out"'
+		'((rc == 0)) && grep -Eq "^$net-c1 +eth0 +$ip1 +- +$v2 +2,3 +- +ready$" <<<"$out" && grep -Eq "^$net-c2 +- +$ip2 +- +- +- +- +not ready: " <<<"$out"'
 
 	# rdma-exec: the workload starts once its GID entries are in the table, with its GID index.
 	# The container's /sys is the real kernel's: the fake tree is mounted at /rdma-fake and

@@ -40,27 +40,7 @@ CLI_CURRENT=${DOCKER_CLI_CURRENT:-/usr/local/bin/docker}
 MEMLOCK=8388608
 RAILS=4
 
-# run_cmd CMD...: runs CMD; its status, stdout and stderr land in rc, out and err.
-rc=0
-out=""
-err=""
-run_cmd() {
-	local ef
-	ef=$(mktemp "$work/err.XXXXXX")
-	rc=0
-	out=$("$@" 2>"$ef") || rc=$?
-	err=$(cat "$ef")
-	rm -f "$ef"
-}
-
-# expect DESC EXPR: ok when the bash expression EXPR holds for the last run_cmd.
-expect() {
-	if eval "$2"; then
-		pass "$1"
-	else
-		fail "$1" "failed: $2" "status: $rc" "stdout: $out" "stderr: $err"
-	fi
-}
+# run_cmd and expect: test/e2e/lib/e2e.sh.
 
 work=""
 made_dev=""

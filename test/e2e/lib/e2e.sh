@@ -57,6 +57,29 @@ pass() { PASSED=$((PASSED + 1)); printf 'ok - [%s] %s\n' "$tag" "$1"; shift; det
 fail() { FAILED=$((FAILED + 1)); run_failed=1; printf 'not ok - [%s] %s\n' "$tag" "$1"; shift; detail "$@"; }
 skip() { printf '# skip - [%s] %s\n' "$tag" "$*"; }
 
+# run_cmd CMD...: runs CMD; its status, stdout and stderr land in rc, out and err (uses the
+# suite's $work for a temp file).
+rc=0
+out=""
+err=""
+run_cmd() {
+	local ef
+	ef=$(mktemp "$work/err.XXXXXX")
+	rc=0
+	out=$("$@" 2>"$ef") || rc=$?
+	err=$(cat "$ef")
+	rm -f "$ef"
+}
+
+# expect DESC EXPR: ok when the bash expression EXPR holds for the last run_cmd.
+expect() {
+	if eval "$2"; then
+		pass "$1"
+	else
+		fail "$1" "failed: $2" "status: $rc" "stdout: $out" "stderr: $err"
+	fi
+}
+
 # check DESC CMD...: one check; the output of a failing CMD is shown under it. CMD runs in a
 # subshell: use check_here for steps that record state (pids).
 check() {
