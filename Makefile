@@ -117,7 +117,7 @@ e2e-cli: ## docker rdma end to end on private engines (root), with containers on
 	bash test/e2e/e2e-cli.sh
 	bash test/e2e/e2e-rails.sh
 
-e2e-rails: ## (part of e2e-cli) containers on 2 and 4 rdma-macvlan networks: every rail on every path, the container's own GID on every rail or a refusal (root)
+e2e-rails: ## (part of e2e-cli) containers on 2, 4 and 8 rdma-macvlan networks: every rail on every path, the container's own GID on every rail or a refusal (root)
 	bash scripts/engines.sh install
 	bash test/e2e/e2e-rails.sh
 

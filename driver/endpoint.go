@@ -67,6 +67,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (CreateEndpointRespon
 	if err := checkAddress(req.IPv6, true); err != nil {
 		return resp, err
 	}
+	d.refindHCA(req.NetworkID, d.logFor("CreateEndpoint", logrus.Fields{"nid": ShortID(req.NetworkID)}))
 
 	log := d.logFor("CreateEndpoint", logrus.Fields{"nid": ShortID(req.NetworkID), "eid": ShortID(req.EndpointID)})
 	eid := req.EndpointID

@@ -38,7 +38,7 @@ func (d *Driver) resolveHCA(n *network) hcaResolution {
 	was := fmt.Sprintf("%s port %d (%s)", old.HCA, old.Port, old.identity())
 	cands, err := d.rdma.HCAPortsForNetdev(netdev)
 	if err != nil {
-		return hcaResolution{problem: fmt.Sprintf("the RDMA device of parent %q is gone (it was %s): %v; new containers are refused and its CDI spec is removed: bring the device back (check: rdma link show), then restart the plugin, or remove the network",
+		return hcaResolution{problem: fmt.Sprintf("the RDMA device of parent %q is gone (it was %s): %v; new containers are refused and its CDI spec is removed: bring the device back (check: rdma link show; the next container looks again), or remove the network",
 			n.Parent, was, err)}
 	}
 	ids := make([]rdma.Identity, len(cands))
@@ -138,6 +138,48 @@ func (d *Driver) followHCAs(nets []*network, log *logrus.Entry) {
 			l.WithError(err).Error("could not record the network's RDMA device; it is found again at the next start")
 		}
 	}
+}
+
+// refindHCA looks again for the HCA of network nid when it was not found
+// at start: at boot the plugin may start before the NIC's RDMA driver
+// (mlx5_ib) has registered the device, or before a NIC renamed by udev
+// has its name. Found now (by the same rules as at start), the network
+// takes it: the record is saved, the CDI spec written and the problem
+// dropped, so containers are not refused until a restart. Not found, the
+// problem stays. Caller holds no lock.
+func (d *Driver) refindHCA(nid string, log *logrus.Entry) {
+	d.mu.Lock()
+	problem := d.hcaProblems[nid]
+	d.mu.Unlock()
+	if problem == "" {
+		return
+	}
+	d.netsMu.Lock()
+	defer d.netsMu.Unlock()
+	n, ok := d.networks[nid] // the map changes only with d.netsMu held too
+	if !ok || n.RDMA == nil || d.hcaProblems[nid] == "" {
+		return
+	}
+	found := *n
+	res := d.resolveHCA(&found)
+	if res.problem != "" {
+		return
+	}
+	found.RDMA = res.r
+	d.fillCDIName(&found, log)
+	l := log.WithFields(logrus.Fields{"nid": ShortID(nid), "parent": n.Parent, "ibdev": found.RDMA.HCA, "port": found.RDMA.Port})
+	if err := d.store.saveNetwork(&found); err != nil {
+		l.WithError(err).Error("the network's RDMA device is found now, but its record could not be saved; it stays refused")
+		return
+	}
+	if err := d.writeCDI(*found.RDMA, nil, "", l); err != nil {
+		l.WithError(err).Warn("the network's RDMA device is found now, but its CDI spec could not be written: --device rdma-macvlan/hca=... fails until it is")
+	}
+	d.mu.Lock()
+	n.RDMA = found.RDMA
+	delete(d.hcaProblems, nid)
+	d.mu.Unlock()
+	l.Warn("the network's RDMA device is found now (it was not at start): its containers are taken again")
 }
 
 // hcaProblem is why network nid has no RDMA device now, or "". Caller

@@ -211,3 +211,42 @@ func TestGoneHCAIsAProblemOfItsNetwork(t *testing.T) {
 		t.Error("deleting the network without HCA removed the spec of another network")
 	}
 }
+
+// A parent whose RDMA device was not there at start (the plugin started
+// before mlx5_ib registered it) is taken again once the device is there:
+// the next CreateEndpoint finds it, the network loses its problem, gets its
+// CDI spec back and takes the container; no restart needed.
+func TestHCAFoundAfterStart(t *testing.T) {
+	links := drivertest.NewLinks("p0", "p1")
+	root, dir := twoRails(t), t.TempDir()
+	d := newTestDriverAt(t, links, dir, root)
+	if err := d.CreateNetwork(netReq("n0", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if err := rdmatest.RemoveHCA(root, "mlx5_0"); err != nil {
+		t.Fatal(err)
+	}
+	d = newTestDriverAt(t, links, dir, root)
+	if p := netStatus(t, d, "n0").Problems; len(p) != 1 {
+		t.Fatalf("problems %q, want the device not found", p)
+	}
+	if _, err := d.CreateEndpoint(ep("n0", "e0", "10.5.0.2/24")); err == nil {
+		t.Fatal("a container was taken on a network without its RDMA device")
+	}
+	// The driver registers the device now.
+	if err := rdmatest.BuildMLX5(root, rdmatest.MLX5Options{HCA: "mlx5_0", Netdev: "p0", Uverbs: 0, TableSize: 8,
+		PCIAddr: "0000:03:00.0", MAC: "a0:88:c2:5b:03:00"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateEndpoint(ep("n0", "e1", "10.5.0.3/24")); err != nil {
+		t.Fatalf("the device is back, yet: %v", err)
+	}
+	n0 := netStatus(t, d, "n0")
+	if n0.HCA != "mlx5_0" || len(n0.Problems) > 0 {
+		t.Errorf("n0 on %q, problems %q: want mlx5_0 and none", n0.HCA, n0.Problems)
+	}
+	if s := specOf(t, d, "mlx5_0"); !strings.Contains(s, "/dev/infiniband/uverbs0") {
+		t.Errorf("no CDI spec of mlx5_0 giving uverbs0 after the device came:\n%s", s)
+	}
+}

@@ -351,6 +351,10 @@ mutant run-drops-traffic-class cmd/docker-rdma/internal/commands/wait.go ./cmd/d
 mutant hca-not-followed driver/restore.go "$unit" 'TestRenamedHCA|TestGoneHCA' \
   'd.followHCAs(nets, log)' \
   '_ = nets'
+# A device not there at start is taken once it is (CreateEndpoint looks again).
+mutant hca-never-found-again driver/identity.go "$unit" 'TestHCAFoundAfterStart' \
+  'delete(d.hcaProblems, nid)' \
+  '_ = nid'
 mutant hca-identity-ignored driver/identity.go "$unit" 'TestRenamedHCA|TestGoneHCA' \
   'if ids[i].Same(old.identity()) {' \
   'if cands[i].HCA == old.HCA {'

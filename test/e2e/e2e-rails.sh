@@ -3,10 +3,10 @@
 # on every path, and the container's own GID on every rail, or a refusal.
 #
 # For each engine (debian: Docker 20.10, which takes one network at docker run, so docker rdma run
-# creates, connects and starts; current: moby v2, CDI specs from a private directory): four veth
-# pairs as RoCE parents, a fake sysfs tree (test/fakesysfs) with mlx5_0..mlx5_3 on them (uverbs0..3),
+# creates, connects and starts; current: moby v2, CDI specs from a private directory): eight veth
+# pairs as RoCE parents, a fake sysfs tree (test/fakesysfs) with mlx5_0..mlx5_7 on them (uverbs0..7),
 # fake device nodes, the managed plugin on the tree, one network per parent; docker-rdma as a CLI
-# plugin. Then, with two and with four of the networks:
+# plugin. Then, with two, four and all eight of the networks (a training node's rails):
 #   - (current engine) plain docker run with every rail's CDI device and the user's own
 #     -e NCCL_IB_HCA: each device's RDMA_MACVLAN_DEVICE_<hca> is there, the user's value is kept,
 #     no device sets NCCL_IB_HCA or UCX_NET_DEVICES;
@@ -38,7 +38,7 @@ source "$here/lib/fakedev.sh"
 CLI_DEBIAN=${DOCKER_CLI_DEBIAN:-/usr/bin/docker}
 CLI_CURRENT=${DOCKER_CLI_CURRENT:-/usr/local/bin/docker}
 MEMLOCK=8388608
-RAILS=4
+RAILS=8
 
 # run_cmd and expect: test/e2e/lib/e2e.sh.
 
@@ -200,7 +200,7 @@ e2e() {
 
 	for ((k = 0; k < RAILS; k++)); do
 		veth_parent "rmvr${id}p$k" "rmvr${id}q$k"
-		fake_hca "$e/fs" "mlx5_$k" "rmvr${id}p$k" -uverbs "$k" -pci "0000:0$((k + 3)):00.0"
+		fake_hca "$e/fs" "mlx5_$k" "rmvr${id}p$k" -uverbs "$k" -pci "$(printf '0000:%02x:00.0' $((k + 3)))"
 	done
 	if ! fake_dev_nodes "$e/fs" || ! fake_dev_uverbs "$RAILS"; then
 		fail "fake device nodes: /dev/infiniband could not be made, or has other numbers than the fake tree's"
@@ -220,6 +220,7 @@ e2e() {
 	say "set up in $((SECONDS - t0)) s"
 	local t1=$SECONDS
 	rails "$engine" 2
+	rails "$engine" 4
 	rails "$engine" "$RAILS"
 	tag=$engine
 	timings+=("$engine: checks took $((SECONDS - t1)) s, $((SECONDS - t0)) s with setup")
