@@ -220,6 +220,9 @@ func (d *Driver) createIO(n *network, req CreateEndpointRequest, res *endpoint, 
 			n.Parent, ShortID(n.ID), n.Parent)
 	}
 	if err != nil {
+		if err := d.explainBusy(n.ID, n.Parent, err); IsRefusal(err) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("container link for endpoint %s on parent %q: %w", ShortID(req.EndpointID), n.Parent, err)
 	}
 	crashPoint("create-endpoint:link-created")

@@ -37,8 +37,9 @@ type BadRequestError struct{ Msg string }
 type ConflictError struct{ Msg string }
 
 // HostSetupError: the host is not ready for the request (the parent has no
-// RDMA device, is not RoCE, or is smaller than the network's MTU; the RDMA
-// subsystem is in exclusive netns mode).
+// RDMA device, is not RoCE, is smaller than the network's MTU, or is a port
+// of a bond, bridge, team or OVS bridge; the RDMA subsystem is in exclusive
+// netns mode).
 type HostSetupError struct{ Msg string }
 
 // TableFullError: the GID table of the network's RDMA port cannot hold the

@@ -109,6 +109,9 @@ func (d *Driver) ensureLink(e *endpoint, log *logrus.Entry) error {
 	}
 	mac, _ := net.ParseMAC(e.MAC)
 	if _, err := d.links.CreateMacvlan(netns.MacvlanSpec{Name: e.Ifname, Parent: e.Parent, Mode: e.Mode, MTU: e.MTU, MAC: mac, Alias: d.owner}); err != nil {
+		if err := d.explainBusy(e.NetworkID, e.Parent, err); IsRefusal(err) {
+			return err
+		}
 		return fmt.Errorf("re-create link %s of endpoint %s on parent %q: %w", e.Ifname, ShortID(e.ID), e.Parent, err)
 	}
 	log.WithField("ifname", e.Ifname).Info("endpoint link re-created")

@@ -68,6 +68,9 @@ func (d *Driver) planParent(name string) (parentPlan, error) {
 		if err := checkParentLink(name, link); err != nil {
 			return parentPlan{}, err
 		}
+		if err := d.checkMaster(name, link); err != nil {
+			return parentPlan{}, err
+		}
 		plan := parentPlan{mtu: link.MTU, mtuOf: name}
 		if link.Kind == "vlan" {
 			// Ours when it carries our mark (a crash after creating it
@@ -99,6 +102,9 @@ func (d *Driver) planParent(name string) (parentPlan, error) {
 		return parentPlan{}, fmt.Errorf("look up %q, lower device of parent %q: %w", lowerName, name, err)
 	}
 	if err := checkParentLink(lowerName, lower); err != nil {
+		return parentPlan{}, err
+	}
+	if err := d.checkVLANLowerMaster(name, lowerName, id, lower); err != nil {
 		return parentPlan{}, err
 	}
 	return parentPlan{
@@ -134,6 +140,103 @@ func checkParentLink(name string, l netns.Link) error {
 		return invalidf("parent %q is a container link made by rdma-macvlan: pass -o parent=<RoCE netdev>", name)
 	}
 	return nil
+}
+
+// rxMasters are the kinds of master that take the receive handler of each
+// port they enslave (netdev_rx_handler_register), by the words the
+// messages use for them. A macvlan needs its lower device's receive handler
+// for itself, so the kernel refuses a macvlan on such a port (EBUSY), and a
+// port with macvlans cannot be enslaved to one. A VRF ("vrf") is not among
+// them: it links its ports as an upper device only and sees their traffic
+// through the l3mdev hooks, so a macvlan on a VRF port works.
+var rxMasters = map[string]string{
+	"bond":        "bond",
+	"bridge":      "bridge",
+	"openvswitch": "Open vSwitch bridge",
+	"team":        "team",
+	"hsr":         "HSR/PRP device",
+}
+
+// rxMaster returns the master l is enslaved to when it is one of
+// rxMasters; ok is false when l has no master or one that leaves its
+// receive handler free.
+func (d *Driver) rxMaster(l netns.Link) (master netns.Link, ok bool, err error) {
+	if l.MasterIndex == 0 {
+		return netns.Link{}, false, nil
+	}
+	m, err := d.links.LinkByIndex(l.MasterIndex)
+	if errors.Is(err, netns.ErrLinkNotFound) {
+		return netns.Link{}, false, nil // freed while we looked
+	}
+	if err != nil {
+		return netns.Link{}, false, fmt.Errorf("look up master (ifindex %d) of %q: %w", l.MasterIndex, l.Name, err)
+	}
+	_, ok = rxMasters[m.Kind]
+	return m, ok, nil
+}
+
+// enslavedFix says what to do with name, a port of master: use the master
+// (or, for Open vSwitch, whose master is the datapath, an internal port of
+// the bridge) as the parent, or free the port.
+func enslavedFix(name string, master netns.Link, vlan string) string {
+	if master.Kind == "openvswitch" {
+		return fmt.Sprintf("pass an Open vSwitch internal port of that bridge as the parent, or take %s out of the bridge (ovs-vsctl del-port %s)", name, name)
+	}
+	return fmt.Sprintf("use the %s as the parent (-o parent=%s%s), or free the port (ip link set %s nomaster)",
+		rxMasters[master.Kind], master.Name, vlan, name)
+}
+
+// enslavedMsg says why no macvlan can hang off name, a port of master.
+func enslavedMsg(name string, master netns.Link) string {
+	return fmt.Sprintf("parent %q is a port of %s %q (ip -d link show %s: master %s), which takes every frame %s receives: the kernel refuses a macvlan on it (EBUSY): %s",
+		name, rxMasters[master.Kind], master.Name, name, master.Name, name, enslavedFix(name, master, ""))
+}
+
+// checkMaster refuses a parent enslaved to a master that takes its
+// receive handler.
+func (d *Driver) checkMaster(name string, l netns.Link) error {
+	master, ok, err := d.rxMaster(l)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return hostSetupf("%s", enslavedMsg(name, master))
+	}
+	return nil
+}
+
+// checkVLANLowerMaster refuses to create the VLAN sub-interface name on
+// lower when lower is a port of such a master. The kernel would make it,
+// and a macvlan on it, but the VLAN's frames would bypass the master: the
+// kernel hands a tagged frame to the VLAN sub-interface before the
+// master's receive handler sees it, and the VLAN sends straight out of the
+// port.
+func (d *Driver) checkVLANLowerMaster(name, lower string, id int, l netns.Link) error {
+	master, ok, err := d.rxMaster(l)
+	if err != nil || !ok {
+		return err
+	}
+	return hostSetupf("parent %q would be a new VLAN sub-interface of %q, which is a port of %s %q (ip -d link show %s: master %s): the VLAN's traffic would bypass %s: %s",
+		name, lower, rxMasters[master.Kind], master.Name, lower, master.Name, master.Name, enslavedFix(lower, master, "."+strconv.Itoa(id)))
+}
+
+// explainBusy turns the kernel's EBUSY for a macvlan on parent, of network
+// networkID, into words when the parent was enslaved after the network was
+// created; other errors, and an EBUSY it cannot explain, are returned as
+// they are.
+func (d *Driver) explainBusy(networkID, parent string, err error) error {
+	if !errors.Is(err, unix.EBUSY) {
+		return err
+	}
+	p, lerr := d.links.LinkByName(parent)
+	if lerr != nil {
+		return err
+	}
+	master, ok, lerr := d.rxMaster(p)
+	if lerr != nil || !ok {
+		return err
+	}
+	return hostSetupf("network %s: %s", ShortID(networkID), enslavedMsg(parent, master))
 }
 
 // ownsVLAN reports whether a network of the driver created (or shares) the

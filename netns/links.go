@@ -22,6 +22,7 @@ type Link struct {
 	VLANID      int    // for Kind "vlan"
 	MacvlanMode string // for Kind "macvlan": bridge, private, vepa, passthru, source
 	Alias       string // ifalias: rdma-macvlan marks its links with its instance
+	MasterIndex int    // IFLA_MASTER: the bond, bridge, OVS bridge, team or VRF the link is enslaved to; 0: none
 }
 
 // Loopback reports whether l is a loopback device.
@@ -61,6 +62,7 @@ func toLink(l netlink.Link) Link {
 		Up:          a.Flags&net.FlagUp != 0,
 		ParentIndex: a.ParentIndex,
 		Alias:       a.Alias,
+		MasterIndex: a.MasterIndex,
 	}
 	switch v := l.(type) {
 	case *netlink.Vlan:

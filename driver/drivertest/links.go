@@ -149,6 +149,11 @@ func (f *Links) CreateMacvlan(s netns.MacvlanSpec) (netns.Link, error) {
 	if _, ok := f.links[s.Name]; ok {
 		return netns.Link{}, fmt.Errorf("create macvlan %s: %w", s.Name, unix.EEXIST)
 	}
+	if m, ok := f.masterLocked(p); ok && takesRx[m.Kind] {
+		// A port's receive handler is its master's: macvlan_port_create
+		// cannot register its own.
+		return netns.Link{}, fmt.Errorf("create macvlan %s on %s (a port of %s): %w", s.Name, s.Parent, m.Name, unix.EBUSY)
+	}
 	mtu := s.MTU
 	if mtu == 0 {
 		mtu = p.MTU
@@ -260,6 +265,57 @@ func (f *Links) PeerLinks(alias string) ([]netns.Link, error) {
 		}
 	}
 	return out, nil
+}
+
+// takesRx are the kinds of master that register a receive handler on each
+// port they enslave, as the kernel's bonding, bridge, Open vSwitch, team
+// and HSR drivers do; a VRF does not.
+var takesRx = map[string]bool{"bond": true, "bridge": true, "openvswitch": true, "team": true, "hsr": true}
+
+// masterLocked returns the master of l, if it has one in the table.
+func (f *Links) masterLocked(l netns.Link) (netns.Link, bool) {
+	if l.MasterIndex == 0 {
+		return netns.Link{}, false
+	}
+	for _, m := range f.links {
+		if m.Index == l.MasterIndex {
+			return m, true
+		}
+	}
+	return netns.Link{}, false
+}
+
+// SetMaster enslaves the link called name to master (a link of the table,
+// of Kind "bond", "bridge", "openvswitch", "team", "vrf", ...), or frees it
+// when master is "", as ip link set $name master $master (nomaster) does.
+// As in the kernel, a link with macvlans on it cannot become the port of a
+// master that takes its receive handler (EBUSY).
+func (f *Links) SetMaster(name, master string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	if !ok {
+		return fmt.Errorf("set master of %s: %w", name, netns.ErrLinkNotFound)
+	}
+	if master == "" {
+		l.MasterIndex = 0
+		f.links[name] = l
+		return nil
+	}
+	m, ok := f.links[master]
+	if !ok {
+		return fmt.Errorf("set master of %s: master %q: %w", name, master, netns.ErrLinkNotFound)
+	}
+	if takesRx[m.Kind] {
+		for _, u := range f.links {
+			if u.ParentIndex == l.Index && u.Kind == "macvlan" {
+				return fmt.Errorf("enslave %s to %s: macvlan %s uses it: %w", name, master, u.Name, unix.EBUSY)
+			}
+		}
+	}
+	l.MasterIndex = m.Index
+	f.links[name] = l
+	return nil
 }
 
 // SetMTU sets the MTU of the link called name.

@@ -155,6 +155,57 @@ func MoveBack(src, dst *netns.Handle, name, origName string) error {
 	return nil
 }
 
+// CreateBridge adds a Linux bridge called name in h, up; tests enslave a
+// veth to it to make a parent the driver must refuse.
+// Equivalent to: ip link add $name type bridge && ip link set $name up
+func CreateBridge(h *netns.Handle, name string) error {
+	nl, err := handle(h)
+	if err != nil {
+		return err
+	}
+	defer nl.Close()
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name = name
+	if err := nl.LinkAdd(&netlink.Bridge{LinkAttrs: attrs}); err != nil {
+		return fmt.Errorf("create bridge %s: %w", name, err)
+	}
+	if err := h.SetUp(name); err != nil {
+		_ = h.DeleteLink(name)
+		return err
+	}
+	return nil
+}
+
+// SetMaster enslaves the link called name in h to master, or frees it from
+// its master when master is "", as an administrator adding a port to a
+// bridge or a bond would.
+// Equivalent to: ip link set $name master $master (or: ip link set $name nomaster)
+func SetMaster(h *netns.Handle, name, master string) error {
+	nl, err := handle(h)
+	if err != nil {
+		return err
+	}
+	defer nl.Close()
+	l, err := nl.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("look up link %q: %w", name, err)
+	}
+	if master == "" {
+		if err := nl.LinkSetNoMaster(l); err != nil {
+			return fmt.Errorf("free %q from its master: %w", name, err)
+		}
+		return nil
+	}
+	m, err := nl.LinkByName(master)
+	if err != nil {
+		return fmt.Errorf("look up master %q: %w", master, err)
+	}
+	if err := nl.LinkSetMasterByIndex(l, m.Attrs().Index); err != nil {
+		return fmt.Errorf("enslave %q to %q: %w", name, master, err)
+	}
+	return nil
+}
+
 // CreateTun adds a persistent layer-3 TUN device (not Ethernet) in h; tests
 // use it as a parent the driver must refuse.
 // Equivalent to: ip tuntap add dev $name mode tun
