@@ -152,7 +152,7 @@ func checkParentLink(name string, l netns.Link) error {
 var rxMasters = map[string]string{
 	"bond":        "bond",
 	"bridge":      "bridge",
-	"openvswitch": "Open vSwitch bridge",
+	"openvswitch": "Open vSwitch datapath",
 	"team":        "team",
 	"hsr":         "HSR/PRP device",
 }
@@ -180,7 +180,7 @@ func (d *Driver) rxMaster(l netns.Link) (master netns.Link, ok bool, err error) 
 // the bridge) as the parent, or free the port.
 func enslavedFix(name string, master netns.Link, vlan string) string {
 	if master.Kind == "openvswitch" {
-		return fmt.Sprintf("pass an Open vSwitch internal port of that bridge as the parent, or take %s out of the bridge (ovs-vsctl del-port %s)", name, name)
+		return fmt.Sprintf("take %s out of its Open vSwitch bridge (ovs-vsctl del-port %s), or pass an internal port of that bridge as the parent", name, name)
 	}
 	return fmt.Sprintf("use the %s as the parent (-o parent=%s%s), or free the port (ip link set %s nomaster)",
 		rxMasters[master.Kind], master.Name, vlan, name)
@@ -188,7 +188,7 @@ func enslavedFix(name string, master netns.Link, vlan string) string {
 
 // enslavedMsg says why no macvlan can hang off name, a port of master.
 func enslavedMsg(name string, master netns.Link) string {
-	return fmt.Sprintf("parent %q is a port of %s %q (ip -d link show %s: master %s), which takes every frame %s receives: the kernel refuses a macvlan on it (EBUSY): %s",
+	return fmt.Sprintf("parent %q is a port of %s %q (ip -d link show %s: master %s), which takes every frame %s receives, so the kernel refuses a macvlan on it (EBUSY): %s",
 		name, rxMasters[master.Kind], master.Name, name, master.Name, name, enslavedFix(name, master, ""))
 }
 
