@@ -140,6 +140,29 @@ mutant delete-network-unserialized driver/network.go "$unit" 'TestCDISpecFollows
 mutant join-does-not-recreate-link driver/join.go "$unit" 'TestJoinRecreatesLostLink' \
   'err = d.ensureLink(e, log)' \
   'err = error(nil)'
+# A parent that is a port of a bond, bridge, team or OVS datapath (which
+# hold its receive handler: the kernel answers EBUSY) is refused in words at
+# CreateNetwork, on fake links and on a real bridge; a VRF port, whose
+# receive handler is free, is not; a parent enslaved later is explained at
+# CreateEndpoint and Join instead of a bare EBUSY.
+mutant enslaved-parent-accepted driver/parent.go "$unit" 'TestParentPortOfMasterRefused' \
+  'if l.MasterIndex == 0 {' \
+  'if true || l.MasterIndex == 0 {'
+mutant master-index-unread netns/links.go './plugin/' 'TestPrivilegedEnslavedParent' \
+  'MasterIndex: a.MasterIndex,' \
+  'MasterIndex: 0,'
+mutant vrf-port-refused driver/parent.go "$unit" 'TestParentPortOfVRFAccepted' \
+  '"hsr":         "HSR/PRP device",' \
+  '"hsr":         "HSR/PRP device", "vrf": "VRF",'
+mutant vlan-on-port-accepted driver/parent.go "$unit" 'TestParentPortOfMasterRefused' \
+  'if err := d.checkVLANLowerMaster(name, lowerName, id, lower); err != nil {' \
+  'if err := error(nil); err != nil {'
+mutant enslaved-endpoint-bare-ebusy driver/parent.go "$unit" 'TestParentEnslavedAfterCreation' \
+  'if !errors.Is(err, unix.EBUSY) {' \
+  'if true || !errors.Is(err, unix.EBUSY) {'
+mutant enslaved-join-bare-ebusy driver/join.go "$unit" 'TestParentEnslavedAfterCreation' \
+  'if err := d.explainBusy(e.NetworkID, e.Parent, err); IsRefusal(err) {' \
+  'if err := d.explainBusy(e.NetworkID, e.Parent, err); false && IsRefusal(err) {'
 # Every crash point is reached by the crash test (a point dropped from the
 # code is noticed).
 mutant crash-point-unreached driver/join.go './cmd/rdma-macvlan/' 'TestPrivilegedCrashPoints' \
