@@ -100,7 +100,6 @@ loadpid=""
 bgpids=()
 policy=""
 sock=""
-made_dev="" # /dev/infiniband when part 6 made it
 cleanup() {
 	local rc=$? p
 	set +e
@@ -110,7 +109,7 @@ cleanup() {
 		dir=""
 	fi
 	ip link del "$parent" 2>/dev/null
-	[[ -n $made_dev ]] && rm -rf "$made_dev"
+	fake_dev_remove
 	if [[ -n $loadpid ]]; then kill "$loadpid" 2>/dev/null; wait "$loadpid" 2>/dev/null; fi
 	[[ -n $policy ]] && rm -f "$policy"
 	if [[ -n $work && -z ${BENCH_OUT:-} ]]; then rm -rf "$work"; fi

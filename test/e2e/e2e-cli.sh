@@ -40,7 +40,6 @@ MEMLOCK=8388608
 
 # Everything this run creates beyond the harness's (engines, links), for teardown.
 work=""     # the run's directory: built binaries, fake tree, engine dirs
-made_dev="" # /dev/infiniband when this run made it
 proxy=""    # the pid of tcpunix, while it runs
 
 # teardown_hook: the harness's teardown runs it once the engine is emptied.
@@ -50,10 +49,7 @@ teardown_hook() {
 		wait "$proxy" 2>/dev/null
 		proxy=""
 	fi
-	if [[ -n $made_dev ]]; then
-		rm -rf "$made_dev"
-		made_dev=""
-	fi
+	fake_dev_remove
 }
 e2e_traps
 

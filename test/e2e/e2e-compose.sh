@@ -43,16 +43,7 @@ NOSHELL=rdma-macvlan-test/noshell:latest
 
 # run_cmd and expect: test/e2e/lib/e2e.sh.
 
-made_dev=""
-teardown_hook() {
-	local p
-	for p in "${made_nodes[@]}"; do rm -f "$p"; done
-	made_nodes=()
-	if [[ -n $made_dev ]]; then
-		rm -rf "$made_dev"
-		made_dev=""
-	fi
-}
+teardown_hook() { fake_dev_remove; }
 e2e_traps
 
 # What every workload prints once rdma-exec starts it (a compose file's $$ is a $).

@@ -43,17 +43,8 @@ RAILS=8
 # run_cmd and expect: test/e2e/lib/e2e.sh.
 
 work=""
-made_dev=""
 
-teardown_hook() {
-	local p
-	for p in "${made_nodes[@]}"; do rm -f "$p"; done
-	made_nodes=()
-	if [[ -n $made_dev ]]; then
-		rm -rf "$made_dev"
-		made_dev=""
-	fi
-}
+teardown_hook() { fake_dev_remove; }
 e2e_traps
 
 # logs_of NAME: the container's output once its stdout has some (the workload starts only after

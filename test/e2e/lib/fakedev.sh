@@ -1,9 +1,21 @@
 # shellcheck shell=bash
-# The sourcing script reads made_dev.
-# shellcheck disable=SC2034
 # lib/fakedev.sh: the /dev/infiniband nodes of a fake sysfs tree (test/fakesysfs), for
 # scripts that run `docker rdma run` on a host without RDMA hardware (sourced, never run).
-# The sourcing script gives say (progress) and sets made_dev="" before the first call.
+# The sourcing script gives say (progress) and calls fake_dev_remove in its clean-up.
+
+made_dev=""   # /dev/infiniband when fake_dev_nodes made it
+made_nodes=() # uverbs nodes fake_dev_uverbs added to a /dev/infiniband it did not make
+
+# fake_dev_remove removes what fake_dev_nodes and fake_dev_uverbs made, and only that.
+fake_dev_remove() {
+	local p
+	for p in "${made_nodes[@]}"; do rm -f "$p"; done
+	made_nodes=()
+	if [[ -n $made_dev ]]; then
+		rm -rf "$made_dev"
+		made_dev=""
+	fi
+}
 
 # fake_dev_nodes ROOT makes /dev/infiniband with the nodes of the fake tree under ROOT (uverbs0
 # 231:192 and rdma_cm with the tree's numbers) and decoys that must not reach containers
@@ -31,7 +43,6 @@ fake_dev_nodes() {
 # fake_dev_uverbs N: after fake_dev_nodes, uverbs0 .. uverbs(N-1) exist with 231:(192+k) (the
 # numbers test/fakesysfs gives -uverbs k); the ones this call adds are listed in made_nodes, for the
 # caller to remove when /dev/infiniband is not its own. Fails when one exists with other numbers.
-made_nodes=()
 fake_dev_uverbs() {
 	local k p
 	for ((k = 0; k < $1; k++)); do
