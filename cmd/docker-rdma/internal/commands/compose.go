@@ -260,6 +260,8 @@ func (r *composeResolver) planned(name string, def compose.ProjectNetwork) (*com
 	}
 	v := &netView{Name: name, Driver: def.Driver, Parent: parent}
 	v.GIDCheck = firstNonEmpty(def.DriverOpts["gid_check"], api.GIDCheckWarn)
+	v.TrafficClass = optionLevel(def.DriverOpts, "traffic_class", 255)
+	v.ServiceLevel = optionLevel(def.DriverOpts, "service_level", 7)
 	b, err := s.backendFor(def.Driver)
 	if err != nil {
 		return nil, fmt.Errorf("network %s: %w", name, err)
@@ -289,7 +291,8 @@ func (r *composeResolver) planned(name string, def compose.ProjectNetwork) (*com
 func (r *composeResolver) rail(n runNet, devs runflags.Devices) *compose.Rail {
 	r.nets = append(r.nets, n)
 	rn := n.rail()
-	return &compose.Rail{Name: rn.Name, HCA: rn.HCA, Port: rn.Port, Subnets: append([]netip.Prefix(nil), rn.Subnets...), CDI: devs.CDI, Nodes: devs.Nodes}
+	return &compose.Rail{Name: rn.Name, HCA: rn.HCA, Port: rn.Port, Subnets: append([]netip.Prefix(nil), rn.Subnets...),
+		TrafficClass: rn.TrafficClass, ServiceLevel: rn.ServiceLevel, CDI: devs.CDI, Nodes: devs.Nodes}
 }
 
 func (r *composeResolver) warn(name string, v *netView) {

@@ -22,6 +22,9 @@ type Rail struct {
 	Port int
 	// Subnets are its subnets, when known.
 	Subnets []netip.Prefix
+	// TrafficClass and ServiceLevel are its -o traffic_class and
+	// service_level, nil when not set: rdma-exec exports them.
+	TrafficClass, ServiceLevel *int
 	// CDI are the CDI device names to give, or Nodes the device nodes.
 	CDI   []string
 	Nodes []string
@@ -253,7 +256,8 @@ func serviceOverride(name string, svc Service, rails []*Rail, r Resolver, o Opti
 	so.Helper = o.Helper
 	so.Entrypoint = []string{rdmaexec.ContainerPath}
 	for _, rail := range rails {
-		so.Entrypoint = append(so.Entrypoint, "--net", rdmaexec.FormatNet(rdmaexec.Network{Name: rail.Name, HCA: rail.HCA, Port: rail.Port, Subnets: rail.Subnets}))
+		so.Entrypoint = append(so.Entrypoint, "--net", rdmaexec.FormatNet(rdmaexec.Network{Name: rail.Name, HCA: rail.HCA, Port: rail.Port, Subnets: rail.Subnets,
+			TrafficClass: rail.TrafficClass, ServiceLevel: rail.ServiceLevel}))
 	}
 	so.Entrypoint = append(append(append(so.Entrypoint, o.HelperArgs...), "--"), entry...)
 	return so, notes, nil

@@ -272,3 +272,24 @@ func TestWrite(t *testing.T) {
 		t.Errorf("an empty override: %q, %v", b.String(), err)
 	}
 }
+
+// A network's traffic class and service level reach rdma-exec's --net, so a
+// service on a lossless network exports NCCL_IB_TC and the rest as docker
+// rdma run's container does; a network without them passes none.
+func TestGenerateCarriesQoS(t *testing.T) {
+	tc, sl := 106, 3
+	r := resolver()
+	qos := *roce
+	qos.TrafficClass, qos.ServiceLevel = &tc, &sl
+	r.rails["roce"] = &qos
+	ov, err := Generate(model(t, `{"name": "p", `+nets+`, "services": {
+		"a": {"image": "worker", "entrypoint": ["/bin/run"], "command": null, "networks": {"roce": null, "roce2": null}}}}`), r, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ov.Services["a"].Entrypoint
+	want := []string{exec, "--net", netRoce + ",traffic_class=106,service_level=3", "--net", netRoce2, "--timeout", "10s", "--", "/bin/run"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("entrypoint %q, want %q", got, want)
+	}
+}
