@@ -49,8 +49,8 @@ func (d *Driver) writeCDI(r networkRDMA, adding *network, except string, log *lo
 // holds d.netsMu.
 func (d *Driver) portQoS(name string, adding *network, except string, log *logrus.Entry) (tc, sl *int) {
 	var nets []*network
-	for _, n := range d.networks {
-		if n.RDMA != nil && n.RDMA.cdiName() == name && n.ID != except && (adding == nil || n.ID != adding.ID) {
+	for _, n := range d.networksOnCDI(name, except) {
+		if adding == nil || n.ID != adding.ID {
 			nets = append(nets, n)
 		}
 	}
@@ -118,15 +118,24 @@ func (d *Driver) ownCDI(name string) error {
 		cdi.Qualified(name), spec.Owner(), path, path)
 }
 
+// networksOnCDI returns the networks but except that use the CDI device
+// name, in ID order. A network whose RDMA device was not found uses none:
+// the name it recorded may be another NIC's now. Caller holds d.netsMu.
+func (d *Driver) networksOnCDI(name, except string) []*network {
+	var nets []*network
+	for id, n := range d.networks {
+		if id != except && n.RDMA != nil && d.hcaProblem(id) == "" && n.RDMA.cdiName() == name {
+			nets = append(nets, n)
+		}
+	}
+	sort.Slice(nets, func(i, j int) bool { return nets[i].ID < nets[j].ID })
+	return nets
+}
+
 // cdiUsedByOthers reports whether a network other than except uses the
 // CDI device name. Caller holds d.netsMu.
 func (d *Driver) cdiUsedByOthers(name, except string) bool {
-	for _, n := range d.networks {
-		if n.ID != except && n.RDMA != nil && d.hcaProblem(n.ID) == "" && n.RDMA.cdiName() == name {
-			return true
-		}
-	}
-	return false
+	return len(d.networksOnCDI(name, except)) > 0
 }
 
 // removeCDIUnlessUsed removes the spec of the CDI device name when no
@@ -156,17 +165,11 @@ func (d *Driver) removeCDIUnlessUsed(name, except string, log *logrus.Entry) {
 // that use it but except (which is going, or never came). Caller holds
 // d.netsMu and not d.mu.
 func (d *Driver) rewriteCDIFor(name, except string, log *logrus.Entry) {
-	var ids []string
-	for id, n := range d.networks {
-		if id != except && n.RDMA != nil && n.RDMA.cdiName() == name {
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) == 0 {
+	nets := d.networksOnCDI(name, except)
+	if len(nets) == 0 {
 		return
 	}
-	sort.Strings(ids)
-	if err := d.writeCDI(*d.networks[ids[0]].RDMA, nil, except, log); err != nil {
+	if err := d.writeCDI(*nets[0].RDMA, nil, except, log); err != nil {
 		log.WithError(err).WithField("cdi_device", name).Warn("could not rewrite CDI spec for the networks left on its port")
 	}
 }

@@ -97,6 +97,7 @@ func (d *Driver) forget(e *endpoint) {
 	d.gids.Going(e.ID)
 	d.gids.Forget(e.ID)
 	d.obs.forget(e.ID)
+	delete(d.resumed, e.ID)
 	if d.ifnames[e.Ifname] == e.ID {
 		delete(d.ifnames, e.Ifname)
 	}

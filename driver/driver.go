@@ -143,8 +143,15 @@ type Driver struct {
 	// either.
 	hcaProblems map[string]string
 	ifnames     map[string]string // link name -> endpoint ID, reserved ones too; guarded by mu
-	stopping    chan struct{}     // closed by Stopping: strict waits end
-	stopOnce    sync.Once
+	// resumed are the endpoints whose GID watch this process resumed for a
+	// container that was already running (at start, or when a missing HCA
+	// was found again): the engine's EndpointOperInfo calls for them are no
+	// start (dockerd's own start, a disconnect, an inspect) and are not
+	// held. A Join starts a watch of its own and takes the endpoint out.
+	// Guarded by mu.
+	resumed  map[string]bool
+	stopping chan struct{} // closed by Stopping: strict waits end
+	stopOnce sync.Once
 
 	// lastCollect is when collectGone last read other namespaces (guarded
 	// by mu); a full table looks again only collectEvery later.
@@ -212,6 +219,7 @@ func New(cfg Config) (*Driver, error) {
 
 		strictNotes: make(map[string]string),
 		hcaProblems: make(map[string]string),
+		resumed:     make(map[string]bool),
 		ifnames:     make(map[string]string),
 		stopping:    make(chan struct{}),
 

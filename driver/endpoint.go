@@ -355,7 +355,9 @@ func (d *Driver) deleteEndpointIO(e *endpoint, log *logrus.Entry) error {
 // refused. The engine asks for every endpoint of a container after each of
 // its networks is joined: on a gid_check=strict network, it is where the
 // start of a container waits for the endpoint's GID entries when the
-// endpoint is not the container's gateway (see strict.go).
+// endpoint is not the container's gateway (see strict.go). It also asks
+// outside starts (at its own start, after a disconnect): only a watch that
+// a Join of this process began is waited for.
 func (d *Driver) EndpointInfo(nid, eid string) (map[string]string, error) {
 	d.mu.Lock()
 	e, ok := d.endpoints[eid]
@@ -368,7 +370,7 @@ func (d *Driver) EndpointInfo(nid, eid string) (map[string]string, error) {
 		return nil, err
 	}
 	var held []strictHold
-	if e.Sandbox != "" && !e.RDMAReady {
+	if e.Sandbox != "" && !e.RDMAReady && !d.resumed[eid] {
 		held = d.strictOf(e, false)
 	}
 	info := map[string]string{
@@ -379,7 +381,9 @@ func (d *Driver) EndpointInfo(nid, eid string) (map[string]string, error) {
 	}
 	d.mu.Unlock()
 	for _, h := range held {
-		if h.done != nil { // a start, not an inspect of a container that runs
+		// A watch a Join of this process began: a start. (A container
+		// already running when the watch was resumed is in d.resumed.)
+		if h.done != nil {
 			d.holdInfo(h)
 		}
 	}

@@ -3,6 +3,7 @@ package driver
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/cdi"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
@@ -172,12 +173,24 @@ func (d *Driver) refindHCA(nid string, log *logrus.Entry) {
 		l.WithError(err).Error("the network's RDMA device is found now, but its record could not be saved; it stays refused")
 		return
 	}
-	if err := d.writeCDI(*found.RDMA, nil, "", l); err != nil {
+	if err := d.writeCDI(*found.RDMA, &found, "", l); err != nil {
 		l.WithError(err).Warn("the network's RDMA device is found now, but its CDI spec could not be written: --device rdma-macvlan/hca=... fails until it is")
 	}
 	d.mu.Lock()
 	n.RDMA = found.RDMA
 	delete(d.hcaProblems, nid)
+	// Its endpoints (restored at start, while the device was missing) were
+	// left out of the GID tracker: admission counts them from now on, and
+	// those in a container are watched again.
+	for _, e := range d.endpoints {
+		if e.NetworkID == nid {
+			d.track(e, time.Time{})
+			if e.Sandbox != "" && !e.RDMAReady {
+				d.gids.Watch(e.ID)
+				d.resumed[e.ID] = true
+			}
+		}
+	}
 	d.mu.Unlock()
 	l.Warn("the network's RDMA device is found now (it was not at start): its containers are taken again")
 }

@@ -198,6 +198,17 @@ func TestGoneHCAIsAProblemOfItsNetwork(t *testing.T) {
 	if s := specOf(t, d, "mlx5_1"); s != "" {
 		t.Errorf("a spec of mlx5_1 is left:\n%s", s)
 	}
+	// A network coming and going on p1's NIC rewrites the spec for the
+	// networks left on it: n1, not n0, whose recorded name is mlx5_0 too.
+	if err := d.CreateNetwork(netReq("n2", "parent", "p1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DeleteNetwork("n2"); err != nil {
+		t.Fatal(err)
+	}
+	if s := specOf(t, d, "mlx5_0"); !strings.Contains(s, "RDMA_MACVLAN_NETDEV_mlx5_0=p1") {
+		t.Errorf("the spec of mlx5_0 rewritten from n0's stale record, not n1's (netdev p1):\n%s", s)
+	}
 	_, err := d.CreateEndpoint(ep("n0", "e0", "10.5.0.2/24"))
 	var hs *HostSetupError
 	if !errors.As(err, &hs) || !strings.Contains(err.Error(), "network n0 cannot take containers") || !strings.Contains(err.Error(), "rdma link show") {
@@ -221,6 +232,16 @@ func TestHCAFoundAfterStart(t *testing.T) {
 	root, dir := twoRails(t), t.TempDir()
 	d := newTestDriverAt(t, links, dir, root)
 	if err := d.CreateNetwork(netReq("n0", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	// A container joined before the restart, still waiting for its entries.
+	if _, err := d.CreateEndpoint(ep("n0", "er", "10.5.0.9/24")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Join("n0", "er", "/sb/r"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := links.MoveToSandbox(LinkName("er")); err != nil {
 		t.Fatal(err)
 	}
 	d.Close()
@@ -248,5 +269,10 @@ func TestHCAFoundAfterStart(t *testing.T) {
 	}
 	if s := specOf(t, d, "mlx5_0"); !strings.Contains(s, "/dev/infiniband/uverbs0") {
 		t.Errorf("no CDI spec of mlx5_0 giving uverbs0 after the device came:\n%s", s)
+	}
+	// The container restored while the device was missing is tracked and
+	// watched again: its entries count in admission and make it ready.
+	if !d.gids.Watching("er") {
+		t.Error("the endpoint restored while the device was missing is not watched once it is found")
 	}
 }

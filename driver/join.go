@@ -75,6 +75,7 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 		// an RDMA port: the tracker knows no other endpoint). After a
 		// failed Join, the watch of the one before goes on.
 		d.gids.Watch(eid)
+		delete(d.resumed, eid)
 		d.obs.join(eid, joinedAt)
 	}
 	if err != nil {

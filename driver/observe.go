@@ -8,8 +8,10 @@ import (
 	"github.com/rdma-macvlan/rdma-macvlan/internal/atomicfile"
 )
 
-// Observer is told of the events the daemon's metrics count. Its methods
-// are called without the driver's lock and must return at once.
+// Observer is told of the events the daemon's metrics count. StateWrite is
+// called without the driver's lock, GIDsReady and GIDsTimedOut with it held
+// (where a watch's outcome is recorded): every method must return at once
+// and call nothing of the driver.
 type Observer interface {
 	// StateWrite: one change of the state directory (a record written or
 	// removed) took the time given; outcome is "ok", "not_durable" (done, the sync

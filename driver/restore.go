@@ -69,6 +69,7 @@ func (d *Driver) restore() error {
 		// Watches do not survive a restart: resume those that were running.
 		if e.Sandbox != "" && !e.RDMAReady {
 			d.gids.Watch(e.ID)
+			d.resumed[e.ID] = true
 		}
 		if e.Sandbox == "" {
 			unjoined = append(unjoined, e.ID)

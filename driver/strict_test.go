@@ -171,3 +171,49 @@ func TestStrictEntriesThatNeverCome(t *testing.T) {
 		})
 	}
 }
+
+// After a restart, the watch of a strict endpoint that joined before it
+// (its container runs) is resumed, and the engine's EndpointOperInfo calls
+// for it (at dockerd's start, after a disconnect) are no start: they
+// answer at once instead of waiting out the watch, one endpoint after
+// another.
+func TestStrictDoesNotHoldResumedWatches(t *testing.T) {
+	links := drivertest.NewLinks("p0")
+	root, dir := twoRails(t), t.TempDir()
+	cfg := func() Config {
+		return Config{StateDir: dir, Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
+			GIDTimeout: 5 * time.Second, GIDPoll: 5 * time.Millisecond}
+	}
+	d1, err := New(cfg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d1.CreateNetwork(netReq("na", "parent", "p0", "gid_check", "strict")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d1.CreateEndpoint(ep("na", "ea", "10.5.0.2/24")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d1.Join("na", "ea", "/sb/c1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := links.MoveToSandbox(LinkName("ea")); err != nil {
+		t.Fatal(err)
+	}
+	d1.Close()
+
+	d2, err := New(cfg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d2.Close)
+	if !d2.gids.Watching("ea") {
+		t.Fatal("the watch of the joined, not ready endpoint was not resumed")
+	}
+	if _, err := d2.EndpointInfo("na", "ea"); err != nil {
+		t.Fatal(err)
+	}
+	if !d2.gids.Watching("ea") {
+		t.Fatal("EndpointOperInfo of a container that already ran waited for its watch to end")
+	}
+}

@@ -321,6 +321,9 @@ mutant compose-dollar-kept-escaped cmd/docker-rdma/internal/compose/override.go 
 mutant compose-dollar-interpolated cmd/docker-rdma/internal/compose/yaml.go "$dcompose" '' \
   '_ = enc.Encode(strings.ReplaceAll(s, "$", "$$"))' \
   '_ = enc.Encode(s)'
+mutant compose-qos-dropped cmd/docker-rdma/internal/compose/override.go ./cmd/docker-rdma/internal/compose/ TestGenerateCarriesQoS \
+  'TrafficClass: rail.TrafficClass, ServiceLevel: rail.ServiceLevel})' \
+  '})'
 mutant compose-first-rail-only cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
   '			if rail != nil {
 				rails = append(rails, rail)
@@ -374,6 +377,22 @@ mutant run-drops-traffic-class cmd/docker-rdma/internal/commands/wait.go ./cmd/d
 mutant hca-not-followed driver/restore.go "$unit" 'TestRenamedHCA|TestGoneHCA' \
   'd.followHCAs(nets, log)' \
   '_ = nets'
+# Found again, a network's restored endpoints are tracked and watched; a
+# spec is never rewritten from a network whose device was not found; a
+# watch resumed for a running container is not held by EndpointOperInfo;
+# drift is not judged on a read older than the readiness.
+mutant refound-endpoints-not-tracked driver/identity.go "$unit" 'TestHCAFoundAfterStart' \
+  'd.track(e, time.Time{})' \
+  '_ = time.Time{}'
+mutant cdi-from-problem-network driver/cdi.go "$unit" 'TestGoneHCA' \
+  'if id != except && n.RDMA != nil && d.hcaProblem(id) == "" && n.RDMA.cdiName() == name {' \
+  'if id != except && n.RDMA != nil && n.RDMA.cdiName() == name {'
+mutant strict-holds-resumed-watch driver/endpoint.go "$unit" 'TestStrictDoesNotHoldResumedWatches' \
+  'if e.Sandbox != "" && !e.RDMAReady && !d.resumed[eid] {' \
+  'if e.Sandbox != "" && !e.RDMAReady {'
+mutant drift-judged-on-older-read driver/gid/drift.go ./driver/gid/ 'TestDriftNotJudgedOnAnOlderRead' \
+  ' || e.readyAt.After(at) || ' \
+  ' || '
 # A device not there at start is taken once it is (CreateEndpoint looks again).
 mutant hca-never-found-again driver/identity.go "$unit" 'TestHCAFoundAfterStart' \
   'delete(d.hcaProblems, nid)' \

@@ -2,6 +2,7 @@ package gid
 
 import (
 	"slices"
+	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
@@ -39,10 +40,12 @@ func moved(found []Entry, table rdma.GIDTable) bool {
 	return false
 }
 
-// checkDrift compares table, just read from port p, with the entries of
-// the port's ready endpoints, and reports (once per readiness) each whose
-// entries moved. Called without t.mu.
-func (t *Tracker) checkDrift(p Port, table rdma.GIDTable) {
+// checkDrift compares table, just read from port p in a read that began
+// at at, with the entries of the port's ready endpoints, and reports (once
+// per readiness) each whose entries moved. An endpoint found ready by a
+// read that began after at is not judged on this older table, which may
+// not show its entries yet. Called without t.mu.
+func (t *Tracker) checkDrift(p Port, table rdma.GIDTable, at time.Time) {
 	type hit struct {
 		id    string
 		found []Entry
@@ -50,7 +53,7 @@ func (t *Tracker) checkDrift(p Port, table rdma.GIDTable) {
 	var hits []hit
 	t.mu.Lock()
 	for _, e := range t.eps {
-		if e.port != p || !e.ready || e.drifted || len(e.found) == 0 || !moved(e.found, table) {
+		if e.port != p || !e.ready || e.drifted || len(e.found) == 0 || e.readyAt.After(at) || !moved(e.found, table) {
 			continue
 		}
 		e.drifted = true

@@ -118,3 +118,35 @@ func TestDriftOfAnEntryGone(t *testing.T) {
 	default:
 	}
 }
+
+// A table read that began before an endpoint was found ready (a slow read
+// racing a watch's poll) does not show its entries yet: it is no drift. The
+// same table read after the readiness is one.
+func TestDriftNotJudgedOnAnOlderRead(t *testing.T) {
+	tr, ch := driftTracker(t)
+	before := time.Now()
+	stale, err := tr.sys.GIDs("mlx5_0", 1) // nothing of e1 yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := rdma.GIDTable{Size: 32, Used: len(stale), ByGID: map[string][]int{}}
+	for _, g := range stale {
+		table.ByGID[g.GID] = append(table.ByGID[g.GID], g.Index)
+	}
+	readyAt(t, tr, "e1", "10.5.0.2")
+	tr.checkDrift(mlx5Port, table, before)
+	select {
+	case d := <-ch:
+		t.Fatalf("drift %+v reported from a read that began before the endpoint was ready", d)
+	default:
+	}
+	tr.checkDrift(mlx5Port, table, time.Now())
+	select {
+	case d := <-ch:
+		if d.ID != "e1" {
+			t.Fatalf("drift of %s, want e1", d.ID)
+		}
+	default:
+		t.Fatal("a read after the readiness that lacks e1's entries reported no drift")
+	}
+}

@@ -64,7 +64,7 @@ func (t *Tracker) Read(p Port) (rdma.GIDTable, error) {
 func (t *Tracker) table(p Port, how tableRead, more int, fullAge time.Duration) (table rdma.GIDTable, at time.Time, full bool, err error) {
 	table, at, full, fresh, err := t.readTable(p, how, more, fullAge)
 	if err == nil && fresh {
-		t.checkDrift(p, table)
+		t.checkDrift(p, table, at)
 	}
 	return table, at, full, err
 }
