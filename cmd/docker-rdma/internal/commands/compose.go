@@ -3,9 +3,11 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/rdma-macvlan/rdma-macvlan/api"
@@ -339,7 +341,8 @@ func (r *composeResolver) Container(name string) ([]*compose.Rail, error) {
 		return nil, err
 	}
 	var rails []*compose.Rail
-	for net := range ct.NetworkSettings.Networks {
+	// In name order: the override is the same file every time it is made.
+	for _, net := range slices.Sorted(maps.Keys(ct.NetworkSettings.Networks)) {
 		dn, err := s.cli.NetworkInspect(s.ctx, net)
 		if err != nil {
 			return nil, fmt.Errorf("network %s of container %s: %w", net, name, err)
