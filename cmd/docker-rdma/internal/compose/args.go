@@ -3,6 +3,7 @@ package compose
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +23,9 @@ type Args struct {
 	// the deprecated --workdir).
 	Files      []string
 	ProjectDir string
+	// EnvFiles are the --env-file values (compose reads .env in the
+	// project directory when none is given).
+	EnvFiles []string
 	// Command is compose's COMMAND ("" when none is given) and Rest the
 	// arguments after it.
 	Command string
@@ -93,6 +97,8 @@ func ParseArgs(args []string) (*Args, error) {
 			a.Files = append(a.Files, val)
 		case "project-directory", "workdir":
 			a.ProjectDir = val
+		case "env-file":
+			a.EnvFiles = append(a.EnvFiles, val)
 		}
 	}
 	return a, nil
@@ -157,7 +163,9 @@ var (
 
 // ConfigFiles are the files compose reads without docker rdma's override:
 // the -f files; else COMPOSE_FILE (split on COMPOSE_PATH_SEPARATOR, ":" by
-// default); else, as compose does, the first of compose.yaml,
+// default) from the environment, else from the env files (--env-file, or
+// .env in the project directory), as compose takes it from there too;
+// else, as compose does, the first of compose.yaml,
 // compose.yml, docker-compose.yml and docker-compose.yaml in the project
 // directory (else the working directory) or the nearest parent that has
 // one, with its compose.override.yml (or .yaml, docker-compose.override.*)
@@ -167,19 +175,33 @@ func (a *Args) ConfigFiles(getenv func(string) string, wd string) ([]string, err
 	if len(a.Files) > 0 {
 		return a.Files, nil
 	}
-	if f := getenv("COMPOSE_FILE"); f != "" {
-		sep := getenv("COMPOSE_PATH_SEPARATOR")
-		if sep == "" {
-			sep = string(os.PathListSeparator)
-		}
-		return strings.Split(f, sep), nil
-	}
 	dir := wd
 	if a.ProjectDir != "" {
 		dir = a.ProjectDir
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(wd, dir)
 		}
+	}
+	envFiles := a.EnvFiles
+	if len(envFiles) == 0 {
+		envFiles = []string{filepath.Join(dir, ".env")}
+	}
+	fromFiles, err := readEnvFiles(envFiles, wd, len(a.EnvFiles) > 0)
+	if err != nil {
+		return nil, err
+	}
+	lookup := func(k string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return fromFiles[k]
+	}
+	if f := lookup("COMPOSE_FILE"); f != "" {
+		sep := lookup("COMPOSE_PATH_SEPARATOR")
+		if sep == "" {
+			sep = string(os.PathListSeparator)
+		}
+		return strings.Split(f, sep), nil
 	}
 	for {
 		if f := first(dir, defaultFiles); f != "" {
@@ -195,6 +217,38 @@ func (a *Args) ConfigFiles(getenv func(string) string, wd string) ([]string, err
 		}
 		dir = parent
 	}
+}
+
+// readEnvFiles reads KEY=VALUE lines of env files (later files win; blank
+// lines and # comments skipped; one pair of surrounding quotes taken off).
+// A missing file is an error only when the user named it.
+func readEnvFiles(files []string, wd string, named bool) (map[string]string, error) {
+	out := map[string]string{}
+	for _, f := range files {
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(wd, f)
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			if !named && errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return nil, fmt.Errorf("env file %s: %w", f, err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "export "))
+			k, v, ok := strings.Cut(line, "=")
+			if !ok || strings.HasPrefix(line, "#") {
+				continue
+			}
+			v = strings.TrimSpace(v)
+			if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+				v = v[1 : len(v)-1]
+			}
+			out[strings.TrimSpace(k)] = v
+		}
+	}
+	return out, nil
 }
 
 func first(dir string, names []string) string {

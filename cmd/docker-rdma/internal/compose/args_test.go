@@ -67,3 +67,38 @@ func TestConfigFiles(t *testing.T) {
 		t.Errorf("no file: %v", err)
 	}
 }
+
+// COMPOSE_FILE set in the project's .env (or an --env-file) names the
+// files, as compose reads them; the environment wins over the file; a
+// named env file that is missing is an error, a missing .env is not.
+func TestConfigFilesFromEnvFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "compose.yaml"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".env"), []byte("# stack\nCOMPOSE_PATH_SEPARATOR=';'\nexport COMPOSE_FILE=\"base.yml;gpu.yml\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	if got, err := (&Args{}).ConfigFiles(getenv, dir); err != nil || !reflect.DeepEqual(got, []string{"base.yml", "gpu.yml"}) {
+		t.Errorf(".env's COMPOSE_FILE: %q, %v", got, err)
+	}
+	env["COMPOSE_FILE"] = "mine.yml"
+	if got, _ := (&Args{}).ConfigFiles(getenv, dir); !reflect.DeepEqual(got, []string{"mine.yml"}) {
+		t.Errorf("the environment's COMPOSE_FILE: %q", got)
+	}
+	delete(env, "COMPOSE_FILE")
+	if err := os.WriteFile(filepath.Join(dir, "other.env"), []byte("COMPOSE_FILE=x.yml\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := (&Args{EnvFiles: []string{"other.env"}}).ConfigFiles(getenv, dir); !reflect.DeepEqual(got, []string{"x.yml"}) {
+		t.Errorf("--env-file's COMPOSE_FILE: %q", got)
+	}
+	if _, err := (&Args{EnvFiles: []string{"missing.env"}}).ConfigFiles(getenv, dir); err == nil {
+		t.Error("a missing --env-file was taken")
+	}
+	if got, err := (&Args{}).ConfigFiles(getenv, t.TempDir()); err == nil {
+		t.Errorf("no .env, no compose file: %q, want the no-file error", got)
+	}
+}
