@@ -416,7 +416,7 @@ qos_checks() {
 	expect "qos: a second network on the port with traffic_class=96" '((rc == 0))'
 	if [[ $engine == current ]]; then
 		expect "qos: the port's CDI device now carries neither (its networks differ: traffic class 106 and 96, service level 3 and none)" \
-			'! grep -q RDMA_MACVLAN_TRAFFIC_CLASS "$cdi/rdma-macvlan-mlx5_0.json" && ! grep -q RDMA_MACVLAN_SERVICE_LEVEL "$cdi/rdma-macvlan-mlx5_0.json"'
+			'[[ -s $cdi/rdma-macvlan-mlx5_0.json ]] && ! grep -q RDMA_MACVLAN_TRAFFIC_CLASS "$cdi/rdma-macvlan-mlx5_0.json" && ! grep -q RDMA_MACVLAN_SERVICE_LEVEL "$cdi/rdma-macvlan-mlx5_0.json"'
 	fi
 	run_cmd docker rdma run --rm "${fake[@]}" --memlock $MEMLOCK --net "$qnet" --net "$qnet2" "$IMAGE" echo started
 	expect "qos: a container on networks with traffic classes 106 and 96: status 120, not started, the networks named" \

@@ -147,7 +147,7 @@ logs_of() {
 stack_checks() {
 	local how=$1 d0="rdma_cm uverbs0 " d01="rdma_cm uverbs0 uverbs1 "
 	run_cmd docker compose -p "$proj" logs --no-log-prefix w1
-	expect "$how: w1's workload has not started before its GID entries exist" '[[ -z $out ]]'
+	expect "$how: w1's workload has not started before its GID entries exist" '((rc == 0)) && [[ -z $out ]]'
 	add_entries
 	logs_of w1 || true
 	expect "$how: w1 runs with its own GID index ${idx[w1]}, mlx5_0's devices only, IPC_LOCK and memlock $MEMLOCK" \
@@ -172,11 +172,11 @@ down_clean() {
 	expect "$how: docker compose down" '((rc == 0))'
 	del_entries
 	run_cmd ip -o link show type macvlan
-	expect "$how: no macvlan left on $p0 or $p1" '[[ $out != *"@$p0:"* && $out != *"@$p1:"* ]]'
+	expect "$how: no macvlan left on $p0 or $p1" '((rc == 0)) && [[ $out != *"@$p0:"* && $out != *"@$p1:"* ]]'
 	run_cmd entries "${cdi:-$e/cdi}"
-	expect "$how: no CDI spec left" '[[ -z $out ]]'
+	expect "$how: no CDI spec left" '[[ -d ${cdi:-$e/cdi} && -z $out ]]'
 	run_cmd find "$e/state/networks" "$e/state/endpoints" -type f
-	expect "$how: no network or endpoint state left" '[[ -z $out ]]'
+	expect "$how: no network or endpoint state left" '((rc == 0)) && [[ -z $out ]]'
 }
 
 e2e() {

@@ -17,7 +17,7 @@
 #   4. strict (current engine only: before Docker 28 strict works as warn): 20 containers on a
 #      strict network and another network, the gateway alternating between them (gw-priority),
 #      the engine joining them in its own (map) order; the fake kernel adds each endpoint's
-#      entries half a second after it appears. Every start must succeed, and only once the strict
+#      entries 1.5 s after it appears. Every start must succeed, and only once the strict
 #      network's entries are there;
 #   5. another probe order: the HCAs' names and uverbs numbers swapped under the parents
 #      (fakesysfs swap-hca), the plugin restarted: each network follows its parent's NIC (status,
@@ -36,15 +36,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=test/e2e/lib/e2e.sh
 source "$here/lib/e2e.sh"
 
-work=""  # temp dir of the suite
-kpid=""  # the fake kernel of a strict run
-teardown_hook() {
-	if [[ -n $kpid ]]; then
-		kill "$kpid" 2>/dev/null || true
-		wait "$kpid" 2>/dev/null || true
-	fi
-	kpid=""
-}
+work="" # temp dir of the suite
 e2e_traps
 
 # sj prints the plugin's /v1/status as JSON.
@@ -96,12 +88,16 @@ logged_once() {
 # the same clock).
 uptime_cs() { local u; read -r u _ </proc/uptime; echo "${u/./}"; }
 
-# fake_kernel HCA IP MARK: waits for the endpoint with IP in the status, then (1.5 s later, longer
-# than the rest of a start takes here, as a slow kernel) writes the uptime to MARK and adds its
-# entries to HCA.
+# fake_kernel HCA IP MARK: waits (at most 30 s) for the endpoint with IP in the status, then (1.5 s
+# later, longer than the rest of a start takes here, as a slow kernel) writes the uptime to MARK and
+# adds its entries to HCA.
 fake_kernel() {
-	local hca=$1 ip=$2 mark=$3
-	until [[ -n $(ep_json "$ip") ]]; do sleep 0.05; done
+	local hca=$1 ip=$2 mark=$3 i
+	for ((i = 0; i < 600; i++)); do
+		[[ -n $(ep_json "$ip") ]] && break
+		sleep 0.05
+	done
+	((i < 600)) || return 1
 	sleep 1.5
 	uptime_cs >"$mark"
 	"$work/bin/fakesysfs" add-ip -root "$rdir/sysfs" -hca "$hca" -ip "$ip" -ndev eth0 >/dev/null
@@ -116,16 +112,21 @@ UPTIME_SLEEPER=(sh -c 'read -r u _ </proc/uptime; echo "${u/./}" >/tmp/started; 
 # whose workload started before the strict network's entries existed (the engine's StartedAt is
 # taken before the networks are joined: the workload notes its own start).
 strict_runs() {
-	local i ips ipw gw1 gw2 mark out orders="" first started gwnet margins=""
+	local i ips ipw gw1 gw2 mark out orders="" first started gwnet margins="" k1 k2
 	for ((i = 0; i < $1; i++)); do
 		ips=$sub3.$((40 + i)) ipw=$sub4.$((40 + i)) mark=$rdir/mark.$i
 		gw1="" gw2=""
 		if ((i % 2 == 0)); then gw1=,gw-priority=1; else gw2=,gw-priority=1; fi
+		# Both fake kernels end on every path: this runs in a command substitution, which
+		# waits for every job that still holds its output.
 		(fake_kernel mlx5_0 "$ips" "$mark") &
-		kpid=$!
+		k1=$!
 		(fake_kernel mlx5_1 "$ipw" "$mark.w") &
+		k2=$!
 		if ! out=$(dk run -d --name "$net-s$i" --network "name=$snet,ip=$ips$gw1" --network "name=$wnet,ip=$ipw$gw2" \
 			"$IMAGE" "${UPTIME_SLEEPER[@]}" 2>&1); then
+			kill "$k1" "$k2" 2>/dev/null
+			wait "$k1" "$k2" 2>/dev/null
 			echo "run $i (gateway: $([[ -n $gw1 ]] && echo strict || echo other)) refused: $out"
 			return 1
 		fi
@@ -134,10 +135,8 @@ strict_runs() {
 			started=$(dk exec "$net-s$i" cat /tmp/started 2>/dev/null) && break
 			sleep 0.2
 		done
-		wait "$kpid" || true
-		kpid=""
-		wait || true
-		if ((started < $(cat "$mark"))); then
+		wait "$k1" "$k2" || true
+		if [[ ! -s $mark ]] || ((started < $(cat "$mark"))); then
 			echo "run $i (gateway: $([[ -n $gw1 ]] && echo strict || echo other)): the workload started (uptime ${started}0 ms) before the strict network's entries were added ($(cat "$mark")0 ms)"
 			dk rm -f "$net-s$i" >/dev/null
 			return 1
