@@ -14,11 +14,24 @@ if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
 echo "deps: installing ${need[*]}"
+# No package's service is started while apt runs (prometheus would start one for the host on
+# :9090; the tests only want its binaries and run their own on loopback): a policy-rc.d that
+# denies starts exists while apt runs, unless the host has its own.
+policy=""
+if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+	policy=/usr/sbin/policy-rc.d
+	trap 'rm -f "$policy"' EXIT
+	printf '#!/bin/sh\nexit 101\n' >"$policy"
+	chmod 0755 "$policy"
+fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-if [[ " ${need[*]} " == *" prometheus "* && -d /run/systemd/system ]]; then
-	# The package starts a Prometheus for the host on :9090; the tests only want its binaries and
-	# run their own on loopback.
-	systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+if [[ " ${need[*]} " == *" prometheus "* ]]; then
+	# Nor at the next boot.
+	if [[ -d /run/systemd/system ]]; then
+		systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+	else
+		update-rc.d prometheus disable >/dev/null 2>&1 || true
+	fi
 fi
