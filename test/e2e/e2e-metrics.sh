@@ -152,7 +152,7 @@ metrics_run() {
 	size=$(status_of "$msock" gid_size)
 	[[ $(status_of "$legacy_sock" gid_used) == "$used" ]] || fail "the two daemons' /v1/status disagree on the table they share"
 	check "PromQL: GID fill of mlx5_0 port 1 from both daemons is what /v1/status shows ($used of $size)" \
-		poll 15 prom_is "count(abs(rdma_macvlan_gid_table_used{hca=\"mlx5_0\",port=\"1\"} / rdma_macvlan_gid_table_size - $used / $size) < 1e-9)" 2
+		poll 15 prom_is "count(rdma_macvlan_gid_table_used{hca=\"mlx5_0\",port=\"1\"} == $used and on(instance, hca, port) rdma_macvlan_gid_table_size == $size)" 2
 	check "PromQL: one RDMA-ready endpoint per daemon" \
 		poll 15 prom_is 'count(rdma_macvlan_endpoints{state="ready"} == 1)' 2
 	check "PromQL: time from Join to GID readiness observed once per daemon" \
