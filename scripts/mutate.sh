@@ -321,6 +321,9 @@ mutant compose-dollar-kept-escaped cmd/docker-rdma/internal/compose/override.go 
 mutant compose-dollar-interpolated cmd/docker-rdma/internal/compose/yaml.go "$dcompose" '' \
   '_ = enc.Encode(strings.ReplaceAll(s, "$", "$$"))' \
   '_ = enc.Encode(s)'
+mutant compose-env-file-ignored cmd/docker-rdma/internal/compose/args.go ./cmd/docker-rdma/internal/compose/ TestConfigFilesFromEnvFile \
+  'return fromFiles[k]' \
+  'return fromFiles[""]'
 mutant compose-qos-dropped cmd/docker-rdma/internal/compose/override.go ./cmd/docker-rdma/internal/compose/ TestGenerateCarriesQoS \
   'TrafficClass: rail.TrafficClass, ServiceLevel: rail.ServiceLevel})' \
   '})'

@@ -49,7 +49,8 @@ func TestCommands(t *testing.T) {
 	}
 }
 
-// The pending-delete slot and renamed HCAs, as the shell suites drive them.
+// The pending-delete slot and renamed HCAs, from the command line (make e2e-hca uses swap-hca;
+// the others are there for scripts that need them).
 func TestPendingAndRenameCommands(t *testing.T) {
 	root := t.TempDir()
 	steps := []struct {
