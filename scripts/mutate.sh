@@ -466,11 +466,13 @@ git ls-files -z --cached --others --exclude-standard |
   tar --null -T - -cf - | tar -xf - -C "$tree"
 
 # runtests LOG PACKAGES RUN: go test in the copy; 0 when every test passed.
+# -failfast: a package's tests stop at its first failure, which is all a
+# mutant needs (a mutant that hangs a test otherwise waits out every bound).
 runtests() {
   local log=$1 p=$2 run=$3 args=()
   [ -n "$run" ] && args=(-run "$run")
   # shellcheck disable=SC2086 # PACKAGES is a list
-  (cd "$tree" && go test -count=1 -v -timeout 10m "${args[@]}" $p) >"$log" 2>&1
+  (cd "$tree" && go test -count=1 -failfast -v -timeout 10m "${args[@]}" $p) >"$log" 2>&1
 }
 
 # Failing tests of a log, top level only, or what kept the package from
