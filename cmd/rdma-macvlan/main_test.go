@@ -110,8 +110,25 @@ type daemon struct {
 // testVersion is the version buildDaemon links into the binary.
 const testVersion = "v0.0.0-test.1"
 
+// prebuiltEnv names a directory of daemons built beforehand, for a test
+// binary run where there is no Go toolchain (the kernel test's VM):
+// rdma-macvlan, and rdma-macvlan-<tags> for tagged builds, each linked with
+// testVersion.
+const prebuiltEnv = "RDMA_MACVLAN_TEST_DAEMONS"
+
+// buildDaemon builds the daemon with tags, or takes the prebuilt one from
+// $RDMA_MACVLAN_TEST_DAEMONS.
 func buildDaemon(t *testing.T, tags ...string) string {
 	t.Helper()
+	if dir := os.Getenv(prebuiltEnv); dir != "" {
+		name := strings.Join(append([]string{"rdma-macvlan"}, tags...), "-")
+		bin := filepath.Join(dir, name)
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("%s=%s: no prebuilt daemon %s: %v (build it with: go build -tags %q -ldflags \"-X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=%s\" -o %s ./cmd/rdma-macvlan)",
+				prebuiltEnv, dir, name, err, strings.Join(tags, ","), testVersion, bin)
+		}
+		return bin
+	}
 	bin := filepath.Join(t.TempDir(), "rdma-macvlan")
 	args := []string{"build", "-o", bin, "-ldflags", "-X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=" + testVersion}
 	if len(tags) > 0 {
