@@ -74,12 +74,21 @@ type Network struct {
 
 // VLAN is the VLAN sub-interface a network's parent is.
 type VLAN struct {
-	// Lower is the real device the sub-interface sits on.
+	// Lower is the device the sub-interface sits on: the real device, or
+	// a VLAN itself when VLANs are stacked (QinQ).
 	Lower string `json:"lower"`
 	ID    int    `json:"id"`
 	// Created is true when the daemon created the sub-interface (or shares
 	// it with a network that did); only then does it delete it.
 	Created bool `json:"created"`
+	// Stack is the VLAN ids from the outer one (on the real device) to
+	// the parent's, as the links are now: [100 200] for p0.100.200 on
+	// p0.100 on p0. Chain says the same in words, and names the real
+	// device: "p0.100.200: vlan 200 on p0.100, vlan 100 on p0". Both are
+	// empty when the links cannot be read (a problem of the network says
+	// why).
+	Stack []int  `json:"stack,omitempty"`
+	Chain string `json:"chain,omitempty"`
 }
 
 // GIDTable counts a port's GID slots.

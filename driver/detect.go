@@ -47,7 +47,7 @@ func (r *networkRDMA) cdiName() string {
 // it can use RDMA: Ethernet link layer, the shared RDMA netns mode and a
 // uverbs node. A port that is down is only a warning: it may come up later.
 func (d *Driver) detectRDMA(parent, netdev, override string, log *logrus.Entry) (*networkRDMA, error) {
-	hca, port, err := d.rdma.HCAForNetdev(netdev)
+	hca, port, err := rdma.OnePort(netdev, d.hcaPortsForNetdev)
 	switch {
 	case override != "" && err == nil && hca != override:
 		return nil, invalidf("rdma_device %q does not belong to parent %q: its RDMA device is %s port %d (check: rdma link show): leave rdma_device out, or pass the parent of %s",
@@ -104,7 +104,7 @@ func (d *Driver) detectRDMA(parent, netdev, override string, log *logrus.Entry) 
 // overrideRDMA checks -o rdma_device when detection found nothing or more
 // than one device: the named device must have a port on netdev.
 func (d *Driver) overrideRDMA(parent, netdev, override string, detectErr error) (string, int, error) {
-	cands, err := d.rdma.HCAPortsForNetdev(netdev)
+	cands, err := d.hcaPortsForNetdev(netdev)
 	if err != nil && !errors.Is(err, rdma.ErrAmbiguousRDMADevice) {
 		cands = nil
 	}

@@ -56,6 +56,11 @@ type Config struct {
 	// NetnsMode asks RDMA netlink for the netns mode; nil or an error falls
 	// back to sysfs.
 	NetnsMode func() (string, error)
+	// RDMAPorts asks RDMA netlink which netdev each RDMA port serves, to
+	// find a parent's port (see ports.go). It is used only when Sysfs
+	// reads the host's sysfs (root "/"): a fake tree is another world
+	// than the kernel's. Nil or an error falls back to sysfs.
+	RDMAPorts RDMAPorts
 	// CDIDir receives one CDI spec per HCA in use.
 	CDIDir string
 	// GIDTimeout bounds the wait for an endpoint's GID entries after Join
@@ -104,6 +109,7 @@ type Driver struct {
 	log       *logrus.Logger
 	rdma      *rdma.Sysfs
 	netnsMode func() (string, error)
+	rdmaPorts RDMAPorts // nil unless rdma reads the host's sysfs
 	cdiDir    string
 	grace     time.Duration
 	owner     string // ifalias of every link this instance creates
@@ -198,6 +204,10 @@ func New(cfg Config) (*Driver, error) {
 	}
 	obs := &observing{o: cfg.Observer}
 	st.obs = obs
+	var ports RDMAPorts
+	if cfg.Sysfs.Host() {
+		ports = cfg.RDMAPorts
+	}
 	for _, w := range st.exposure() {
 		log.WithField("state_dir", cfg.StateDir).Warn(w)
 	}
@@ -207,6 +217,7 @@ func New(cfg Config) (*Driver, error) {
 		log:       log,
 		rdma:      cfg.Sysfs.WithLog(log),
 		netnsMode: cfg.NetnsMode,
+		rdmaPorts: ports,
 		cdiDir:    cfg.CDIDir,
 		grace:     cfg.UnjoinedGrace,
 		version:   cfg.Version,

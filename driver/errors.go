@@ -38,7 +38,8 @@ type ConflictError struct{ Msg string }
 
 // HostSetupError: the host is not ready for the request (the parent has no
 // RDMA device, is not RoCE, is smaller than the network's MTU, or is a port
-// of a bond, bridge, team or OVS bridge; the RDMA subsystem is in exclusive
+// of a bond, bridge, team or OVS bridge, or a bond without RoCE LAG whose
+// ports have RDMA devices of their own; the RDMA subsystem is in exclusive
 // netns mode).
 type HostSetupError struct{ Msg string }
 

@@ -27,9 +27,10 @@ type hcaResolution struct {
 }
 
 // resolveHCA finds the HCA port of network n's parent as the host is now.
-// It reads sysfs only. A parent with no RDMA device, or with several that
-// the recorded identity does not tell apart, is a problem: the network is
-// never pointed at a device that may be another NIC's.
+// It asks the kernel (RDMA netlink) and sysfs (see ports.go). A parent
+// with no RDMA device, or with several that the recorded identity does
+// not tell apart, is a problem: the network is never pointed at a device
+// that may be another NIC's.
 func (d *Driver) resolveHCA(n *network) hcaResolution {
 	old := n.RDMA
 	netdev := old.Netdev
@@ -37,7 +38,7 @@ func (d *Driver) resolveHCA(n *network) hcaResolution {
 		netdev = n.Parent
 	}
 	was := fmt.Sprintf("%s port %d (%s)", old.HCA, old.Port, old.identity())
-	cands, err := d.rdma.HCAPortsForNetdev(netdev)
+	cands, err := d.hcaPortsForNetdev(netdev)
 	if err != nil {
 		return hcaResolution{problem: fmt.Sprintf("the RDMA device of parent %q is gone (it was %s): %v; new containers are refused and its CDI spec is removed: bring the device back (check: rdma link show; the next container looks again), or remove the network",
 			n.Parent, was, err)}

@@ -110,11 +110,8 @@ func (d *Driver) planNetwork(req CreateNetworkRequest, opts NetworkOptions, log 
 		return nil, parentPlan{}, invalidf("mtu %d is too small for IPv6 (at least %d): raise -o mtu or the parent's MTU, or create the network without IPv6",
 			eff, minMTUIPv6)
 	}
-	netdev := opts.Parent
-	if plan.vlan != nil && plan.vlan.Lower != "" {
-		netdev = plan.vlan.Lower // RDMA devices sit below the VLAN
-	}
-	rinfo, err := d.detectRDMA(opts.Parent, netdev, opts.RDMADevice, log)
+	// RDMA devices sit below every VLAN.
+	rinfo, err := d.detectRDMA(opts.Parent, plan.real, opts.RDMADevice, log)
 	if err != nil {
 		return nil, parentPlan{}, err
 	}

@@ -57,6 +57,56 @@ type parentPlan struct {
 	createVLAN bool   // the VLAN sub-interface is missing and will be created
 	mtu        int    // the largest MTU a child may have
 	mtuOf      string // the link that MTU comes from
+	// real is the device under every VLAN of the parent (the parent
+	// itself when it is no VLAN): where the RDMA device sits, as the
+	// kernel's GID entries of a VLAN name its real device.
+	real string
+}
+
+// maxVLANDepth bounds the walk down a stack of VLANs (QinQ is two; the
+// kernel allows more, and a loop must not hang the walk).
+const maxVLANDepth = 8
+
+// vlanStack walks down from top, a VLAN sub-interface, through the VLANs
+// it sits on (802.1Q or 802.1ad, any depth up to maxVLANDepth): vlans are
+// top and the VLANs under it, top first; real is the first link under them
+// that is no VLAN.
+func (d *Driver) vlanStack(top netns.Link) (vlans []netns.Link, real netns.Link, err error) {
+	l := top
+	for l.Kind == "vlan" {
+		vlans = append(vlans, l)
+		if len(vlans) > maxVLANDepth {
+			return nil, netns.Link{}, invalidf("parent %q sits on more than %d VLANs (%s, ...): pass a parent with %d VLANs or fewer over its real device",
+				top.Name, maxVLANDepth, chainNames(vlans), maxVLANDepth)
+		}
+		lower, err := d.links.LinkByIndex(l.ParentIndex)
+		if err != nil {
+			return nil, netns.Link{}, fmt.Errorf("look up the lower device (ifindex %d) of VLAN %q, under parent %q (%s): %w",
+				l.ParentIndex, l.Name, top.Name, chainNames(vlans), err)
+		}
+		l = lower
+	}
+	return vlans, l, nil
+}
+
+// chainNames writes a stack of links as "a on b on c".
+func chainNames(ls []netns.Link) string {
+	names := make([]string, len(ls))
+	for i, l := range ls {
+		names[i] = l.Name
+	}
+	return strings.Join(names, " on ")
+}
+
+// vlanSuffix is the ".<id>..." that the VLANs of vlans (top first) add to
+// the name of the device under them, outer id first: ".100.200" for
+// p0.100.200 on p0.100 on p0.
+func vlanSuffix(vlans []netns.Link) string {
+	var b strings.Builder
+	for i := len(vlans) - 1; i >= 0; i-- {
+		b.WriteString("." + strconv.Itoa(vlans[i].VLANID))
+	}
+	return b.String()
 }
 
 // planParent checks the parent (or, for a missing IFNAME.VLAN, its lower
@@ -71,14 +121,26 @@ func (d *Driver) planParent(name string) (parentPlan, error) {
 		if err := d.checkMaster(name, link); err != nil {
 			return parentPlan{}, err
 		}
-		plan := parentPlan{mtu: link.MTU, mtuOf: name}
+		plan := parentPlan{mtu: link.MTU, mtuOf: name, real: name}
+		real := link
 		if link.Kind == "vlan" {
+			vlans, bottom, err := d.vlanStack(link)
+			if err != nil {
+				return parentPlan{}, err
+			}
+			if err := d.checkStackMasters(name, false, vlans, bottom); err != nil {
+				return parentPlan{}, err
+			}
 			// Ours when it carries our mark (a crash after creating it
 			// lost the network's record) or another network shares it.
-			plan.vlan = &VLAN{ID: link.VLANID, Created: link.Alias == d.owner || d.ownsVLAN(name)}
-			if lower, err := d.links.LinkByIndex(link.ParentIndex); err == nil {
-				plan.vlan.Lower = lower.Name
+			plan.vlan = &VLAN{ID: link.VLANID, Created: link.Alias == d.owner || d.ownsVLAN(name), Lower: bottom.Name}
+			if len(vlans) > 1 {
+				plan.vlan.Lower = vlans[1].Name
 			}
+			plan.real, real = bottom.Name, bottom
+		}
+		if err := d.checkBondPorts(name, real); err != nil {
+			return parentPlan{}, err
 		}
 		return plan, nil
 	case !errors.Is(err, netns.ErrLinkNotFound):
@@ -104,7 +166,20 @@ func (d *Driver) planParent(name string) (parentPlan, error) {
 	if err := checkParentLink(lowerName, lower); err != nil {
 		return parentPlan{}, err
 	}
-	if err := d.checkVLANLowerMaster(name, lowerName, id, lower); err != nil {
+	// The lower device may be a VLAN itself: the new one is stacked on it
+	// (QinQ), and the RDMA device is under both.
+	vlans, real := []netns.Link{{Name: name, Kind: "vlan", VLANID: id}}, lower
+	if lower.Kind == "vlan" {
+		below, bottom, err := d.vlanStack(lower)
+		if err != nil {
+			return parentPlan{}, err
+		}
+		vlans, real = append(vlans, below...), bottom
+	}
+	if err := d.checkStackMasters(name, true, vlans, real); err != nil {
+		return parentPlan{}, err
+	}
+	if err := d.checkBondPorts(name, real); err != nil {
 		return parentPlan{}, err
 	}
 	return parentPlan{
@@ -112,6 +187,7 @@ func (d *Driver) planParent(name string) (parentPlan, error) {
 		createVLAN: true,
 		mtu:        lower.MTU, // a new VLAN sub-interface takes its lower device's MTU
 		mtuOf:      lowerName,
+		real:       real.Name,
 	}, nil
 }
 
@@ -205,19 +281,35 @@ func (d *Driver) checkMaster(name string, l netns.Link) error {
 	return nil
 }
 
-// checkVLANLowerMaster refuses to create the VLAN sub-interface name on
-// lower when lower is a port of such a master. The kernel would make it,
-// and a macvlan on it, but the VLAN's frames would bypass the master: the
-// kernel hands a tagged frame to the VLAN sub-interface before the
-// master's receive handler sees it, and the VLAN sends straight out of the
-// port.
-func (d *Driver) checkVLANLowerMaster(name, lower string, id int, l netns.Link) error {
-	master, ok, err := d.rxMaster(l)
-	if err != nil || !ok {
-		return err
+// checkStackMasters refuses parent name, a VLAN sub-interface (isNew: one
+// CreateNetwork would create), when a device under it is a port of such a
+// master: vlans are name's VLAN and those under it (top first), real the
+// device under them all. The kernel makes such a VLAN, and a macvlan on
+// it, but the VLAN's frames bypass the master: the kernel hands a tagged
+// frame to the VLAN sub-interface before the master's receive handler
+// sees it, and the VLAN sends straight out of the port.
+func (d *Driver) checkStackMasters(name string, isNew bool, vlans []netns.Link, real netns.Link) error {
+	below := append(append([]netns.Link{}, vlans[1:]...), real)
+	for i, l := range below {
+		master, ok, err := d.rxMaster(l)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		what := "is a VLAN sub-interface"
+		if isNew {
+			what = "would be a new VLAN sub-interface"
+		}
+		rel := "of"
+		if i > 0 {
+			rel = "stacked on " + chainNames(below[:i]) + " on"
+		}
+		return hostSetupf("parent %q %s %s %q, which is a port of %s %q (ip -d link show %s: master %s): the VLAN's traffic would bypass %s: %s",
+			name, what, rel, l.Name, rxMasters[master.Kind], master.Name, l.Name, master.Name, master.Name, enslavedFix(l.Name, master, vlanSuffix(vlans[:i+1])))
 	}
-	return hostSetupf("parent %q would be a new VLAN sub-interface of %q, which is a port of %s %q (ip -d link show %s: master %s): the VLAN's traffic would bypass %s: %s",
-		name, lower, rxMasters[master.Kind], master.Name, lower, master.Name, master.Name, enslavedFix(lower, master, "."+strconv.Itoa(id)))
+	return nil
 }
 
 // explainBusy turns the kernel's EBUSY for a macvlan on parent, of network

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strings"
 
 	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/cdi"
@@ -45,6 +46,11 @@ func (d *Driver) Status() api.Status {
 		ns := api.Network{ID: n.ID, Parent: n.Parent, VLAN: vlanStatus(n.VLAN), Mode: n.Mode, MTU: n.MTU, GIDCheck: n.GIDCheck,
 			GIDCheckNote: notes[n.ID], RDMADevice: n.RDMADevice, Endpoints: []api.Endpoint{},
 			TrafficClass: copyInt(n.TrafficClass), ServiceLevel: copyInt(n.ServiceLevel)}
+		if ns.VLAN != nil {
+			if err := d.vlanChainStatus(ns.VLAN, n.Parent); err != nil {
+				ns.Problems = append(ns.Problems, err.Error())
+			}
+		}
 		if n.MTU == 0 {
 			ns.MTUFromParent = true
 			if l, err := d.links.LinkByName(n.Parent); err == nil {
@@ -176,6 +182,33 @@ func vlanStatus(v *VLAN) *api.VLAN {
 		return nil
 	}
 	return &api.VLAN{Lower: v.Lower, ID: v.ID, Created: v.Created}
+}
+
+// vlanChainStatus fills in the stack of VLANs of parent, as the links
+// are now.
+func (d *Driver) vlanChainStatus(v *api.VLAN, parent string) error {
+	l, err := d.links.LinkByName(parent)
+	if err != nil {
+		return fmt.Errorf("parent %q: %w", parent, err)
+	}
+	vlans, real, err := d.vlanStack(l)
+	if err != nil {
+		return err
+	}
+	if len(vlans) == 0 {
+		return fmt.Errorf("parent %q is no VLAN sub-interface now (kind %s)", parent, l.Kind)
+	}
+	parts := make([]string, len(vlans))
+	for i, vl := range vlans {
+		on := real.Name
+		if i+1 < len(vlans) {
+			on = vlans[i+1].Name
+		}
+		parts[i] = fmt.Sprintf("vlan %d on %s", vl.VLANID, on)
+		v.Stack = append([]int{vl.VLANID}, v.Stack...)
+	}
+	v.Chain = parent + ": " + strings.Join(parts, ", ")
+	return nil
 }
 
 // gidStatus is the wire form of an endpoint's GID entry.

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -44,10 +45,10 @@ func TestStatusConvertsRecords(t *testing.T) {
 		t.Fatalf("networks %+v", st.Networks)
 	}
 	n1, n2 := st.Networks[0], st.Networks[1]
-	if n1.VLAN == nil || *n1.VLAN != (api.VLAN{Lower: "p0", ID: 10, Created: true}) {
+	if n1.VLAN == nil || !reflect.DeepEqual(*n1.VLAN, api.VLAN{Lower: "p0", ID: 10, Created: true, Stack: []int{10}, Chain: "p0.10: vlan 10 on p0"}) {
 		t.Fatalf("n1 vlan %+v: want p0 id 10, created by the driver", n1.VLAN)
 	}
-	if n2.VLAN == nil || *n2.VLAN != (api.VLAN{Lower: "p0", ID: 20, Created: false}) {
+	if n2.VLAN == nil || !reflect.DeepEqual(*n2.VLAN, api.VLAN{Lower: "p0", ID: 20, Created: false, Stack: []int{20}, Chain: "p0.20: vlan 20 on p0"}) {
 		t.Fatalf("n2 vlan %+v: want p0 id 20, found (not created)", n2.VLAN)
 	}
 	if n1.Parent != "p0.10" || n1.Mode != "bridge" || n1.GIDCheck != api.GIDCheckStrict || n1.HCA != "mlx5_0" || n1.Port != 1 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,7 +32,14 @@ func (p HCAPort) String() string { return p.HCA + "/" + strconv.Itoa(p.Port) }
 // ErrAmbiguousRDMADevice and say what to check.
 // Equivalent to: rdma link show | grep "netdev <netdev>"
 func (s *Sysfs) HCAForNetdev(netdev string) (hca string, port int, err error) {
-	cands, err := s.HCAPortsForNetdev(netdev)
+	return OnePort(netdev, s.HCAPortsForNetdev)
+}
+
+// OnePort returns the only port find gives netdev, or an error wrapping
+// ErrAmbiguousRDMADevice that lists them when it gives several (or find's
+// own error).
+func OnePort(netdev string, find func(netdev string) ([]HCAPort, error)) (hca string, port int, err error) {
+	cands, err := find(netdev)
 	if err != nil {
 		return "", 0, err
 	}
@@ -184,3 +192,23 @@ func (s *Sysfs) matchNdev(netdev string, cands []HCAPort) (named, withDefault []
 	}
 	return named, withDefault, defGID != ""
 }
+
+// PortNetdev is the netdev a port's default GID names (slot 0, which the
+// kernel reserves for the default GID of the port's own netdev): the
+// port's netdev as sysfs shows it, "" when unreadable (an InfiniBand port,
+// an empty slot). A bond's RoCE LAG device (mlx5_bond_0) names the bond;
+// an HCA port of a bond's slave, outside LAG, names the slave.
+func (s *Sysfs) PortNetdev(hca string, port int) string {
+	if checkName("RDMA device", hca) != nil {
+		return ""
+	}
+	v, ok := readAttr(filepath.Join(s.portDir(hca, port), "gid_attrs", "ndevs", "0"))
+	if !ok {
+		return ""
+	}
+	return v
+}
+
+// Host reports whether s reads the host's own sysfs (root "/"), so that
+// what the kernel says through netlink describes the same devices.
+func (s *Sysfs) Host() bool { return s.root() == "/" }

@@ -155,8 +155,38 @@ mutant vrf-port-refused driver/parent.go "$unit" 'TestParentPortOfVRFAccepted' \
   '"hsr":         "HSR/PRP device",' \
   '"hsr":         "HSR/PRP device", "vrf": "VRF",'
 mutant vlan-on-port-accepted driver/parent.go "$unit" 'TestParentPortOfMasterRefused' \
-  'if err := d.checkVLANLowerMaster(name, lowerName, id, lower); err != nil {' \
+  'if err := d.checkStackMasters(name, true, vlans, real); err != nil {' \
   'if err := error(nil); err != nil {'
+# An existing VLAN (or a QinQ stack) whose lower device, or any device
+# under it, is a port of such a master is refused as a new one is.
+mutant vlan-stack-on-port-accepted driver/parent.go "$unit" 'TestQinQParent' \
+  'if err := d.checkStackMasters(name, false, vlans, bottom); err != nil {' \
+  'if err := error(nil); err != nil {'
+# QinQ: a parent's RDMA device is under every VLAN of it, not one level
+# down.
+mutant qinq-one-level driver/parent.go "$unit" 'TestQinQParent' \
+  'for l.Kind == "vlan" {' \
+  'for len(vlans) == 0 && l.Kind == "vlan" {'
+# A bond without RoCE LAG whose ports have RDMA devices of their own is
+# refused; only the netdev a port's default GID names is the port's own
+# (the active port's table also holds the bond's default GID).
+mutant bond-without-lag-accepted driver/ports.go "$unit" 'TestBondWithoutLAGRefused|TestRoCELAGParent' \
+  'if len(withRDMA) == 0 {' \
+  'if true || len(withRDMA) == 0 {'
+mutant bond-own-port-by-gid-scan driver/ports.go "$unit" 'TestBondWithoutLAGRefused|TestRoCELAGParent' \
+  'if d.rdma.PortNetdev(c.HCA, c.Port) == l.Name {' \
+  'if true || d.rdma.PortNetdev(c.HCA, c.Port) == l.Name {'
+# A parent's port is the kernel's (RDMA netlink) first, on the host's own
+# sysfs only, and only when sysfs shows that port too.
+mutant kernel-port-view-ignored driver/ports.go "$unit" 'TestParentPortFromKernelView' \
+  'if view, ok := d.kernelPortView(); ok {' \
+  'if view, ok := d.kernelPortView(); false && ok {'
+mutant kernel-port-view-unchecked driver/ports.go "$unit" 'TestParentPortFromKernelView' \
+  'if err != nil || !slices.Contains(sysPorts, p.Port) {' \
+  'if false && (err != nil || !slices.Contains(sysPorts, p.Port)) {'
+mutant kernel-port-view-on-fake-sysfs driver/driver.go "$unit" 'TestKernelViewOnlyOnHostSysfs' \
+  'if cfg.Sysfs.Host() {' \
+  'if true || cfg.Sysfs.Host() {'
 mutant enslaved-endpoint-bare-ebusy driver/parent.go "$unit" 'TestParentEnslavedAfterCreation' \
   'if !errors.Is(err, unix.EBUSY) {' \
   'if true || !errors.Is(err, unix.EBUSY) {'

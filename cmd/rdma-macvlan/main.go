@@ -201,6 +201,7 @@ func run(args []string) error {
 		Links:          host,
 		Sysfs:          rdma.NewSysfs(c.sysfsRoot),
 		NetnsMode:      host.RdmaNetnsMode,
+		RDMAPorts:      host,
 		CDIDir:         c.cdiDir,
 		GIDTimeout:     c.gidTimeout,
 		UnjoinedGrace:  c.grace,
