@@ -32,11 +32,14 @@ type Options struct {
 	Root string
 }
 
+// maxVLANDepth bounds the walk down a parent's VLANs to its real device.
+const maxVLANDepth = 8
+
 // Report is everything known about one parent's fabric settings.
 type Report struct {
 	Parent string `json:"parent"`
 	// DCBNetdev is the netdev whose DCB settings apply: the parent, or
-	// the lower device of a VLAN parent.
+	// the real device under a VLAN parent's VLANs.
 	DCBNetdev string `json:"dcb_netdev"`
 	MTU       int    `json:"mtu"`
 	MaxMTU    int    `json:"max_mtu,omitempty"`
@@ -62,12 +65,16 @@ func Check(k Kernel, parent string, o Options) Report {
 		r.add("MTU", StatusWarn, fmt.Sprintf("cannot read netdev %s: %v", parent, err), "check the network's -o parent: ip link show "+parent)
 		return r
 	}
+	// The real device under every VLAN (a VLAN on a VLAN: QinQ) carries
+	// the DCB settings and bounds the MTU.
 	maxMTU := l.MaxMTU
-	if l.Lower != "" {
-		r.DCBNetdev = l.Lower
-		if lower, err := k.Link(l.Lower); err == nil {
-			maxMTU = lower.MaxMTU
+	for low, depth := l, 0; low.Lower != "" && depth < maxVLANDepth; depth++ {
+		r.DCBNetdev = low.Lower
+		next, err := k.Link(low.Lower)
+		if err != nil {
+			break
 		}
+		maxMTU, low = next.MaxMTU, next
 	}
 	r.MTU, r.MaxMTU, r.RoCEMTU = l.MTU, maxMTU, RoCEMTU(l.MTU)
 	r.checkMTU()

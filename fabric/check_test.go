@@ -101,6 +101,13 @@ func TestCheckAsksTheLowerDevice(t *testing.T) {
 	if len(k.Requests) != 1 || string(k.Requests[0][8:17]) != "ens1f0np0" || r.DCBNetdev != "ens1f0np0" || r.DCB == nil {
 		t.Errorf("requests %q, report %+v", k.Requests, r)
 	}
+	// A VLAN on that VLAN (QinQ): still the real device, two levels down.
+	k.Links["ens1f0np0.10.20"] = fabric.Link{Name: "ens1f0np0.10.20", Kind: "vlan", MTU: 1500, MaxMTU: 65535, Lower: "ens1f0np0.10"}
+	k.Requests = nil
+	r = fabric.Check(k, "ens1f0np0.10.20", fabric.Options{TrafficClass: -1, Root: t.TempDir()})
+	if len(k.Requests) != 1 || string(k.Requests[0][8:17]) != "ens1f0np0" || r.DCBNetdev != "ens1f0np0" || r.DCB == nil || r.MaxMTU != 9978 {
+		t.Errorf("QinQ: requests %q, report %+v", k.Requests, r)
+	}
 }
 
 func TestECN(t *testing.T) {
