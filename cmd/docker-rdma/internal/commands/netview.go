@@ -285,13 +285,18 @@ func (v *netView) sysfsFacts(sys *rdma.Sysfs, hca string, port int) {
 }
 
 // parentCandidates are the netdevs to look up for a parent: itself, and
-// for IFNAME.VLAN the real device, whose HCA the VLAN uses.
+// for IFNAME.VLAN (IFNAME.OUTER.INNER for a VLAN on a VLAN) each device
+// under it by name, down to the real device, whose HCA the VLANs use.
 func parentCandidates(parent string) []string {
 	c := []string{parent}
-	if i := strings.LastIndex(parent, "."); i > 0 {
-		c = append(c, parent[:i])
+	for dev := parent; ; {
+		i := strings.LastIndex(dev, ".")
+		if i <= 0 {
+			return c
+		}
+		dev = dev[:i]
+		c = append(c, dev)
 	}
-	return c
 }
 
 // cdiDirs are the directories to look for rdma-macvlan CDI specs in: the

@@ -233,18 +233,20 @@ func TestRunWithoutDaemon(t *testing.T) {
 			t.Errorf("printed %q, want %q", w.stdout.String(), want)
 		}
 	})
-	t.Run("VLAN parent", func(t *testing.T) {
-		w := newWorld(t)
-		w.info("20.10.24")
-		w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": filepath.Join(root, "sys")})
-		w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "ens3np0.10"}, nil)
-		if rc := w.run("run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 {
-			t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
-		}
-		if !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs2") {
-			t.Errorf("printed %q", w.stdout.String())
-		}
-	})
+	for _, parent := range []string{"ens3np0.10", "ens3np0.10.20"} { // a VLAN, and a VLAN on it (QinQ)
+		t.Run("VLAN parent "+parent, func(t *testing.T) {
+			w := newWorld(t)
+			w.info("20.10.24")
+			w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": filepath.Join(root, "sys")})
+			w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": parent}, nil)
+			if rc := w.run("run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 {
+				t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+			}
+			if !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs2") {
+				t.Errorf("printed %q", w.stdout.String())
+			}
+		})
+	}
 	t.Run("CDI spec", func(t *testing.T) {
 		cdi := t.TempDir()
 		writeCDISpec(t, cdi, "mlx5_7")
