@@ -73,6 +73,7 @@ func (d *Driver) hcaPortsForNetdev(netdev string) ([]rdma.HCAPort, error) {
 	if view, ok := d.kernelPortView(); ok {
 		if l, err := d.links.LinkByName(netdev); err == nil {
 			if ports, ok := d.kernelPortsOf(l, view); ok {
+				d.log.WithFields(logrus.Fields{"netdev": netdev, "ports": ports}).Debug("RDMA port of the netdev from the kernel's RDMA netlink view")
 				return ports, nil
 			}
 		}

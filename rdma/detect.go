@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // HCAPort names one port of an HCA.
@@ -209,6 +211,15 @@ func (s *Sysfs) PortNetdev(hca string, port int) string {
 	return v
 }
 
-// Host reports whether s reads the host's own sysfs (root "/"), so that
-// what the kernel says through netlink describes the same devices.
-func (s *Sysfs) Host() bool { return s.root() == "/" }
+// Host reports whether s reads the running kernel's sysfs, so that what
+// the kernel says through netlink describes the same devices: root "/",
+// or a root whose sys/ is a sysfs mount (the managed plugin reads the
+// host's /sys bind-mounted at /host/sys). A fake tree (tests, e2e suites)
+// is a plain directory.
+func (s *Sysfs) Host() bool {
+	if s.root() == "/" {
+		return true
+	}
+	var st unix.Statfs_t
+	return unix.Statfs(s.path("sys"), &st) == nil && st.Type == unix.SYSFS_MAGIC
+}

@@ -2,8 +2,12 @@ package rdma_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
@@ -116,5 +120,32 @@ func TestHCAForNetdevAmbiguous(t *testing.T) {
 	cands, err := s.HCAPortsForNetdev("eth0")
 	if err != nil || len(cands) != 2 {
 		t.Fatalf("HCAPortsForNetdev(eth0) = %v, %v; want 2 candidates", cands, err)
+	}
+}
+
+// Host: the running kernel's sysfs, at / or under another root (the
+// managed plugin's /host/sys), and never a fake tree.
+func TestHostSysfs(t *testing.T) {
+	if !rdma.NewSysfs("/").Host() {
+		t.Error(`root "/" is not taken for the host's sysfs`)
+	}
+	fake := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(fake, "sys/class/infiniband"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if rdma.NewSysfs(fake).Host() {
+		t.Error("a fake tree is taken for the host's sysfs")
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys", &st); err != nil || st.Type != unix.SYSFS_MAGIC {
+		t.Logf("no sysfs at /sys here (%v): the other-root case is not checked", err)
+		return
+	}
+	other := t.TempDir()
+	if err := os.Symlink("/sys", filepath.Join(other, "sys")); err != nil {
+		t.Fatal(err)
+	}
+	if !rdma.NewSysfs(other).Host() {
+		t.Error("a root whose sys/ is the kernel's sysfs (as the managed plugin's /host) is not taken for the host's sysfs")
 	}
 }
