@@ -89,9 +89,15 @@ func (d *Driver) hcaPortsForNetdev(netdev string) ([]rdma.HCAPort, error) {
 // port's own.
 func (d *Driver) ownPorts(l netns.Link, view []netns.RdmaPortNetdev, viewOK bool) []rdma.HCAPort {
 	if viewOK {
-		ports, _ := d.kernelPortsOf(l, view)
-		if len(ports) > 0 {
+		ports, ok := d.kernelPortsOf(l, view)
+		if ok {
 			return ports
+		}
+		if !viewNames(view, l) {
+			// The kernel ties no port to l: it has none of its own,
+			// whatever GID tables hold l's entries (a bond's entries
+			// sit in its ports' tables).
+			return nil
 		}
 	}
 	cands, err := d.rdma.HCAPortsForNetdev(l.Name)
@@ -105,6 +111,11 @@ func (d *Driver) ownPorts(l netns.Link, view []netns.RdmaPortNetdev, viewOK bool
 		}
 	}
 	return own
+}
+
+// viewNames reports whether the kernel's view ties any port to l.
+func viewNames(view []netns.RdmaPortNetdev, l netns.Link) bool {
+	return l.Index != 0 && slices.ContainsFunc(view, func(p netns.RdmaPortNetdev) bool { return p.NetdevIndex == l.Index })
 }
 
 // masterWords names a master's kind in messages.

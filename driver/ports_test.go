@@ -227,6 +227,32 @@ func TestBondWithoutLAGRefused(t *testing.T) {
 	}
 }
 
+// With the kernel's view the bond has no port of its own even when the
+// active port's default slots name the bond (GID tables hold a bond's
+// entries on its ports' tables, and sysfs alone cannot tell): only a port
+// the kernel ties to the bond would be its own.
+func TestBondWithoutLAGRefusedByTheKernelsView(t *testing.T) {
+	root := t.TempDir()
+	if err := rdmatest.BuildMLX5BondNoLAG(root, rdmatest.BondOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	def, err := rdmatest.DefaultGID("a0:88:c2:5b:10:00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rdmatest.Pair(0, def, "bond0") {
+		if err := rdmatest.SetGID(root, "mlx5_0", 1, e.Index, e.GID, e.Type, e.Ndev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := bondLinks(t)
+	d := newTestDriverAt(t, links, t.TempDir(), root)
+	d.rdmaPorts = &fakePorts{ports: []netns.RdmaPortNetdev{
+		portOf(t, links, "mlx5_0", 1, "ens3f0np0"), portOf(t, links, "mlx5_1", 1, "ens3f1np1")}}
+	wantHostSetup(t, "parent bond0", d.CreateNetwork(netReq("nb", "parent", "bond0")),
+		`bond "bond0"`, "has no RDMA device of its own", "ens3f1np1 (RDMA device mlx5_1 port 1)")
+}
+
 // QinQ: a VLAN on a VLAN (any depth, up to the bound) resolves to the real
 // device at the bottom, made by hand or by the plugin on a VLAN lower;
 // status shows the stack. A stack whose bottom is a port of a bond is
