@@ -205,6 +205,10 @@ func (h *Handle) CreateVLAN(name, lower string, id int, alias string) (Link, err
 	if err == nil {
 		err = h.nl.LinkSetUp(l)
 	}
+	if err == nil {
+		// Read again: l is from before it was up.
+		l, err = h.nl.LinkByName(name)
+	}
 	if err != nil {
 		_ = h.nl.LinkDel(v)
 		return Link{}, fmt.Errorf("bring up vlan %s: %w", name, err)
