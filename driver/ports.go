@@ -86,7 +86,10 @@ func (d *Driver) hcaPortsForNetdev(netdev string) ([]rdma.HCAPort, error) {
 // GID names l (see rdma.Sysfs.PortNetdev). A bond slave's GID table also
 // holds the bond's entries, so sysfs's candidates for a bond include the
 // active slave's port: only the netdev a port's default GID names is the
-// port's own.
+// port's own. That sysfs rule holds on the fake trees only: a real 6.1
+// kernel put the bond's default GID in slot 0 of every port of a bond
+// without LAG (Soft-RoCE), so on a kernel without RDMA netlink's port
+// view such a bond would pass for one with its own device.
 func (d *Driver) ownPorts(l netns.Link, view []netns.RdmaPortNetdev, viewOK bool) []rdma.HCAPort {
 	if viewOK {
 		ports, ok := d.kernelPortsOf(l, view)

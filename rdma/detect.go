@@ -198,8 +198,11 @@ func (s *Sysfs) matchNdev(netdev string, cands []HCAPort) (named, withDefault []
 // PortNetdev is the netdev a port's default GID names (slot 0, which the
 // kernel reserves for the default GID of the port's own netdev): the
 // port's netdev as sysfs shows it, "" when unreadable (an InfiniBand port,
-// an empty slot). A bond's RoCE LAG device (mlx5_bond_0) names the bond;
-// an HCA port of a bond's slave, outside LAG, names the slave.
+// an empty slot). A bond's RoCE LAG device (mlx5_bond_0) names the bond.
+// It is a guess where the kernel's RDMA netlink view is not to be had: on
+// the test VM's kernel (6.1), both ports of a bond without LAG, each with
+// its own Soft-RoCE device, held the bond's default GID in slot 0, so the
+// slot took the bond for their netdev.
 func (s *Sysfs) PortNetdev(hca string, port int) string {
 	if checkName("RDMA device", hca) != nil {
 		return ""
