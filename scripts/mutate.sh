@@ -187,6 +187,15 @@ mutant kernel-port-view-unchecked driver/ports.go "$unit" 'TestParentPortFromKer
 mutant kernel-port-view-on-fake-sysfs driver/driver.go "$unit" 'TestKernelViewOnlyOnHostSysfs' \
   'if cfg.Sysfs.Host() {' \
   'if true || cfg.Sysfs.Host() {'
+# The kernel's view decides: a netdev it ties no port to has none, whatever
+# GID tables hold its entries (a bond's, in its ports' tables).
+mutant kernel-view-not-authoritative driver/ports.go "$unit" 'TestBondWithoutLAGRefusedByTheKernelsView' \
+  'if !viewNames(view, l) {' \
+  'if false && !viewNames(view, l) {'
+# The managed plugin's /host/sys, a sysfs mount, is the kernel's sysfs.
+mutant managed-sysfs-not-host rdma/detect.go ./rdma/ 'TestHostSysfs' \
+  'return unix.Statfs(s.path("sys"), &st) == nil && st.Type == unix.SYSFS_MAGIC' \
+  'return false && unix.Statfs(s.path("sys"), &st) == nil && st.Type == unix.SYSFS_MAGIC'
 mutant enslaved-endpoint-bare-ebusy driver/parent.go "$unit" 'TestParentEnslavedAfterCreation' \
   'if !errors.Is(err, unix.EBUSY) {' \
   'if true || !errors.Is(err, unix.EBUSY) {'
