@@ -254,7 +254,9 @@ func TestPrivilegedCrashPoints(t *testing.T) {
 			continue
 		}
 		if c, ok := crashPointsNeeding[p]; ok && missing[c] {
-			t.Run(p, func(t *testing.T) { t.Skipf("not tested: this point needs %s, which this kernel lacks; make test-kernel runs it in its VM, where it must pass", c) })
+			t.Run(p, func(t *testing.T) {
+				t.Skipf("not tested: this point needs %s, which this kernel lacks; make test-kernel runs it in its VM, where it must pass", c)
+			})
 			continue
 		}
 		t.Errorf("crash point %s is reached by no scenario: add one that reaches it", p)
