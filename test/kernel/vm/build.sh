@@ -4,7 +4,7 @@
 # this host) and a trimmed debootstrap minbase bookworm with rdma-core,
 # iproute2 and the kernel modules the tests load (rdma_rxe and its
 # undeclared crc32_generic, ib_uverbs, rdma_ucm, ib_umad, macvlan, veth,
-# dummy, 8021q, overlay), with Debian's Docker 20.10 (docker.io, containerd,
+# dummy, 8021q, overlay; bonding and bridge on demand), with Debian's Docker 20.10 (docker.io, containerd,
 # runc) and python3-pyverbs for the engine tests, packed as a zstd cpio padded to 4 bytes so run.sh can append
 # a second cpio.
 #
@@ -53,7 +53,8 @@ modules=(rdma_rxe crc32_generic ib_core ib_uverbs rdma_ucm ib_umad macvlan veth 
 # In the image but not loaded: the kernel loads them on demand, as on a
 # Debian host (netlink.NewHandle opens NETLINK_XFRM and NETLINK_NETFILTER
 # sockets).
-autoload=(xfrm_user nfnetlink)
+# bonding and bridge: the bond and bridge-port checks load them themselves.
+autoload=(xfrm_user nfnetlink bonding bridge)
 
 # Host tools, installed through apt only when missing.
 need=()

@@ -92,6 +92,29 @@ def endpoint(st, addr):
     return None
 
 
+def inspect_endpoints(path):
+    # the endpoints of docker rdma inspect --format json's document
+    with open(path) as f:
+        doc = json.load(f)
+    for d in doc if isinstance(doc, list) else [doc]:
+        for c in d.get("containers") or [d]:
+            for n in c.get("networks") or []:
+                yield from n.get("endpoints") or []
+
+
+def drift(moves, addr):
+    want = norm(addr)
+    for m in moves or []:
+        if m.get("type") == "RoCE v2" and norm(gid_addr(m["gid"])) == want:
+            return "%d->%d" % (m["given_index"], m["index"])
+    return "none"
+
+
+def gid_addr(g):
+    # a GID as /v1/status writes it (eight groups of four hex digits) as an address
+    return str(ipaddress.IPv6Address(g)) if ":" in g else g
+
+
 def main(a):
     cmd = a[0] if a else ""
     if cmd == "gids":
@@ -119,16 +142,10 @@ def main(a):
                     return 0
         return 1
     elif cmd == "inspect-index":
-        with open(a[1]) as f:
-            doc = json.load(f)
-        docs = doc if isinstance(doc, list) else [doc]
-        for d in docs:
-            for c in d.get("containers") or [d]:
-                for n in c.get("networks") or []:
-                    for e in n.get("endpoints") or []:
-                        if e.get("gid_index") is not None:
-                            print(e["gid_index"])
-                            return 0
+        for e in inspect_endpoints(a[1]):
+            if e.get("gid_index") is not None:
+                print(e["gid_index"])
+                return 0
         return 1
     elif cmd == "status":
         print(json.dumps(status(a[1]), indent=1))
@@ -143,6 +160,18 @@ def main(a):
         if e is None:
             return 1
         print("rdma_ready=%s reason=%s" % (str(e.get("rdma_ready")).lower(), e.get("rdma_reason", "")))
+    elif cmd == "status-drift":
+        # the endpoint's IPv4 RoCE v2 move as GIVEN->NOW, or "none"
+        e = endpoint(status(a[1]), a[2])
+        if e is None:
+            return 1
+        print(drift(e.get("gid_drift"), a[2]))
+    elif cmd == "inspect-drift":
+        for e in inspect_endpoints(a[1]):
+            if e.get("ipv4"):
+                print(drift(e.get("gid_drift"), e["ipv4"]))
+                return 0
+        return 1
     elif cmd == "status-net":
         for n in status(a[1]).get("networks") or []:
             t = n.get("gid_table") or {}

@@ -81,6 +81,7 @@ teardown() {
     timeout 60 docker plugin rm -f "$PLUGIN" >/dev/null 2>&1
   fi
   if [ -n "${fill:-}" ]; then ip link del "$fill" 2>/dev/null; fi
+  if declare -F bond_teardown >/dev/null; then bond_teardown; fi
   if [ -d "$ddir" ]; then bash "$R/scripts/dockerd.sh" stop "$ddir" >/dev/null 2>&1 || say "dockerd.sh stop $ddir failed"; fi
   rm -rf "$DOCKER_CONFIG" /var/lib/rdma-macvlan/* 2>/dev/null
 }
@@ -430,6 +431,11 @@ if [ -z "$links" ]; then pass "no rmv* link left in the host namespace"; else fa
 if [ ! -e /etc/cdi/rdma-macvlan-$HCA.json ]; then pass "no CDI spec left"; else fail "no CDI spec left" "$(ls /etc/cdi)"; fi
 left=$(find /var/lib/rdma-macvlan -name '*.json' 2>/dev/null)
 if [ -z "$left" ]; then pass "no network or endpoint state left"; else fail "no network or endpoint state left" "$left"; fi
+
+# --- bonds and VLANs -----------------------------------------------------------------------------
+# shellcheck source=test/kernel/vm/vm-bond.sh
+. "$R/vm-bond.sh"
+bond_checks
 
 # --- the plugin's log lines in the engine's log ---------------------------------------------------
 plog=$(grep -F "plugin=$pid" "$ddir/dockerd.log")

@@ -49,6 +49,54 @@ if [ "$kerneltest" = 1 ]; then
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
   tally /run/rmv-part.out
 fi
+# vlan_tests: the privileged Go tests that need 802.1Q (the CI host's
+# kernel has none, so they skip there), and the RDMA netlink port view
+# (there only its error path runs): here each must pass, and a skip, of a
+# test or of a subtest, counts as a failure.
+vlan_tests() {
+  local t=/opt/rmv/tests out st name
+  local p=0 f=0
+  run_go_test() { # BINARY PATTERN EXPECTED-PASS-NAMES...
+    local bin=$1 pat=$2
+    shift 2
+    out=$(cd /tmp && RDMA_MACVLAN_TEST_DAEMONS=$t/daemons "$t/$bin" -test.run "$pat" -test.v -test.count=1 -test.timeout 600s 2>&1)
+    st=$?
+    for name in "$@"; do
+      if grep -qE "^ *--- PASS: $name " <<<"$out"; then
+        echo "ok - go test $bin: $name passed (the CI host's kernel cannot run it)"
+        p=$((p + 1))
+      else
+        echo "not ok - go test $bin: $name did not pass"
+        f=$((f + 1))
+      fi
+    done
+    if grep -qE '^ *--- SKIP' <<<"$out"; then
+      echo "not ok - go test $bin -run '$pat': something skipped on a kernel with 802.1Q: $(grep -E '^ *--- SKIP' <<<"$out" | tr '\n' ' ')"
+      f=$((f + 1))
+    fi
+    if [ "$st" != 0 ] || grep -qE '^ *--- SKIP|^ *--- FAIL' <<<"$out"; then
+      printf '%s\n' "$out" | tail -n 60 | sed 's/^/#   /'
+      if [ "$st" != 0 ]; then
+        echo "not ok - go test $bin -run '$pat': exit $st"
+        f=$((f + 1))
+      fi
+    fi
+  }
+  echo "# privileged Go tests that need 802.1Q, and the RDMA netlink port view on a kernel with RDMA"
+  run_go_test netns.test '^TestPrivilegedCreateVLAN$' TestPrivilegedCreateVLAN
+  RDMA_MACVLAN_TEST_RDMA_NETLINK=required run_go_test netns.test '^TestRdmaPortNetdevsOfThisKernel$' TestRdmaPortNetdevsOfThisKernel
+  run_go_test plugin.test '^TestPrivileged(VLANLifecycle|RestartRestoresVLAN|VLANOwnerMark)$' \
+    TestPrivilegedVLANLifecycle TestPrivilegedRestartRestoresVLAN TestPrivilegedVLANOwnerMark
+  run_go_test rdma-macvlan.test '^TestPrivilegedCrashPoints$/vlan-' \
+    TestPrivilegedCrashPoints 'TestPrivilegedCrashPoints/create-network:vlan-created' 'TestPrivilegedCrashPoints/delete-network:vlan-deleted'
+  echo "$p passed, $f failed"
+  [ "$f" = 0 ]
+}
+if [ "$kerneltest" = 1 ] && [ -d /opt/rmv/tests ]; then
+  vlan_tests | tee /run/rmv-part.out
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  tally /run/rmv-part.out
+fi
 for e in $engines; do
   echo "# engine $e: real dockerd, managed plugin, docker rdma"
   /opt/rmv/vm-docker.sh "$e" | tee /run/rmv-part.out
