@@ -253,6 +253,29 @@ func TestBondWithoutLAGRefusedByTheKernelsView(t *testing.T) {
 		`bond "bond0"`, "has no RDMA device of its own", "ens3f1np1 (RDMA device mlx5_1 port 1)")
 }
 
+// A network on a bond that loses its own device (RoCE LAG switched off,
+// its ports' devices back) says so in its status: nothing else would.
+func TestBondThatLostItsDeviceIsAProblem(t *testing.T) {
+	root := t.TempDir()
+	if err := rdmatest.BuildMLX5BondNoLAG(root, rdmatest.BondOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	links := bondLinks(t)
+	d := newTestDriverAt(t, links, t.TempDir(), root)
+	// At creation the kernel tied mlx5_0's port to the bond (LAG).
+	view := &fakePorts{ports: []netns.RdmaPortNetdev{portOf(t, links, "mlx5_0", 1, "bond0")}}
+	d.rdmaPorts = view
+	mustT(t, d.CreateNetwork(netReq("n1", "parent", "bond0")))
+	if p := d.Status().Networks[0].Problems; len(p) != 0 {
+		t.Fatalf("with the bond's own device: problems %q", p)
+	}
+	view.ports = []netns.RdmaPortNetdev{portOf(t, links, "mlx5_0", 1, "ens3f0np0"), portOf(t, links, "mlx5_1", 1, "ens3f1np1")}
+	p := d.Status().Networks[0].Problems
+	if len(p) != 1 || !strings.Contains(p[0], `bond "bond0" has no RDMA device of its own`) || !strings.Contains(p[0], "RoCE LAG") {
+		t.Fatalf("problems %q, want the bond without a device of its own", p)
+	}
+}
+
 // QinQ: a VLAN on a VLAN (any depth, up to the bound) resolves to the real
 // device at the bottom, made by hand or by the plugin on a VLAN lower;
 // status shows the stack. A stack whose bottom is a port of a bond is

@@ -64,6 +64,9 @@ func (d *Driver) Status() api.Status {
 			// is read.
 			ns.Problems = append(ns.Problems, p)
 		} else if n.RDMA != nil {
+			if p := d.bondProblem(n); p != "" {
+				ns.Problems = append(ns.Problems, p)
+			}
 			d.rdmaStatus(&ns, n.RDMA, tables, rooms)
 			if modeErr == nil {
 				ns.NetnsMode = mode
@@ -182,6 +185,24 @@ func vlanStatus(v *VLAN) *api.VLAN {
 		return nil
 	}
 	return &api.VLAN{Lower: v.Lower, ID: v.ID, Created: v.Created}
+}
+
+// bondProblem says why network n's real device, a master, cannot carry
+// RDMA as the host is now (a bond without a device of its own whose ports
+// have theirs: RoCE LAG switched off after the network was created, or a
+// network from before CreateNetwork refused such bonds); "" when it can.
+func (d *Driver) bondProblem(n *network) string {
+	l, err := d.links.LinkByName(n.RDMA.Netdev)
+	if err != nil {
+		return "" // the parent's own problems say it
+	}
+	if _, master := rxMasters[l.Kind]; !master {
+		return ""
+	}
+	if err := d.checkBondPorts(n.Parent, l); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // vlanChainStatus fills in the stack of VLANs of parent, as the links

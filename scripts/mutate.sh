@@ -192,6 +192,10 @@ mutant kernel-port-view-on-fake-sysfs driver/driver.go "$unit" 'TestKernelViewOn
 mutant kernel-view-not-authoritative driver/ports.go "$unit" 'TestBondWithoutLAGRefusedByTheKernelsView' \
   'if !viewNames(view, l) {' \
   'if false && !viewNames(view, l) {'
+# A network whose bond lost its own device says so in its status.
+mutant bond-problem-unseen driver/status.go "$unit" 'TestBondThatLostItsDeviceIsAProblem' \
+  'if p := d.bondProblem(n); p != "" {' \
+  'if p := d.bondProblem(n); false && p != "" {'
 # The managed plugin's /host/sys, a sysfs mount, is the kernel's sysfs.
 mutant managed-sysfs-not-host rdma/detect.go ./rdma/ 'TestHostSysfs' \
   'return unix.Statfs(s.path("sys"), &st) == nil && st.Type == unix.SYSFS_MAGIC' \
