@@ -25,7 +25,7 @@ bond_teardown() {
   local l
   for c in b1 b2 v1 v2 q1; do dk rm -f "$c" >/dev/null 2>&1; done
   for n in rb rv1 rv2 rq; do dk network rm "$n" >/dev/null 2>&1; done
-  for d in $BHCA rxes1 rxes2; do rdma link delete "$d" 2>/dev/null; done
+  for d in $BHCA rxes1 rxes2 rxel1 rxel2; do rdma link delete "$d" 2>/dev/null; done
   for l in bond0.300.400 bond0.300 bond0.200 bond0.100 "${bond_links[@]}"; do ip link del "$l" 2>/dev/null; done
 }
 
@@ -43,6 +43,9 @@ bond_up() {
 
 # other_active: bond0's active port is no longer $bond_act.
 other_active() { [ "$(cat /sys/class/net/bond0/bonding/active_slave)" != "$bond_act" ]; }
+# rb_problem: the problems /v1/status lists for the network on bond0.
+rb_problem() { q status "$SOCK" | python3 -c 'import json,sys; print("\n".join(p for n in json.load(sys.stdin)["networks"] if n.get("parent") == "bond0" for p in n.get("problems") or []))'; }
+rb_problem_seen() { rb_problem | grep -q 'bond "bond0" has no RDMA device of its own'; }
 # kernel_idx IP: the kernel's index of IP's RoCE v2 entry on rxeb.
 kernel_idx() { q index $BHCA 1 "$1"; }
 status_idx() { q status-gids "$SOCK" "$1" | awk -v g="::ffff:$1" '$2 == "RoCE_v2" && $3 == g {print $1}'; }
@@ -297,6 +300,14 @@ bond_checks() {
 
   # --- removal ------------------------------------------------------------------------------------
   check "docker rm -f b1 b2 q1" dk rm -f b1 b2 q1
+  # The bond loses its own device and its ports get theirs (RoCE LAG switched off after a reboot):
+  # rb's status says so.
+  rdma link delete $BHCA && rdma link add rxel1 type rxe netdev b0s1 && rdma link add rxel2 type rxe netdev b0s2
+  if poll 10 rb_problem_seen; then
+    pass "bond0 without its device, its ports with theirs: /v1/status names the problem of rb"
+  else
+    fail "bond0 without its device, its ports with theirs: /v1/status names the problem of rb" "$(rb_problem)"
+  fi
   check "docker network rm rb rq" dk network rm rb rq
   local left
   left=$(ip -o link show | awk -F': ' '$2 ~ /^rmv[0-9a-f]/ {print $2}')
