@@ -25,6 +25,7 @@ import (
 	"github.com/docker/go-plugins-helpers/sdk"
 	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
+	"github.com/rdma-macvlan/rdma-macvlan/internal/connlimit"
 	"github.com/rdma-macvlan/rdma-macvlan/metrics"
 	"github.com/sirupsen/logrus"
 )
@@ -63,9 +64,7 @@ type Server struct {
 	maxConns                                 int
 	headerTimeout, bodyTimeout, writeTimeout time.Duration
 	idleTimeout                              time.Duration
-	conns                                    atomic.Pointer[limitListener] // set by Serve
-	dropped                                  atomic.Int64                  // connections closed at the cap
-	lastDropLog                              atomic.Int64                  // unix seconds
+	conns                                    atomic.Pointer[connlimit.Listener] // set by Serve
 }
 
 // NewServer returns a Server whose calls wait for SetDriver.
@@ -73,10 +72,15 @@ func NewServer(log *logrus.Logger) *Server {
 	s := &Server{log: log, ready: make(chan struct{}), mux: http.NewServeMux(),
 		maxConns: processConnLimit(), headerTimeout: headerTimeout, bodyTimeout: bodyTimeout,
 		writeTimeout: writeTimeout, idleTimeout: idleTimeout}
-	log.WithFields(logrus.Fields{"max_connections": s.maxConns, "idle_timeout": s.idleTimeout, "request_timeout": s.bodyTimeout}).Debug("connection limits")
 	s.routes()
 	return s
 }
+
+// SetMaxConns sets the cap on the socket's open connections (by default
+// DefaultMaxConns, or less when the limit on file descriptors is lower):
+// the daemon lowers it to make room for the metrics address's connections
+// under the same limit. Call it before Serve.
+func (s *Server) SetMaxConns(n int) { s.maxConns = n }
 
 // SetMetrics has the server count its calls in m and serve m at
 // MetricsPath. Call it before Serve.
@@ -130,17 +134,18 @@ func Listen(path string) (net.Listener, error) {
 // Every connection is bounded: headers within headerTimeout, the whole
 // request within bodyTimeout, each answer written within writeTimeout, idle
 // between requests for at most idleTimeout; and at most maxConns are open
-// (see limitListener).
+// (see connlimit.Listener).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	conns := newLimitListener(l, s.maxConns, s.dropped1)
+	conns := connlimit.New(l, s.maxConns, s.tooMany)
 	s.conns.Store(conns)
+	s.log.WithFields(logrus.Fields{"max_connections": s.maxConns, "idle_timeout": s.idleTimeout, "request_timeout": s.bodyTimeout}).Debug("connection limits")
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.headerTimeout,
 		ReadTimeout:       s.bodyTimeout,
 		IdleTimeout:       s.idleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ConnContext:       withConn,
+		MaxHeaderBytes:    connlimit.MaxHeaderBytes,
+		ConnContext:       connlimit.ConnContext,
 		ErrorLog:          stdlog.New(s.log.WriterLevel(logrus.WarnLevel), "", 0),
 	}
 	errc := make(chan error, 1)
@@ -168,16 +173,10 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	return nil
 }
 
-// dropped1 counts a connection closed at the cap and logs it at most once
-// a minute.
-func (s *Server) dropped1(evicted bool) {
-	n := s.dropped.Add(1)
-	now := time.Now().Unix()
-	last := s.lastDropLog.Load()
-	if now-last < 60 || !s.lastDropLog.CompareAndSwap(last, now) {
-		return
-	}
-	s.log.WithFields(logrus.Fields{"max_connections": s.maxConns, "closed_so_far": n}).
+// tooMany says, at most once a minute, that connections are being closed
+// at the cap.
+func (s *Server) tooMany(closed int64) {
+	s.log.WithFields(logrus.Fields{"max_connections": s.maxConns, "closed_so_far": closed}).
 		Warn("too many open connections to the plugin socket: closing the longest idle ones (a client opens connections and does not use them)")
 }
 
@@ -276,7 +275,7 @@ func (s *Server) answering(w http.ResponseWriter) {
 func (s *Server) route(path string, fn func(d *driver.Driver, body []byte) (any, error)) {
 	op := path[len("/NetworkDriver."):]
 	s.mux.HandleFunc(path, s.post(op, func(w http.ResponseWriter, r *http.Request, body []byte) {
-		done, ok := busy(r.Context())
+		done, ok := connlimit.Busy(r.Context())
 		if !ok {
 			return // closed for a newcomer before the call started
 		}
@@ -355,7 +354,7 @@ func (s *Server) routes() {
 			http.Error(w, "rdma-macvlan is still starting", http.StatusServiceUnavailable)
 			return
 		}
-		done, ok := busy(r.Context())
+		done, ok := connlimit.Busy(r.Context())
 		if !ok {
 			return
 		}
@@ -383,7 +382,7 @@ func (s *Server) routes() {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		done, ok := busy(r.Context())
+		done, ok := connlimit.Busy(r.Context())
 		if !ok {
 			return
 		}

@@ -302,6 +302,18 @@ mutant metrics-address-serves-all cmd/rdma-macvlan/main.go ./cmd/rdma-macvlan/ '
 mutant metrics-address-error-unnamed cmd/rdma-macvlan/main.go ./cmd/rdma-macvlan/ 'TestMetricsAddress' \
   'const name = "--metrics-address (RDMA_MACVLAN_METRICS_ADDRESS)"' \
   'const name = "metrics address"'
+# The metrics address caps its connections, and its cap and the plugin
+# socket's together fit under the limit on file descriptors; a GET with a
+# body is refused, not answered with the body left unread.
+mutant metrics-address-uncapped cmd/rdma-macvlan/main.go ./cmd/rdma-macvlan/ 'TestMetricsAddress' \
+  'cl := connlimit.New(l, maxConns, func(closed int64) {' \
+  'cl, _ := l, connlimit.New(l, maxConns, func(closed int64) {'
+mutant metrics-address-serves-body cmd/rdma-macvlan/main.go ./cmd/rdma-macvlan/ 'TestMetricsAddress' \
+  'if r.ContentLength != 0 {' \
+  'if false && r.ContentLength != 0 {'
+mutant conn-caps-overrun-fds internal/connlimit/budget.go ./internal/connlimit/ 'TestCapsFitTheFileLimit' \
+  'caps[i] = f + int(uint64(w-f)*(room-floors)/(total-floors))' \
+  'caps[i] = w'
 
 # Several rails: NCCL's own choice honours NCCL_IB_ADDR_RANGE; a range is
 # exported only when it takes the container's entry on every rail; UCX's

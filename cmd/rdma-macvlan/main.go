@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
+	"github.com/rdma-macvlan/rdma-macvlan/internal/connlimit"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/version"
 	"github.com/rdma-macvlan/rdma-macvlan/metrics"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
@@ -184,10 +185,19 @@ func run(args []string) error {
 	}
 	srv := plugin.NewServer(log)
 	srv.SetMetrics(m)
+	metricsConns := 0
+	if ml != nil {
+		// Both listeners' connections within the limit on file
+		// descriptors: a flood of the metrics address must not leave
+		// the plugin socket unable to accept.
+		caps := connlimit.Caps(connlimit.ProcessFDs(), plugin.DefaultMaxConns, metricsMaxConns)
+		srv.SetMaxConns(caps[0])
+		metricsConns = caps[1]
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, l) }()
 	if ml != nil {
-		go serveMetrics(ctx, ml, m, log)
+		go serveMetrics(ctx, ml, m, metricsConns, log)
 	}
 	log.WithFields(logrus.Fields{"version": version.String(), "socket": c.socket, "state_dir": c.stateDir, "sysfs_root": c.sysfsRoot, "cdi_dir": c.cdiDir, "metrics_address": c.metrics}).Info("listening")
 
@@ -252,9 +262,18 @@ func listenMetrics(addr string) (net.Listener, error) {
 	return l, nil
 }
 
+// metricsMaxConns caps the metrics address's open connections. A
+// Prometheus server scrapes over one kept-alive connection; a pair of
+// them, an agent and someone's curl need a few more. The plugin socket's
+// cap gives way to it under a low limit on file descriptors (see
+// connlimit.Caps).
+const metricsMaxConns = 32
+
 // serveMetrics answers GET /metrics, and nothing else, on l until ctx is
-// done; the plugin API is never served on TCP.
-func serveMetrics(ctx context.Context, l net.Listener, m *metrics.Metrics, log *logrus.Logger) {
+// done; the plugin API is never served on TCP. At most maxConns
+// connections are open, with the plugin socket's time limits (see
+// connlimit).
+func serveMetrics(ctx context.Context, l net.Listener, m *metrics.Metrics, maxConns int, log *logrus.Logger) {
 	mux := http.NewServeMux()
 	h := m.Handler()
 	mux.HandleFunc(metrics.Path, func(w http.ResponseWriter, r *http.Request) {
@@ -263,17 +282,39 @@ func serveMetrics(ctx context.Context, l net.Listener, m *metrics.Metrics, log *
 			http.Error(w, metrics.Path+" takes GET", http.StatusMethodNotAllowed)
 			return
 		}
+		if r.ContentLength != 0 {
+			// A scrape sends no body. Refused unread, and the connection
+			// closed: kept alive, it would hold the body in front of the
+			// next request, and reading it costs what the client chooses.
+			size := fmt.Sprintf("%d bytes", r.ContentLength)
+			if r.ContentLength < 0 {
+				size = "of unknown length"
+			}
+			w.Header().Set("Connection", "close")
+			http.Error(w, fmt.Sprintf("%s %s carries a body (%s): a scrape sends none; send the request without one", r.Method, metrics.Path, size), http.StatusBadRequest)
+			return
+		}
+		done, ok := connlimit.Busy(r.Context())
+		if !ok {
+			return // closed for a newcomer
+		}
+		defer done()
 		h.ServeHTTP(w, r)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second,
-		WriteTimeout: 15 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: connlimit.HeaderTimeout, ReadTimeout: connlimit.BodyTimeout,
+		WriteTimeout: connlimit.WriteTimeout, IdleTimeout: connlimit.IdleTimeout, MaxHeaderBytes: connlimit.MaxHeaderBytes,
+		ConnContext: connlimit.ConnContext}
+	cl := connlimit.New(l, maxConns, func(closed int64) {
+		log.WithFields(logrus.Fields{"metrics_address": l.Addr().String(), "max_connections": maxConns, "closed_so_far": closed}).
+			Warn("too many open connections to the metrics address: closing the longest idle ones (a client opens connections and does not use them)")
+	})
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(cl); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.WithError(err).WithField("metrics_address", l.Addr().String()).Error("metrics address stopped serving")
 	}
 }

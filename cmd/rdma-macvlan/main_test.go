@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -397,12 +398,19 @@ func TestMetricsAddressServesMetricsOnly(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { serveMetrics(ctx, l, metrics.New("v-test", "c-test"), logrus.New()); close(done) }()
+	go func() {
+		serveMetrics(ctx, l, metrics.New("v-test", "c-test"), metricsMaxConns, logrus.New())
+		close(done)
+	}()
 	defer func() { cancel(); <-done }()
 	base := "http://" + l.Addr().String()
 	get := func(method, path string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader("{}"))
+		var body io.Reader
+		if method != http.MethodGet {
+			body = strings.NewReader("{}")
+		}
+		req, _ := http.NewRequest(method, base+path, body)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -421,5 +429,123 @@ func TestMetricsAddressServesMetricsOnly(t *testing.T) {
 	}
 	if code, _ := get(http.MethodPost, "/metrics"); code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /metrics: %d, want 405", code)
+	}
+}
+
+// metricsAddress serves metrics on a fresh 127.0.0.1 port until the test
+// ends and returns the address.
+func metricsAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	go func() { serveMetrics(ctx, l, metrics.New("v-test", "c-test"), metricsMaxConns, log); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return l.Addr().String()
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// Idle connections to the metrics address are capped: a flood of them
+// neither takes the daemon's file descriptors, which the plugin socket
+// needs (its calls failed with accept4: too many open files), nor its
+// memory, nor keeps a scrape out.
+func TestMetricsAddressConnectionCap(t *testing.T) {
+	addr := metricsAddress(t)
+	const n = 300
+	base := openFDs(t)
+	conns := make([]net.Conn, 0, n)
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for i := 0; i < n; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+	}
+	// The listener accepts in order: once this scrape is answered, every
+	// connection of the flood has been accepted (and, over the cap, closed).
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	res, err := client.Get("http://" + addr + metrics.Path)
+	if err != nil {
+		t.Fatalf("scrape under %d idle connections: %v", n, err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("scrape under %d idle connections: %s", n, res.Status)
+	}
+	// Our n client ends, the daemon's capped share and a few more.
+	if fds := openFDs(t) - base; fds > n+metricsMaxConns+16 {
+		t.Errorf("%d file descriptors open for %d idle client connections: the daemon holds about %d, more than its cap of %d", fds, n, fds-n, metricsMaxConns)
+	}
+}
+
+// A GET or HEAD of the metrics that carries a body is refused, and its
+// connection closed rather than kept alive with the body unread behind it.
+func TestMetricsAddressRefusesBody(t *testing.T) {
+	addr := metricsAddress(t)
+	for _, c := range []struct {
+		name, method, headers string
+		body                  int
+	}{
+		{"GET with 2 MiB", http.MethodGet, "Content-Length: 2097152\r\n", 2 << 20},
+		{"GET with 2 bytes", http.MethodGet, "Content-Length: 2\r\n", 2},
+		{"GET chunked", http.MethodGet, "Transfer-Encoding: chunked\r\n", -1},
+		{"HEAD with 2 bytes", http.MethodHead, "Content-Length: 2\r\n", 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			go func() {
+				// The daemon may close before it all arrives.
+				_, _ = io.WriteString(conn, c.method+" "+metrics.Path+" HTTP/1.1\r\nHost: x\r\n"+c.headers+"\r\n")
+				switch {
+				case c.body < 0:
+					_, _ = io.WriteString(conn, "2\r\n{}\r\n0\r\n\r\n")
+				default:
+					_, _ = conn.Write(bytes.Repeat([]byte("a"), c.body))
+				}
+			}()
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			r := bufio.NewReader(conn)
+			res, err := http.ReadResponse(r, &http.Request{Method: c.method})
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusBadRequest || (c.method == http.MethodGet && !strings.Contains(string(b), "body")) {
+				t.Fatalf("%s %s with a body: %s %q, want 400 naming the body", c.method, metrics.Path, res.Status, b[:min(len(b), 120)])
+			}
+			if !res.Close {
+				t.Errorf("%s %s with a body: the answer keeps the connection alive", c.method, metrics.Path)
+			}
+			// Closed: at its end, or reset for the body left unread.
+			var ne net.Error
+			if _, err := io.Copy(io.Discard, r); errors.As(err, &ne) && ne.Timeout() {
+				t.Errorf("connection still open after the refusal: %v", err)
+			}
+		})
 	}
 }
