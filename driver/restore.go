@@ -146,6 +146,17 @@ func (d *Driver) restoreVLAN(n *network, log *logrus.Entry) {
 // network's parent, left by a crash between creating a link and recording
 // it. Links of another instance on the same host (another state directory)
 // are not touched.
+//
+// A crash can also come between creating a container link and marking it:
+// netns.CreateMacvlan sets the ifalias in a second netlink call, as the
+// kernel ignores one given at creation. Such a link has no mark at all; it
+// is deleted too when it is a macvlan with the name prefix on the parent
+// of one of this instance's networks and no record names it. Another
+// instance's link looks like that only between the two calls of its own
+// CreateMacvlan, on the same parent, during this sweep: its CreateEndpoint
+// then fails (the link it marks is gone) and Docker says so; no running
+// container's link is touched. Unmarked links on a parent of no network of
+// this instance never are.
 func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
 	links, err := d.links.Links()
 	if err != nil {
@@ -157,15 +168,25 @@ func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
 		owned[e.Ifname] = true
 		owned[e.Parent] = true
 	}
+	parents := make(map[string]bool, len(d.networks))
 	for _, n := range d.networks {
 		owned[n.Parent] = true
+		parents[n.Parent] = true
 	}
 	d.mu.Unlock()
+	ourParent := make(map[int]bool, len(parents))
+	for _, l := range links {
+		if parents[l.Name] {
+			ourParent[l.Index] = true
+		}
+	}
 	n := 0
 	for _, l := range links {
 		ours := l.Alias == d.owner && !owned[l.Name] &&
 			(l.Kind == "macvlan" && strings.HasPrefix(l.Name, LinkPrefix) || l.Kind == "vlan")
-		if !ours {
+		unmarked := l.Alias == "" && !owned[l.Name] && ourParent[l.ParentIndex] &&
+			l.Kind == "macvlan" && strings.HasPrefix(l.Name, LinkPrefix)
+		if !ours && !unmarked {
 			continue
 		}
 		if err := d.links.DeleteLink(l.Name); err != nil {
@@ -173,7 +194,7 @@ func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
 			continue
 		}
 		n++
-		log.WithField("ifname", l.Name).Info("orphan link deleted")
+		log.WithFields(logrus.Fields{"ifname": l.Name, "unmarked": unmarked}).Info("orphan link deleted")
 	}
 	return n, nil
 }

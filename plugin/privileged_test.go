@@ -299,22 +299,29 @@ func TestPrivilegedOrphanSweep(t *testing.T) {
 	// link of this instance that no record owns: simulate it by losing the
 	// record.
 	e.must(os.Remove(filepath.Join(e.stateDir, "endpoints", lost+".json")))
+	// So does a crash between creating a link and marking it: an unmarked
+	// macvlan with the prefix on the network's parent.
+	if _, err := e.host.CreateMacvlan(netns.MacvlanSpec{Name: "rmvdeadbeef0002", Parent: "p0", Mode: "bridge"}); err != nil {
+		t.Fatal(err)
+	}
 	// Links this instance did not make stay: another rdma-macvlan instance's
-	// (same prefix, another ifalias), an unmarked macvlan with the prefix,
-	// a non-macvlan with the prefix, anything else.
+	// (same prefix, another ifalias), an unmarked macvlan with the prefix
+	// on a parent of no network of this instance, a non-macvlan with the
+	// prefix, anything else.
 	e.must(func() error {
 		_, err := e.host.CreateMacvlan(netns.MacvlanSpec{Name: "rmvdeadbeef0001", Parent: "p0", Mode: "bridge", Alias: "rdma-macvlan 00000000000000ff"})
 		return err
 	}())
-	for _, name := range []string{"rmvdeadbeef0002", "other0"} {
-		if _, err := e.host.CreateMacvlan(netns.MacvlanSpec{Name: name, Parent: "p0", Mode: "bridge"}); err != nil {
+	e.must(netnstest.CreateVeth(e.host, "p1", "p1peer", 1500))
+	for _, l := range [][2]string{{"rmvdeadbeef0003", "p1"}, {"other0", "p0"}} {
+		if _, err := e.host.CreateMacvlan(netns.MacvlanSpec{Name: l[0], Parent: l[1], Mode: "bridge"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	e.must(netnstest.CreateVeth(e.host, "rmvveth0", "rmvveth1", 1500))
 	e.start()
 	got := linkNames(t, e.host)
-	want := []string{"lo", "other0", "p0", "p0peer", driver.LinkName(kept), "rmvdeadbeef0001", "rmvdeadbeef0002", "rmvveth0", "rmvveth1"}
+	want := []string{"lo", "other0", "p0", "p0peer", "p1", "p1peer", driver.LinkName(kept), "rmvdeadbeef0001", "rmvdeadbeef0003", "rmvveth0", "rmvveth1"}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("after the sweep links are %v, want %v", got, want)

@@ -87,6 +87,18 @@ mutant orphan-sweep-ignores-records driver/restore.go "$unit" 'TestOrphanSweepDe
 mutant orphan-sweep-ignores-owner driver/restore.go "$unit" 'TestOrphanSweepDeletesOnlyOwnOrphans|TestVLANOwnerMark|TestInstanceIDRecoveredFromLinks' \
   'ours := l.Alias == d.owner' \
   'ours := true'
+# An unmarked container link (a crash between creating and marking it) is
+# swept on the parent of one of this instance's networks, unless a record
+# names it; never on another parent.
+mutant orphan-sweep-keeps-unmarked driver/restore.go "$unit" 'TestOrphanSweep' \
+  'unmarked := l.Alias == "" && !owned[l.Name] && ourParent[l.ParentIndex] &&' \
+  'unmarked := false && l.Alias == "" && !owned[l.Name] && ourParent[l.ParentIndex] &&'
+mutant orphan-sweep-unmarked-any-parent driver/restore.go "$unit" 'TestOrphanSweep' \
+  'unmarked := l.Alias == "" && !owned[l.Name] && ourParent[l.ParentIndex] &&' \
+  'unmarked := l.Alias == "" && !owned[l.Name] && true &&'
+mutant orphan-sweep-unmarked-ignores-records driver/restore.go "$unit" 'TestOrphanSweep' \
+  'unmarked := l.Alias == "" && !owned[l.Name] && ourParent[l.ParentIndex] &&' \
+  'unmarked := l.Alias == "" && ourParent[l.ParentIndex] &&'
 # The CDI spec holds uverbs and rdma_cm only: never umad (fabric management).
 mutant cdi-lists-umad rdma/devnodes.go './rdma/ ./driver/' 'TestDeviceNodes|TestRDMACDISpecLifecycle' \
   'nodes = append(nodes, DeviceNode{Path: filepath.Join(DevDir, "rdma_cm")' \
