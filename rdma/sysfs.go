@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/rdma-macvlan/rdma-macvlan/internal/sysattr"
 )
 
 var (
@@ -101,13 +103,11 @@ func checkName(what, name string) error {
 	return nil
 }
 
-// readTrimmed reads a sysfs attribute and trims the trailing newline.
+// readTrimmed reads a sysfs attribute and trims the trailing newline. What
+// is not an attribute (a FIFO, a device, a link, more than a page) is
+// refused without blocking (see sysattr.Read).
 func readTrimmed(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(b)), nil
+	return sysattr.Read(path, nil)
 }
 
 // readAttr reads an attribute that the kernel may refuse to show: the

@@ -4,7 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
@@ -114,5 +117,66 @@ func TestPortErrors(t *testing.T) {
 	}
 	if ports, err := s.Ports("mlx5_0"); err != nil || !reflect.DeepEqual(ports, []int{1}) {
 		t.Errorf("Ports(mlx5_0) = %v, %v; want [1]", ports, err)
+	}
+}
+
+// The daemon and docker rdma read sysfs without blocking and within a
+// page: a FIFO or a link to /dev/zero where an attribute should be is an
+// error naming it (a port state) or an empty slot (a GID), at once.
+func TestSysfsRefusesWhatIsNoAttribute(t *testing.T) {
+	root := rdmatest.MLX5(t, rdmatest.MLX5Options{})
+	if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "10.7.0.4", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	port := filepath.Join(root, "sys/class/infiniband/mlx5_0/ports/1")
+	for _, f := range []string{"state", "gids/200", "gid_attrs/types/2"} {
+		if err := os.Remove(filepath.Join(port, f)); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mkfifo(filepath.Join(port, f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(port, "phys_state")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(port, "phys_state")); err != nil {
+		t.Fatal(err)
+	}
+	s := rdma.NewSysfs(root)
+	done := make(chan struct{})
+	var portErr error
+	var gids []rdma.GID
+	var gidsErr, tableErr error
+	var table rdma.GIDTable
+	go func() {
+		defer close(done)
+		_, portErr = s.Port("mlx5_0", 1)
+		gids, gidsErr = s.GIDs("mlx5_0", 1)
+		table, tableErr = s.Table("mlx5_0", 1)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading a port with FIFOs in its sysfs directory still runs after 10s")
+	}
+	if want := filepath.Join(port, "state") + " is a FIFO, not a sysfs attribute"; portErr == nil || !strings.Contains(portErr.Error(), want) {
+		t.Errorf("Port = %v, want an error saying %q", portErr, want)
+	}
+	// The default pair at 0 and 1, the container's at 2 and 3.
+	if gidsErr != nil || len(gids) != 4 || gids[2].Index != 2 || gids[2].Type != "" || gids[3].Type != "RoCE v2" {
+		t.Errorf("GIDs = %+v, %v; want the entries at 0 to 3, 2's type unreadable", gids, gidsErr)
+	}
+	if tableErr != nil || table.Used != 4 {
+		t.Errorf("Table = %+v, %v; want 4 slots used", table, tableErr)
+	}
+	if err := os.Remove(filepath.Join(port, "state")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(port, "state"), []byte("4: ACTIVE\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Port("mlx5_0", 1); err == nil || !strings.Contains(err.Error(), filepath.Join(port, "phys_state")+" is a symbolic link, not a sysfs attribute") {
+		t.Errorf("Port with phys_state a link to /dev/zero = %v", err)
 	}
 }

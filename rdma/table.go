@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/rdma-macvlan/rdma-macvlan/internal/sysattr"
 )
 
 // GIDTable is a cheap view of a port's GID table: which GIDs are populated
@@ -153,17 +155,12 @@ func (s *Sysfs) GIDType(hca string, port, index int) string {
 
 const zeroGID = "0000:0000:0000:0000:0000:0000:0000:0000"
 
-// readSmall reads a short sysfs file into buf without allocating a new
-// buffer per file.
+// readSmall reads a short sysfs attribute into buf without allocating a
+// new buffer per file (see sysattr.Read).
 func readSmall(path string, buf []byte) (string, bool) {
-	f, err := os.Open(path)
-	if err != nil {
+	v, err := sysattr.Read(path, buf)
+	if err != nil || v == "" {
 		return "", false
 	}
-	defer f.Close()
-	n, err := f.Read(buf)
-	if err != nil || n == 0 {
-		return "", false
-	}
-	return strings.TrimSpace(string(buf[:n])), true
+	return v, true
 }

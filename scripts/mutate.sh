@@ -429,6 +429,32 @@ mutant qos-one-library-settles internal/rdmaenv/qos.go './internal/rdmaenv/ ./in
 mutant qos-conflict-starts-anyway internal/rdmaexec/main.go ./internal/rdmaexec/ '' \
   'len(q.Conflict) > 0 {' \
   'len(q.Conflict) > 9 {'
+# sysfs is read through sysattr: the open never blocks (a FIFO), nothing but
+# a regular file is read, and never more than a page; the daemon and the CLI
+# read it so too. rdma-exec's wait ends at its deadline and at a signal
+# whatever a look does, and an HCA name that cannot be the kernel's is bad
+# usage.
+mutant sysfs-read-blocks-on-fifo internal/sysattr/sysattr.go ./internal/sysattr/ 'TestRead' \
+  'syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC|flags' \
+  'syscall.O_RDONLY|syscall.O_CLOEXEC|flags'
+mutant sysfs-read-not-regular internal/sysattr/sysattr.go ./internal/sysattr/ 'TestRead' \
+  'if st.Mode&syscall.S_IFMT != syscall.S_IFREG {' \
+  'if false && st.Mode&syscall.S_IFMT != syscall.S_IFREG {'
+mutant sysfs-read-past-a-page internal/sysattr/sysattr.go ./internal/sysattr/ 'TestRead' \
+  'const MaxSize = 4096' \
+  'const MaxSize = 1 << 20'
+mutant rdma-sysfs-read-blocks rdma/sysfs.go ./rdma/ 'TestSysfsRefusesWhatIsNoAttribute' \
+  'return sysattr.Read(path, nil)' \
+  'b, err := os.ReadFile(path); _ = sysattr.Read; return strings.TrimSpace(string(b)), err'
+mutant rdma-exec-look-past-deadline internal/rdmaexec/wait.go ./internal/rdmaexec/ 'TestWaitDeadlineWhateverAReadDoes|TestExecSignalEndsAStuckWait' \
+  'done, err := within(ctx, deadline.Add(overrun), func() { ports, missing = look(cfg) })' \
+  'done, err := true, ctx.Err(); ports, missing = look(cfg)'
+mutant rdma-exec-signal-waits-for-look internal/rdmaexec/wait.go ./internal/rdmaexec/ 'TestWaitDeadlineWhateverAReadDoes|TestExecSignalEndsAStuckWait' \
+  'return false, ctx.Err()' \
+  '<-done; return true, nil'
+mutant rdma-exec-hca-unchecked internal/rdmaexec/main.go ./internal/rdmaexec/ 'TestNetRejectsBadHCA' \
+  'if err := rdmaenv.CheckDeviceName(val); err != nil {' \
+  'if err := error(nil); err != nil {'
 mutant cdi-qos-unset-network-ignored driver/cdi.go ./driver/ TestCDISpecQoS \
   '} else if v != nil && (p == nil || *p != *v) {' \
   '} else if v != nil && p != nil && *p != *v {'

@@ -1,19 +1,23 @@
 // Package rdmaenv holds what the rdma-exec helper and `docker rdma inspect`
 // must agree on: which GID entry of a container is its own (Pick), and the
 // environment NCCL and UCX need to use it (Vars). It also reads a port's GID
-// table from sysfs (ReadTable). It uses only small parts of the standard
-// library, so that the static helper built from it stays small.
+// table from sysfs (ReadTable) and refuses what cannot be an RDMA device
+// name (CheckDeviceName). It uses only small parts of the standard library,
+// so that the static helper built from it stays small.
 package rdmaenv
 
 import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/rdma-macvlan/rdma-macvlan/internal/sysattr"
 )
 
 // GID types as the kernel writes them in gid_attrs/types/<i>.
@@ -450,22 +454,22 @@ func indexes(ports []Port) string {
 // attributes cannot be read (the kernel answers EINVAL while it changes, a
 // fake tree has empty files) has Type or Ndev "".
 func ReadTable(root, hca string, port int) (entries []Entry, size int, err error) {
-	if hca == "" || strings.ContainsAny(hca, "/\x00") || hca == "." || hca == ".." {
-		return nil, 0, fmt.Errorf("RDMA device name %q is not valid", hca)
+	if err := CheckDeviceName(hca); err != nil {
+		return nil, 0, err
 	}
 	dir := PortDir(root, hca, port)
-	names, err := os.ReadDir(filepath.Join(dir, "gids"))
+	names, err := sysattr.ReadDir(filepath.Join(dir, "gids"))
 	if err != nil {
 		return nil, 0, err
 	}
 	buf := make([]byte, 64)
-	for _, n := range names {
-		i, err := strconv.Atoi(n.Name())
+	for _, name := range names {
+		i, err := strconv.Atoi(name)
 		if err != nil || i < 0 {
 			continue
 		}
 		size++
-		text := readSmall(filepath.Join(dir, "gids", n.Name()), buf)
+		text := readSmall(filepath.Join(dir, "gids", name), buf)
 		if text == "" {
 			continue
 		}
@@ -476,8 +480,8 @@ func ReadTable(root, hca string, port int) (entries []Entry, size int, err error
 		entries = append(entries, Entry{
 			Index: i,
 			GID:   g,
-			Type:  readSmall(filepath.Join(dir, "gid_attrs", "types", n.Name()), buf),
-			Ndev:  readSmall(filepath.Join(dir, "gid_attrs", "ndevs", n.Name()), buf),
+			Type:  readSmall(filepath.Join(dir, "gid_attrs", "types", name), buf),
+			Ndev:  readSmall(filepath.Join(dir, "gid_attrs", "ndevs", name), buf),
 		})
 	}
 	sort.Slice(entries, func(a, b int) bool { return entries[a].Index < entries[b].Index })
@@ -492,16 +496,32 @@ func PortDir(root, hca string, port int) string {
 	return filepath.Join(root, "sys/class/infiniband", hca, "ports", strconv.Itoa(port))
 }
 
-// readSmall reads a short sysfs file, trimmed; "" when it cannot be read.
+// readSmall reads a short sysfs attribute into buf, trimmed; "" when it
+// cannot be read or is not an attribute (see sysattr.Read).
 func readSmall(path string, buf []byte) string {
-	f, err := os.Open(path)
+	v, err := sysattr.Read(path, buf)
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
-	n, err := f.Read(buf)
-	if err != nil || n == 0 {
-		return ""
+	return v
+}
+
+// MaxDeviceNameLen is the longest RDMA device name the kernel takes
+// (IB_DEVICE_NAME_MAX, 64, less the terminating NUL).
+const MaxDeviceNameLen = 63
+
+// CheckDeviceName refuses what cannot be an RDMA device name, before it is
+// joined to a sysfs path: a name is 1 to 63 bytes of printable characters,
+// without "/", and not "." or "..".
+func CheckDeviceName(name string) error {
+	ok := name != "" && len(name) <= MaxDeviceNameLen && name != "." && name != ".." &&
+		!strings.Contains(name, "/") && utf8.ValidString(name)
+	for _, r := range name {
+		ok = ok && unicode.IsPrint(r)
 	}
-	return strings.TrimSpace(string(buf[:n]))
+	if !ok {
+		return fmt.Errorf("RDMA device name %q is not valid: a name is 1 to %d bytes of printable characters, without \"/\", and not \".\" or \"..\" (the names are listed by: rdma dev)",
+			name, MaxDeviceNameLen)
+	}
+	return nil
 }

@@ -56,7 +56,9 @@ Exit status: 122 when the GID entries did not appear in time, 121 when they
 did but their indexes differ per rail and no setting makes NCCL and UCX use
 them on every rail, 120 when the networks ask for different traffic classes
 or service levels and no value of the variables was given (in these cases
-the workload is not started), 123 for invalid options, 126/127 when COMMAND cannot be run or is not found;
+the workload is not started), 123 for invalid options, 128+N when signal N
+ends the wait (143 for SIGTERM, as docker stop sends; 130 for SIGINT; the
+workload is not started), 126/127 when COMMAND cannot be run or is not found;
 otherwise COMMAND's own status, as rdma-exec becomes COMMAND.
 `
 
@@ -127,7 +129,7 @@ func Main(args []string, sys *Sys) int {
 			if ctx.Err() != nil && got != nil {
 				fmt.Fprintf(sys.Stderr, "rdma-exec: %v while waiting for the container's GID entries: the workload was not started\n", got)
 				if s, ok := got.(syscall.Signal); ok {
-					return 128 + int(s)
+					return ExitSignal + int(s)
 				}
 				return ExitNotReady
 			}
@@ -275,6 +277,9 @@ func parseNet(v string) (Network, error) {
 		case "name":
 			n.Name = val
 		case "hca":
+			if err := rdmaenv.CheckDeviceName(val); err != nil {
+				return n, fmt.Errorf("--net %q: hca: %w", v, err)
+			}
 			n.HCA = val
 		case "port":
 			p, err := strconv.Atoi(val)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -17,13 +18,31 @@ import (
 
 // The test binary doubles as rdma-exec (RDMAEXEC_TEST_ROLE=helper) and as
 // a workload (RDMAEXEC_TEST_ROLE=workload: prints its pid, arguments and
-// environment, then exits with the status in its first argument).
+// environment, then exits with the status in its first argument). With
+// RDMAEXEC_TEST_LOOK set, the helper's first listing of interfaces writes
+// a byte to file descriptor 3 (it is waiting, its signal handlers set), and
+// with RDMAEXEC_TEST_LOOK=hang it then reads its stdin to the end, a read
+// that does not return while the test holds the pipe open.
 func TestMain(m *testing.M) {
 	switch os.Getenv("RDMAEXEC_TEST_ROLE") {
 	case "helper":
 		os.Setenv("RDMAEXEC_TEST_ROLE", "workload")
 		sys := System()
 		sys.Environ = os.Environ()
+		if look := os.Getenv("RDMAEXEC_TEST_LOOK"); look != "" {
+			ready, list := os.NewFile(3, "ready"), sys.Ifaces
+			sys.Ifaces = func() ([]Iface, error) {
+				if ready != nil {
+					ready.Write([]byte{1})
+					ready.Close()
+					ready = nil
+					if look == "hang" {
+						io.ReadAll(os.Stdin)
+					}
+				}
+				return list()
+			}
+		}
 		os.Exit(Main(os.Args[1:], sys))
 	case "workload":
 		fmt.Printf("pid=%d\n", os.Getpid())
@@ -136,6 +155,80 @@ func TestExecSignalWhileWaiting(t *testing.T) {
 	}
 	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "terminated while waiting") {
 		t.Fatalf("stdout %q stderr %q", stdout, stderr)
+	}
+}
+
+// SIGTERM (docker stop) or SIGINT ends rdma-exec at once, with 128 plus
+// the signal's number as --help says, while its look at the tables meets a
+// FIFO or a read that does not return; the workload is not started.
+func TestExecSignalEndsAStuckWait(t *testing.T) {
+	for _, tc := range []struct {
+		name, look string
+		fifo       bool
+		sig        syscall.Signal
+		msg        string
+	}{
+		{"FIFO in the table", "ready", true, syscall.SIGTERM, "terminated while waiting"},
+		{"read that does not return", "hang", false, syscall.SIGTERM, "terminated while waiting"},
+		{"read that does not return, SIGINT", "hang", false, syscall.SIGINT, "interrupt while waiting"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := rdmatest.MLX5(t, rdmatest.MLX5Options{})
+			if tc.fifo {
+				replaceWith(t, root, "gids/200", "")
+			}
+			readyR, readyW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdinR, stdinW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer readyR.Close()
+			cmd := exec.Command(self(t), "--net", "name=roce,hca=mlx5_0,port=1,subnet=127.0.0.0/8", "--timeout", "1m", "--", self(t), "0")
+			cmd.Env = append(os.Environ(), "RDMAEXEC_TEST_ROLE=helper", "RDMAEXEC_TEST_LOOK="+tc.look, EnvSysfsRoot+"="+root)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = stdinR, &stdout, &stderr, []*os.File{readyW}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			readyW.Close()
+			stdinR.Close()
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			t.Cleanup(func() {
+				_ = cmd.Process.Kill()
+				<-exited
+				stdinW.Close()
+			})
+
+			readyR.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := readyR.Read(make([]byte, 1)); err != nil {
+				t.Fatalf("rdma-exec did not start waiting: %v; stderr %s", err, &stderr)
+			}
+			if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err = <-exited:
+				exited <- err
+			case <-time.After(10 * time.Second):
+				t.Fatalf("rdma-exec still runs 10s after %v; stderr %s", tc.sig, &stderr)
+			}
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 128+int(tc.sig) {
+				t.Fatalf("rdma-exec ended with %v, want status %d; stderr %s", err, 128+int(tc.sig), &stderr)
+			}
+			if stdout.Len() != 0 || !strings.Contains(stderr.String(), tc.msg+" for the container's GID entries: the workload was not started") {
+				t.Fatalf("stdout %q stderr %q", &stdout, &stderr)
+			}
+		})
+	}
+	for _, want := range []string{"128+N when signal N", "143 for SIGTERM", "130 for SIGINT"} {
+		if !strings.Contains(Usage, want) {
+			t.Errorf("--help does not say %q:\n%s", want, Usage)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ package rdmaexec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaenv"
+	"github.com/rdma-macvlan/rdma-macvlan/internal/sysattr"
 )
 
 // Exit statuses of rdma-exec (documented in the README).
@@ -42,6 +44,11 @@ const (
 	// be run or was not found, as a shell and docker run say.
 	ExitCannotExec = 126
 	ExitNotFound   = 127
+	// ExitSignal plus the signal's number: SIGTERM, SIGINT, SIGHUP or
+	// SIGQUIT came while rdma-exec waited (143 for docker stop's SIGTERM),
+	// as a shell reports a command the signal killed; the workload was not
+	// started.
+	ExitSignal = 128
 )
 
 // Network is one rdma-macvlan network of the container, as docker rdma run
@@ -100,7 +107,12 @@ func (e *NotReadyError) Error() string {
 
 // Wait polls until every network's interface has its own entry (see
 // rdmaenv.Pick) and returns them in the order of cfg.Networks, or a
-// *NotReadyError at the timeout, or ctx's error.
+// *NotReadyError at the timeout, or ctx's error. Each look runs on a
+// goroutine of its own, so that neither a read that never returns (a file
+// system that hangs, whatever stands in a fake tree) nor the listing of
+// interfaces holds Wait past the end of ctx, or more than overrun past its
+// deadline: a look still under way then is left behind, for rdma-exec
+// exits soon after.
 func Wait(ctx context.Context, cfg Config) ([]rdmaenv.Port, error) {
 	poll := cfg.Poll
 	if poll <= 0 {
@@ -108,12 +120,28 @@ func Wait(ctx context.Context, cfg Config) ([]rdmaenv.Port, error) {
 	}
 	deadline := time.Now().Add(cfg.Timeout)
 	for {
-		ports, missing := look(cfg)
+		var ports []rdmaenv.Port
+		var missing []int
+		done, err := within(ctx, deadline.Add(overrun), func() { ports, missing = look(cfg) })
+		if err != nil {
+			return nil, err
+		}
+		if !done {
+			return nil, &NotReadyError{Timeout: cfg.Timeout, Reasons: []string{stuck(cfg, "a look at the container's interfaces and GID tables")}}
+		}
 		if len(missing) == 0 {
 			return ports, nil
 		}
 		if !time.Now().Before(deadline) {
-			return nil, &NotReadyError{Timeout: cfg.Timeout, Reasons: explain(cfg, missing)}
+			var reasons []string
+			done, err := within(ctx, time.Now().Add(overrun), func() { reasons = explain(cfg, missing) })
+			if err != nil {
+				return nil, err
+			}
+			if !done {
+				reasons = []string{stuck(cfg, "looking into why the entries are missing")}
+			}
+			return nil, &NotReadyError{Timeout: cfg.Timeout, Reasons: reasons}
 		}
 		t := time.NewTimer(min(poll, time.Until(deadline)))
 		select {
@@ -123,6 +151,38 @@ func Wait(ctx context.Context, cfg Config) ([]rdmaenv.Port, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// overrun is how long a look under way at the deadline may go on (a
+// table of 1024 slots on a loaded host takes a good part of a second), and
+// how long the reads that explain the timeout may take.
+const overrun = 2 * time.Second
+
+// within runs f on a goroutine of its own and says whether it returned
+// before the deadline; ctx's error when ctx ends first. An f that has not
+// returned goes on running, and must not write what the caller reads.
+func within(ctx context.Context, deadline time.Time, f func()) (bool, error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-t.C:
+		return false, nil
+	}
+}
+
+// stuck says that what did not finish in time, and where it reads.
+func stuck(cfg Config, what string) string {
+	return fmt.Sprintf("%s did not finish in time: a read under %s, or the listing of the container's interfaces, does not return (is %s the kernel's sysfs?)",
+		what, filepath.Join(rootOr(cfg.SysfsRoot), "sys/class/infiniband"), filepath.Join(rootOr(cfg.SysfsRoot), "sys"))
 }
 
 // look makes one pass: the ports found, and the indexes of the networks
@@ -227,13 +287,9 @@ func rootOr(root string) string {
 }
 
 func listDir(dir string) []string {
-	ents, err := os.ReadDir(dir)
+	names, err := sysattr.ReadDir(dir)
 	if err != nil {
 		return nil
-	}
-	names := make([]string, 0, len(ents))
-	for _, e := range ents {
-		names = append(names, e.Name())
 	}
 	sort.Strings(names)
 	return names
@@ -312,7 +368,12 @@ func explain(cfg Config, missing []int) []string {
 		} else {
 			reason += fmt.Sprintf(" (%d of %d entries free)", free, size)
 		}
-		if st := portState(root, n.HCA, n.Port); st != "" && st != "ACTIVE" {
+		st, err := portState(root, n.HCA, n.Port)
+		var notAttr *sysattr.Error
+		switch {
+		case errors.As(err, &notAttr):
+			reason += fmt.Sprintf("; the port's state cannot be read: %v", err)
+		case st != "" && st != "ACTIVE":
 			reason += fmt.Sprintf("; the port is %s (check the cable and: rdma link show %s/%d)", st, n.HCA, n.Port)
 		}
 		out = append(out, what+reason)
@@ -346,17 +407,17 @@ func onOtherPort(cfg Config, n Network, ifc Iface) string {
 }
 
 // portState reads a port's state without its number ("4: ACTIVE" ->
-// "ACTIVE"); "" when unreadable.
-func portState(root, hca string, port int) string {
-	b, err := os.ReadFile(filepath.Join(rdmaenv.PortDir(root, hca, port), "state"))
+// "ACTIVE").
+// Equivalent to: cat /sys/class/infiniband/HCA/ports/PORT/state
+func portState(root, hca string, port int) (string, error) {
+	s, err := sysattr.Read(filepath.Join(rdmaenv.PortDir(root, hca, port), "state"), nil)
 	if err != nil {
-		return ""
+		return "", err
 	}
-	s := strings.TrimSpace(string(b))
 	if _, after, ok := strings.Cut(s, ": "); ok {
-		return after
+		return after, nil
 	}
-	return s
+	return s, nil
 }
 
 func prefixes(ps []netip.Prefix) string {

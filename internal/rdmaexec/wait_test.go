@@ -1,10 +1,15 @@
 package rdmaexec
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -219,5 +224,139 @@ func TestParseNet(t *testing.T) {
 		if _, err := parseNet(bad); err == nil {
 			t.Errorf("parseNet(%q) accepted", bad)
 		}
+	}
+	for _, good := range []string{"mlx5_0", "rocep3s0f0", "rxe0", strings.Repeat("x", 63)} {
+		if n, err := parseNet("name=x,hca=" + good); err != nil || n.HCA != good {
+			t.Errorf("hca=%s: %+v, %v", good, n, err)
+		}
+	}
+}
+
+// An HCA name that could not be the kernel's is refused with the other
+// invalid options, before any wait, naming the value and what a name is.
+func TestNetRejectsBadHCA(t *testing.T) {
+	for _, bad := range []string{"../../../etc", "..", ".", "mlx5_0/ports", "/mlx5_0", strings.Repeat("x", 64), "mlx5\x00", "mlx5\t0", "mlx5\xff"} {
+		var stderr bytes.Buffer
+		sys := &Sys{Stderr: &stderr, Ifaces: ifaces(lo), Exec: func(string, []string, []string) error { return errors.New("exec stopped by the test") }}
+		v := "name=x,hca=" + bad + ",port=1"
+		code := Main([]string{"--net", v, "--timeout", "100ms", "--", "true"}, sys)
+		want := fmt.Sprintf("rdma-exec: --net %q: hca: RDMA device name %q is not valid: a name is 1 to 63 bytes of printable characters, without \"/\", and not \".\" or \"..\"", v, bad)
+		if code != ExitUsage || !strings.Contains(stderr.String(), want) {
+			t.Errorf("hca=%q: status %d, stderr %q; want %d, %q", bad, code, stderr.String(), ExitUsage, want)
+		}
+	}
+}
+
+// replaceWith puts a FIFO (target "") or a symbolic link to target where
+// the file at rel under the port's directory was.
+func replaceWith(t *testing.T, root, rel, target string) {
+	t.Helper()
+	p := filepath.Join(rdmaenv.PortDir(root, "mlx5_0", 1), rel)
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var err error
+	if target == "" {
+		err = syscall.Mkfifo(p, 0o644)
+	} else {
+		err = os.Symlink(target, p)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitPromptly runs Wait and fails the test if it has not returned within
+// 10 seconds of cfg's timeout.
+func waitPromptly(t *testing.T, ctx context.Context, cfg Config) ([]rdmaenv.Port, error) {
+	t.Helper()
+	var ports []rdmaenv.Port
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ports, err = Wait(ctx, cfg)
+	}()
+	select {
+	case <-done:
+		return ports, err
+	case <-time.After(cfg.Timeout + 10*time.Second):
+		t.Fatalf("Wait still runs 10s past its timeout of %s", cfg.Timeout)
+		return nil, nil
+	}
+}
+
+// A FIFO or a link to /dev/zero where sysfs has an attribute neither
+// blocks rdma-exec nor makes it read without end: the entry next to them
+// is found, and a state that is no attribute is named when the entry is
+// missing.
+func TestWaitFIFOAndDevZeroInTheTree(t *testing.T) {
+	cfg := func(root string) Config {
+		return Config{Networks: []Network{roce("mlx5_0", "10.7.0.0/24")}, Choice: rdmaenv.DefaultChoice, Timeout: 300 * time.Millisecond,
+			Poll: 20 * time.Millisecond, SysfsRoot: root, Ifaces: ifaces(lo, iface("eth0", "10.7.0.4/24"))}
+	}
+	t.Run("entry found", func(t *testing.T) {
+		root := rdmatest.MLX5(t, rdmatest.MLX5Options{})
+		rdmatest.AddAddress(root, "mlx5_0", 1, "10.7.0.4", "eth0")
+		replaceWith(t, root, "gids/200", "")
+		replaceWith(t, root, "gid_attrs/types/201", "")
+		replaceWith(t, root, "gid_attrs/ndevs/0", "/dev/zero")
+		ports, err := waitPromptly(t, context.Background(), cfg(root))
+		if err != nil || len(ports) != 1 || ports[0].Index != 3 {
+			t.Fatalf("Wait = %+v, %v; want the entry at index 3", ports, err)
+		}
+	})
+	for _, tc := range []struct {
+		name, target, what string
+	}{
+		{"state is a FIFO", "", "is a FIFO"},
+		{"state is a link to the zero device", "/dev/zero", "is a symbolic link"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := rdmatest.MLX5(t, rdmatest.MLX5Options{})
+			replaceWith(t, root, "state", tc.target)
+			_, err := waitPromptly(t, context.Background(), cfg(root))
+			var nr *NotReadyError
+			state := filepath.Join(rdmaenv.PortDir(root, "mlx5_0", 1), "state")
+			want := "; the port's state cannot be read: " + state + " " + tc.what + ", not a sysfs attribute (a regular file of at most 4096 bytes)"
+			if !errors.As(err, &nr) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Wait = %v\nwant a NotReadyError saying %q", err, want)
+			}
+		})
+	}
+}
+
+// Wait returns at its deadline, or when its context ends, even while a
+// look at the tables does not return (here the listing of interfaces,
+// which stands for any read that hangs).
+func TestWaitDeadlineWhateverAReadDoes(t *testing.T) {
+	root := rdmatest.MLX5(t, rdmatest.MLX5Options{})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	hang := func() ([]Iface, error) { <-release; return nil, errors.New("released") }
+	cfg := Config{Networks: []Network{roce("mlx5_0", "10.7.0.0/24")}, Choice: rdmaenv.DefaultChoice, Timeout: 200 * time.Millisecond,
+		SysfsRoot: root, Ifaces: hang}
+	start := time.Now()
+	_, err := waitPromptly(t, context.Background(), cfg)
+	var nr *NotReadyError
+	if !errors.As(err, &nr) || !strings.Contains(err.Error(), "a look at the container's interfaces and GID tables did not finish in time: a read under "+root+"/sys/class/infiniband") {
+		t.Fatalf("Wait = %v; want a NotReadyError saying the look did not finish", err)
+	}
+	if waited := time.Since(start); waited < cfg.Timeout {
+		t.Errorf("Wait gave up after %s, before its timeout of %s", waited, cfg.Timeout)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	cfg.Timeout = time.Minute
+	done := make(chan error, 1)
+	go func() { _, err := Wait(ctx, cfg); done <- err }()
+	select {
+	case err = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait still runs 5s after its context ended")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait = %v, want the context's error", err)
 	}
 }
