@@ -208,6 +208,18 @@ mutant kernel-view-not-authoritative driver/ports.go "$unit" 'TestBondWithoutLAG
 mutant bond-problem-unseen driver/status.go "$unit" 'TestBondThatLostItsDeviceIsAProblem' \
   'if p := d.bondProblem(n); p != "" {' \
   'if p := d.bondProblem(n); false && p != "" {'
+# CreateNetwork dumps the host's links only to find a master's ports (a
+# dump fails while links churn); a dump the kernel interrupts is tried
+# again after a growing pause, and one that never settles says so.
+mutant create-network-dumps-links driver/ports.go "$unit" 'TestCreateNetworkWhileLinksChurn' \
+  'if _, master := rxMasters[real.Kind]; !master {' \
+  'if _, master := rxMasters[real.Kind]; false && !master {'
+mutant dump-retried-without-pause netns/dump.go ./netns/ 'TestLinksRetriesAnInterruptedDumpAfterAPause' \
+  'time.Sleep(p)' \
+  '_ = p'
+mutant dump-interrupted-unexplained netns/dump.go ./netns/ 'TestLinksRetriesAnInterruptedDumpAfterAPause' \
+  'return zero, fmt.Errorf("%s kept changing while the kernel listed it (%d tries over %s: links are being added or removed without pause): retry in a moment: %w",' \
+  'return zero, fmt.Errorf("%.0s%.0d%.0s%w",'
 # The managed plugin's /host/sys, a sysfs mount, is the kernel's sysfs.
 mutant managed-sysfs-not-host rdma/detect.go ./rdma/ 'TestHostSysfs' \
   'return unix.Statfs(s.path("sys"), &st) == nil && st.Type == unix.SYSFS_MAGIC' \
@@ -254,8 +266,35 @@ mutant api-version-not-capped cmd/docker-rdma/internal/docker/api.go "$drdocker"
   'if mv, _ := parseVersion(MaxAPIVersion); lessVersion(mv, sv) && false {'
 mutant api-error-not-asked-again cmd/docker-rdma/internal/docker/docker.go "$drdocker ./cmd/docker-rdma/internal/commands/" 'TestCLIAsksTheAPIFirst|TestRunAPIPath' \
   'c.Debugf("%v: asking the docker CLI instead", err)
-		return v, false' \
-  'return v, true'
+		return v, false, nil' \
+  'return v, true, nil'
+# Every question to the engine has a deadline and every answer a size
+# bound, by the API and by the docker CLI; an engine that did not answer
+# in time, or answered too much, is not asked again with the docker CLI.
+mutant api-no-deadline cmd/docker-rdma/internal/docker/api.go "$drdocker" 'TestAPIDeadline' \
+  'rctx, cancel := context.WithTimeoutCause(ctx, a.timeout, errNoAnswer)' \
+  'rctx, cancel := context.WithTimeoutCause(ctx, 1000*a.timeout, errNoAnswer)'
+mutant api-answer-unbounded cmd/docker-rdma/internal/docker/api.go "$drdocker" 'TestAPIAnswerBound' \
+  'if int64(len(body)) > a.maxAnswer {' \
+  'if false {'
+mutant api-stuck-engine-asked-again cmd/docker-rdma/internal/docker/docker.go "$drdocker" 'TestAPIDeadline|TestAPIAnswerBound' \
+  'if final(err) {' \
+  'if false {'
+mutant cli-query-no-deadline cmd/docker-rdma/internal/docker/docker.go "$drdocker" 'TestCLIDeadline' \
+  'qctx, cancel := context.WithTimeoutCause(ctx, t, errNoAnswer)' \
+  'qctx, cancel := context.WithTimeoutCause(ctx, 1000*t, errNoAnswer)'
+mutant cli-output-unbounded cmd/docker-rdma/internal/docker/docker.go "$drdocker" 'TestCLIOutputBound' \
+  'if stdout.over {' \
+  'if false {'
+# A file the user points docker rdma at (.env, --env-file, the docker
+# CLI's config and contexts) is read only if it is a regular file, and
+# never past a bound.
+mutant user-file-not-regular cmd/docker-rdma/internal/userfile/userfile.go './cmd/docker-rdma/internal/userfile/ ./cmd/docker-rdma/internal/compose/ ./cmd/docker-rdma/internal/docker/' 'TestRead|TestConfigFilesReadsOnlyRegularEnvFiles|TestResolveEndpointReadsOnlyRegularFiles' \
+  'if !fi.Mode().IsRegular() {' \
+  'if false {'
+mutant user-file-read-past-bound cmd/docker-rdma/internal/userfile/userfile.go ./cmd/docker-rdma/internal/userfile/ 'TestRead' \
+  'if int64(len(b)) > max {' \
+  'if false {'
 # doctor's fabric checks: the PFC bitmap read from the wrong byte of struct
 # ieee_pfc, the RoCE headers miscounted, a NIC without DCB taken for an
 # error, the traffic class not shifted to its DSCP.

@@ -163,6 +163,7 @@ func newCLI(env *Env, global []string) *docker.CLI {
 		cli.Debug = env.Stderr
 	}
 	ep := docker.ResolveEndpoint(global, env.Getenv, firstNonEmpty(env.DefaultHost, docker.DefaultHost))
+	cli.Engine = ep.Host
 	if !ep.Direct() {
 		cli.Debugf("engine %s: %s: asking Docker through the docker CLI (%s)", ep, ep.Why, cli.Path)
 		return cli

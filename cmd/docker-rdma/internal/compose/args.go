@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/userfile"
 )
 
 // Args is a `docker rdma compose` command line taken apart.
@@ -228,7 +229,7 @@ func readEnvFiles(files []string, wd string, named bool) (map[string]string, err
 		if !filepath.IsAbs(f) {
 			f = filepath.Join(wd, f)
 		}
-		b, err := os.ReadFile(f)
+		b, err := userfile.Read(f, userfile.MaxSize)
 		if err != nil {
 			if !named && errors.Is(err, fs.ErrNotExist) {
 				continue

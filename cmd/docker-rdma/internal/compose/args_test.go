@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -100,5 +102,58 @@ func TestConfigFilesFromEnvFile(t *testing.T) {
 	}
 	if got, err := (&Args{}).ConfigFiles(getenv, t.TempDir()); err == nil {
 		t.Errorf("no .env, no compose file: %q, want the no-file error", got)
+	}
+}
+
+// TestConfigFilesReadsOnlyRegularEnvFiles: a .env (or --env-file) that is
+// a FIFO, a link to /dev/zero or too big is refused, naming the file,
+// instead of hanging on the FIFO or reading the device without end.
+func TestConfigFilesReadsOnlyRegularEnvFiles(t *testing.T) {
+	fifo := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(fifo, ".env"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zero := t.TempDir()
+	if err := os.Symlink("/dev/zero", filepath.Join(zero, ".env")); err != nil {
+		t.Fatal(err)
+	}
+	big := t.TempDir()
+	if err := os.WriteFile(filepath.Join(big, "big.env"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A sparse file: no disk used.
+	if err := os.Truncate(filepath.Join(big, "big.env"), 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		dir  string
+		args *Args
+		err  string
+	}{
+		{".env a FIFO", fifo, &Args{}, "env file " + filepath.Join(fifo, ".env") + ": read " + filepath.Join(fifo, ".env") + ": a FIFO (named pipe), not a regular file: give a regular file"},
+		{".env a link to /dev/zero", zero, &Args{}, "env file " + filepath.Join(zero, ".env") + ": read " + filepath.Join(zero, ".env") + ": a character device, not a regular file"},
+		{"--env-file a FIFO", zero, &Args{EnvFiles: []string{filepath.Join(fifo, ".env")}}, "a FIFO (named pipe), not a regular file"},
+		{"--env-file of 1 GiB", big, &Args{EnvFiles: []string{"big.env"}}, "env file " + filepath.Join(big, "big.env") + ": read " + filepath.Join(big, "big.env") + ": 1073741824 bytes, over the"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			type result struct {
+				files []string
+				err   error
+			}
+			done := make(chan result, 1)
+			go func() {
+				files, err := tc.args.ConfigFiles(func(string) string { return "" }, tc.dir)
+				done <- result{files, err}
+			}()
+			select {
+			case r := <-done:
+				if r.err == nil || !strings.Contains(r.err.Error(), tc.err) {
+					t.Errorf("files %q, error %v; want an error saying %q", r.files, r.err, tc.err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("ConfigFiles did not return in 10 s")
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +23,55 @@ import (
 // tests hold answers recorded from engines of both ends.
 const MaxAPIVersion = "1.56"
 
+// DefaultTimeout bounds each question docker rdma asks the engine, by its
+// API or with the docker CLI. Every one of them is a read the engine
+// answers from memory (ping, info, inspect, ls): none waits for anything
+// to happen, so none needs longer; an engine that takes this long is hung.
+const DefaultTimeout = 30 * time.Second
+
+// MaxAnswer bounds the size of an answer read from the engine. The largest
+// real ones are a network's inspect (each container on it adds about 300
+// bytes: 10,000 containers are 3 MB), GET /networks on an engine with
+// thousands of networks, and docker compose config of a big project; all
+// stay in single megabytes. 32 MiB leaves room and keeps a runaway answer
+// from taking the memory of the host.
+const MaxAnswer = 32 << 20
+
+// NoAnswerError is a question the engine did not answer in time.
+type NoAnswerError struct {
+	// What was asked: "engine API GET PATH" or "docker ARGS".
+	What string
+	// Engine is the engine's address.
+	Engine string
+	After  time.Duration
+}
+
+func (e *NoAnswerError) Error() string {
+	return fmt.Sprintf("%s: the engine at %s did not answer in %s: check that dockerd runs and answers (docker info; systemctl status docker)", e.What, e.Engine, e.After)
+}
+
+// TooLargeError is an answer over MaxAnswer bytes, not read past that.
+type TooLargeError struct {
+	What   string
+	Engine string
+	Max    int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s: the answer of the engine at %s is over %d MiB, more than Docker sends for this: not read (is it a Docker engine?)", e.What, e.Engine, e.Max>>20)
+}
+
+// final reports whether err is one the docker CLI is not asked again
+// after: it would wait on the same engine, or read the same answer.
+func final(err error) bool {
+	var na *NoAnswerError
+	var tl *TooLargeError
+	return errors.As(err, &na) || errors.As(err, &tl)
+}
+
+// errNoAnswer is the cause of a request's own deadline.
+var errNoAnswer = errors.New("the engine did not answer in time")
+
 // API asks a Docker engine's HTTP API on its unix socket for what docker
 // rdma reads before docker run: one process instead of a docker CLI start
 // per question. Safe for concurrent use.
@@ -30,10 +80,17 @@ type API struct {
 	pinned string
 	hc     *http.Client
 	logf   func(format string, a ...any)
+	// timeout bounds each request, answer included; maxAnswer bounds
+	// each answer's body.
+	timeout   time.Duration
+	maxAnswer int64
 
 	once    sync.Once // negotiates version
 	version string
 	verErr  error
+
+	mu    sync.Mutex     // guards stuck
+	stuck *NoAnswerError // the first request the engine did not answer
 }
 
 // NewAPI returns a client of the engine listening on the unix socket.
@@ -53,7 +110,8 @@ func NewAPI(socket, pinned string, logf func(format string, a ...any)) *API {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	return &API{socket: socket, pinned: pinned, hc: &http.Client{Transport: tr}, logf: logf}
+	return &API{socket: socket, pinned: pinned, hc: &http.Client{Transport: tr}, logf: logf,
+		timeout: DefaultTimeout, maxAnswer: MaxAnswer}
 }
 
 // Socket is the engine's socket.
@@ -82,13 +140,11 @@ func (a *API) Version(ctx context.Context) (string, error) {
 			a.version = a.pinned
 			return
 		}
-		resp, err := a.do(ctx, "/_ping")
+		resp, _, err := a.fetch(ctx, "/_ping")
 		if err != nil {
 			a.verErr = err
 			return
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			a.verErr = &APIError{Path: "/_ping", StatusCode: resp.StatusCode}
 			return
@@ -125,7 +181,53 @@ func lessVersion(a, b [2]int) bool {
 	return a[0] < b[0] || a[0] == b[0] && a[1] < b[1]
 }
 
-// do sends GET path (already versioned, or unversioned) to the engine.
+// fetch sends GET path (already versioned, or unversioned) to the engine
+// and reads the answer, within the API's deadline and size bound. Once the
+// engine has let a request run out of time, every later one fails at once
+// with that error: a hung engine costs one deadline, not one per
+// question.
+func (a *API) fetch(ctx context.Context, path string) (*http.Response, []byte, error) {
+	a.mu.Lock()
+	stuck := a.stuck
+	a.mu.Unlock()
+	if stuck != nil {
+		return nil, nil, stuck
+	}
+	rctx, cancel := context.WithTimeoutCause(ctx, a.timeout, errNoAnswer)
+	defer cancel()
+	resp, err := a.do(rctx, path)
+	if err != nil {
+		return nil, nil, a.late(rctx, path, err)
+	}
+	defer resp.Body.Close()
+	// One byte more than the bound tells an answer over it.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, a.maxAnswer+1))
+	if err != nil {
+		return nil, nil, a.late(rctx, path, fmt.Errorf("engine API GET %s: read the answer: %w", path, err))
+	}
+	if int64(len(body)) > a.maxAnswer {
+		a.logf("engine API GET %s: answer over %d bytes", path, a.maxAnswer)
+		return nil, nil, &TooLargeError{What: "engine API GET " + path, Engine: "unix://" + a.socket, Max: a.maxAnswer}
+	}
+	return resp, body, nil
+}
+
+// late returns a *NoAnswerError when the request failed because its own
+// deadline passed, else err.
+func (a *API) late(rctx context.Context, path string, err error) error {
+	if !errors.Is(context.Cause(rctx), errNoAnswer) {
+		return err
+	}
+	e := &NoAnswerError{What: "engine API GET " + path, Engine: "unix://" + a.socket, After: a.timeout}
+	a.mu.Lock()
+	if a.stuck == nil {
+		a.stuck = e
+	}
+	a.mu.Unlock()
+	return e
+}
+
+// do sends GET path to the engine.
 func (a *API) do(ctx context.Context, path string) (*http.Response, error) {
 	u := url.URL{Scheme: "http", Host: "docker", Path: path}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
@@ -150,14 +252,9 @@ func (a *API) get(ctx context.Context, path string, v any) error {
 		return err
 	}
 	full := "/v" + ver + path
-	resp, err := a.do(ctx, full)
+	resp, body, err := a.fetch(ctx, full)
 	if err != nil {
 		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("engine API GET %s: read the answer: %w", full, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var msg struct{ Message string }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -457,4 +459,289 @@ func TestPrefetch(t *testing.T) {
 	}
 	// Without an API, Prefetch asks nothing.
 	(&CLI{Path: path}).Prefetch(ctx, Ahead{Info: true})
+}
+
+// serveEngine serves h on a unix socket in a short temporary directory and
+// returns the socket. A handler that waits must also wait on a channel
+// the test closes in a cleanup registered after this call (cleanups run
+// last first): closing the server waits for its handlers.
+func serveEngine(t *testing.T, h http.HandlerFunc) (sock string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "drapi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock = filepath.Join(dir, "docker.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return sock
+}
+
+// within runs f and fails the test when it has not returned in 10 s.
+func within(t *testing.T, what string, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not return in 10 s", what)
+		return nil
+	}
+}
+
+// TestAPIDeadline: an engine that does not answer, or stops halfway
+// through its answer, costs one deadline: the error names the request and
+// the engine and says it did not answer in time; the docker CLI is not
+// run to ask it again, and later questions fail at once.
+func TestAPIDeadline(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		// hang is the path the engine does not answer; halfway sends the
+		// headers and part of the body first.
+		hang    string
+		halfway bool
+		what    string
+	}{
+		{"no answer to the ping", "/_ping", false, "engine API GET /_ping"},
+		{"no answer", "/v1.41/info", false, "engine API GET /v1.41/info"},
+		{"an answer that stops halfway", "/v1.41/info", true, "engine API GET /v1.41/info"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var asked []string
+			release := make(chan struct{})
+			sock := serveEngine(t, func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				asked = append(asked, r.URL.Path)
+				mu.Unlock()
+				if r.URL.Path == tc.hang {
+					if tc.halfway {
+						w.Header().Set("Content-Type", "application/json")
+						_, _ = w.Write([]byte(`{"Name":`))
+						w.(http.Flusher).Flush()
+					}
+					select {
+					case <-release:
+					case <-r.Context().Done():
+					}
+					return
+				}
+				if r.URL.Path == "/_ping" {
+					w.Header().Set("Api-Version", "1.41")
+					_, _ = w.Write([]byte("OK"))
+					return
+				}
+				_, _ = w.Write([]byte(`[]`))
+			})
+			t.Cleanup(func() { close(release) })
+			path, calls := fakeCLI(t, "[]")
+			a := NewAPI(sock, "", nil)
+			a.timeout = timeout
+			c := &CLI{Path: path, API: a}
+			err := within(t, "Info", func() error { _, err := c.Info(context.Background()); return err })
+			var na *NoAnswerError
+			want := tc.what + ": the engine at unix://" + sock + " did not answer in 300ms: check that dockerd runs"
+			if !errors.As(err, &na) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %v; want a *NoAnswerError saying %q", err, want)
+			}
+			if got := readCalls(t, calls); got != nil {
+				t.Errorf("the docker CLI was run after the engine did not answer: %q", got)
+			}
+			mu.Lock()
+			before := len(asked)
+			mu.Unlock()
+			err = within(t, "Networks", func() error { _, err := c.Networks(context.Background()); return err })
+			if !errors.As(err, &na) {
+				t.Errorf("a question after the engine did not answer: %v, want its *NoAnswerError", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(asked) != before {
+				t.Errorf("the engine was asked again after it did not answer: %q", asked[before:])
+			}
+		})
+	}
+}
+
+// TestAPIAnswerBound: an answer over the bound, finite or endless, is not
+// read past the bound: the error names the request and the engine, and
+// the docker CLI is not run to read it again. An answer of exactly the
+// bound is read.
+func TestAPIAnswerBound(t *testing.T) {
+	const bound = 1 << 20
+	// stopAt ends an endless answer that nobody stops reading (in
+	// bytes), so that a client without a bound fails instead of eating the
+	// memory of the test.
+	const stopAt = 64 * bound
+	info := func(size int) []byte {
+		b := []byte(`{"Name":"`)
+		b = append(b, strings.Repeat("a", size-len(b)-2)...)
+		return append(b, `"}`...)
+	}
+	for _, tc := range []struct {
+		name    string
+		body    []byte // nil: endless
+		tooBig  bool
+		maxSent int64 // the most the engine may have sent; 0: no check
+	}{
+		{"exactly the bound", info(bound), false, 0},
+		{"one byte over", info(bound + 1), true, 0},
+		{"endless", nil, true, stopAt / 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sent atomic.Int64
+			sock := serveEngine(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/_ping" {
+					w.Header().Set("Api-Version", "1.41")
+					_, _ = w.Write([]byte("OK"))
+					return
+				}
+				if tc.body != nil {
+					_, _ = w.Write(tc.body)
+					return
+				}
+				chunk := []byte(strings.Repeat("a", 64<<10))
+				_, _ = w.Write([]byte(`{"Name":"`))
+				for sent.Load() < stopAt {
+					n, err := w.Write(chunk)
+					sent.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			})
+			path, calls := fakeCLI(t, "[]")
+			a := NewAPI(sock, "", nil)
+			a.maxAnswer = bound
+			c := &CLI{Path: path, API: a}
+			var got Info
+			err := within(t, "Info", func() error {
+				var err error
+				got, err = c.Info(context.Background())
+				return err
+			})
+			if !tc.tooBig {
+				if err != nil || len(got.Name) != bound-len(`{"Name":""}`) {
+					t.Fatalf("an answer of the bound: %d bytes of name, %v", len(got.Name), err)
+				}
+				return
+			}
+			var tl *TooLargeError
+			want := "engine API GET /v1.41/info: the answer of the engine at unix://" + sock + " is over 1 MiB"
+			if !errors.As(err, &tl) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %v; want a *TooLargeError saying %q", err, want)
+			}
+			if got := readCalls(t, calls); got != nil {
+				t.Errorf("the docker CLI was run to read the answer again: %q", got)
+			}
+			if tc.maxSent > 0 && sent.Load() > tc.maxSent {
+				t.Errorf("the engine sent %d bytes before the client stopped reading", sent.Load())
+			}
+		})
+	}
+}
+
+// TestAPIReadsABigNetwork: the bound is far above a real answer: a
+// network with 10,000 containers is read.
+func TestAPIReadsABigNetwork(t *testing.T) {
+	containers := map[string]NetworkContainer{}
+	for i := range 10000 {
+		id := fmt.Sprintf("%064x", i)
+		containers[id] = NetworkContainer{Name: "worker-" + strconv.Itoa(i), EndpointID: id, MacAddress: "02:42:c0:a8:07:02",
+			IPv4Address: "10.1.2.3/16", IPv6Address: "fd00::1:2:3/64"}
+	}
+	body, err := json.Marshal(map[string]any{"Name": "big", "Id": strings.Repeat("b", 64), "Driver": "rdma-macvlan:latest", "Containers": containers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := serveEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/_ping" {
+			w.Header().Set("Api-Version", "1.41")
+			return
+		}
+		_, _ = w.Write(body)
+	})
+	n, err := NewAPI(sock, "", nil).NetworkInspect(context.Background(), "big")
+	if err != nil || len(n.Containers) != 10000 {
+		t.Fatalf("a network of %d bytes with 10,000 containers: %d containers, %v", len(body), len(n.Containers), err)
+	}
+}
+
+// slowCLI is a docker executable that logs its arguments to DIR/calls and
+// then waits far longer than any test.
+func slowCLI(t *testing.T) (path, calls string) {
+	t.Helper()
+	dir := t.TempDir()
+	calls = filepath.Join(dir, "calls")
+	script := "#!/bin/sh\necho \"$*\" >>'" + calls + "'\nexec sleep 600\n"
+	path = filepath.Join(dir, "docker")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path, calls
+}
+
+// TestCLIDeadline: through the docker CLI too, each question that reads
+// from the engine has a deadline, and the error names the engine.
+func TestCLIDeadline(t *testing.T) {
+	path, _ := slowCLI(t)
+	c := &CLI{Path: path, Engine: "tcp://10.0.0.1:2375", Timeout: 300 * time.Millisecond}
+	ctx := context.Background()
+	for _, q := range []struct {
+		what string
+		ask  func() error
+	}{
+		{"docker info --format {{json .}}", func() error { _, err := c.Info(ctx); return err }},
+		{"docker network ls --no-trunc --format {{json .}}", func() error { _, err := c.Networks(ctx); return err }},
+		{"docker network inspect -- roce", func() error { _, err := c.NetworkInspect(ctx, "roce"); return err }},
+		{"docker container inspect -- c1", func() error { _, err := c.ContainerInspect(ctx, "c1"); return err }},
+		{"docker plugin ls --no-trunc --format {{.ID}}", func() error { _, err := c.Plugins(ctx); return err }},
+		{"docker image inspect --format {{json .Config}} -- img", func() error { _, err := c.ImageInspect(ctx, "img"); return err }},
+		{"docker version --format", func() error { _, _, err := c.APIVersions(ctx); return err }},
+	} {
+		t.Run(q.what, func(t *testing.T) {
+			err := within(t, q.what, q.ask)
+			var na *NoAnswerError
+			want := q.what
+			if !errors.As(err, &na) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), ": the engine at tcp://10.0.0.1:2375 did not answer in 300ms") {
+				t.Fatalf("error %v; want a *NoAnswerError about %q and the engine", err, want)
+			}
+		})
+	}
+}
+
+// TestCLIOutputBound: a docker command's output over the bound is not
+// read past it, endless or not.
+func TestCLIOutputBound(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "docker")
+	// A JSON string of MaxAnswer bytes and one more (a network ls line
+	// that decodes), then, for "endless", far more.
+	script := "#!/bin/sh\nprintf '{\"Name\":\"'\nif [ \"$DRT_ENDLESS\" ]; then head -c " + strconv.Itoa(8*MaxAnswer) + " /dev/zero | tr '\\0' a; exit; fi\n" +
+		"head -c " + strconv.Itoa(MaxAnswer-len(`{"Name":"`)-len(`"}`)+1) + " /dev/zero | tr '\\0' a\nprintf '\"}'\n"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &CLI{Path: path, Engine: "tcp://10.0.0.1:2375"}
+	for _, endless := range []bool{false, true} {
+		if endless {
+			t.Setenv("DRT_ENDLESS", "1")
+		}
+		err := within(t, "Networks", func() error { _, err := c.Networks(context.Background()); return err })
+		var tl *TooLargeError
+		want := "docker network ls --no-trunc --format {{json .}}: the answer of the engine at tcp://10.0.0.1:2375 is over 32 MiB"
+		if !errors.As(err, &tl) || !strings.Contains(err.Error(), want) {
+			t.Errorf("endless %v: error %v; want a *TooLargeError saying %q", endless, err, want)
+		}
+	}
 }

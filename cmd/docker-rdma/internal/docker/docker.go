@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"time"
 )
 
 // CLI runs one docker executable with the global options the user gave.
@@ -33,6 +34,11 @@ type CLI struct {
 	// Debug, when not nil, gets a line per docker command run and per
 	// API request.
 	Debug io.Writer
+	// Engine is the engine's address, for messages; "" when not known.
+	Engine string
+	// Timeout bounds each docker command that only reads from the engine
+	// (info, version, inspect, ls); 0 is DefaultTimeout.
+	Timeout time.Duration
 
 	debugMu sync.Mutex // guards writes to Debug
 
@@ -115,24 +121,28 @@ func (c *CLI) take(key string) *answer {
 
 // fromAPI answers a question from the API: the answer asked ahead under
 // key, else a request now. ok is false when there is no API or it did not
-// answer; the caller then runs the docker CLI.
-func fromAPI[T any](c *CLI, key string, ask func(*API) (T, error)) (v T, ok bool) {
+// answer; the caller then runs the docker CLI. An engine that did not
+// answer in time, or answered too much, is not asked again with the
+// docker CLI: ok is true and err says so.
+func fromAPI[T any](c *CLI, key string, ask func(*API) (T, error)) (v T, ok bool, err error) {
 	if c.API == nil {
-		return v, false
+		return v, false, nil
 	}
 	var got any
-	var err error
 	if a := c.take(key); a != nil {
 		<-a.done
 		got, err = a.v, a.err
 	} else {
 		got, err = ask(c.API)
 	}
+	if final(err) {
+		return v, true, err
+	}
 	if err != nil {
 		c.Debugf("%v: asking the docker CLI instead", err)
-		return v, false
+		return v, false, nil
 	}
-	return got.(T), true
+	return got.(T), true, nil
 }
 
 // Error is a docker command that failed.
@@ -159,16 +169,29 @@ func (c *CLI) Argv(args ...string) []string {
 	return append(append([]string{}, c.Global...), args...)
 }
 
-// Output runs docker with args and returns its standard output. A non-zero
-// exit is an *Error carrying the standard error.
+// maxStderr bounds the standard error of a docker command kept for its
+// *Error: the CLI's messages are a few lines.
+const maxStderr = 64 << 10
+
+// Output runs docker with args and returns its standard output, refusing
+// more than MaxAnswer bytes of it (a *TooLargeError). A non-zero exit is an
+// *Error carrying the standard error.
 func (c *CLI) Output(ctx context.Context, args ...string) ([]byte, error) {
 	c.Debugf("running %s %s", c.Path, strings.Join(c.Argv(args...), " "))
 	cmd := exec.CommandContext(ctx, c.Path, c.Argv(args...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	// A process the docker CLI started that holds its output open does
+	// not keep Output waiting once the CLI is killed.
+	cmd.WaitDelay = time.Second
+	stdout := &bounded{max: MaxAnswer, refuse: true}
+	stderr := &bounded{max: maxStderr}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err := cmd.Run()
+	out := stdout.buf.Bytes()
+	if stdout.over {
+		return nil, &TooLargeError{What: "docker " + strings.Join(args, " "), Engine: c.engine(), Max: MaxAnswer}
+	}
 	if err != nil {
-		e := &Error{Args: args, ExitCode: -1, Stderr: stderr.String(), Err: err}
+		e := &Error{Args: args, ExitCode: -1, Stderr: stderr.buf.String(), Err: err}
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
 			e.ExitCode = exit.ExitCode()
@@ -178,9 +201,58 @@ func (c *CLI) Output(ctx context.Context, args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// outputJSON runs docker and decodes its output into v.
+// bounded keeps what is written to it up to max bytes; past that it
+// refuses the write (the docker CLI then stops on a broken pipe) or, for
+// messages, drops the rest.
+type bounded struct {
+	buf    bytes.Buffer
+	max    int
+	refuse bool
+	over   bool
+}
+
+var errOverBound = errors.New("output over its bound")
+
+func (b *bounded) Write(p []byte) (int, error) {
+	room := b.max - b.buf.Len()
+	if len(p) <= room {
+		return b.buf.Write(p)
+	}
+	b.over = true
+	if b.refuse {
+		return 0, errOverBound
+	}
+	b.buf.Write(p[:max(room, 0)])
+	return len(p), nil
+}
+
+func (c *CLI) engine() string {
+	if c.Engine == "" {
+		return "the docker CLI's endpoint"
+	}
+	return c.Engine
+}
+
+// query runs a docker command that only reads from the engine, within
+// Timeout.
+func (c *CLI) query(ctx context.Context, args ...string) ([]byte, error) {
+	t := c.Timeout
+	if t <= 0 {
+		t = DefaultTimeout
+	}
+	qctx, cancel := context.WithTimeoutCause(ctx, t, errNoAnswer)
+	defer cancel()
+	out, err := c.Output(qctx, args...)
+	if err != nil && errors.Is(context.Cause(qctx), errNoAnswer) {
+		return nil, &NoAnswerError{What: "docker " + strings.Join(args, " "), Engine: c.engine(), After: t}
+	}
+	return out, err
+}
+
+// outputJSON runs a docker command that reads from the engine and decodes
+// its output into v.
 func (c *CLI) outputJSON(ctx context.Context, v any, args ...string) error {
-	out, err := c.Output(ctx, args...)
+	out, err := c.query(ctx, args...)
 	if err != nil {
 		return err
 	}
@@ -208,8 +280,8 @@ type Info struct {
 
 // Info asks GET /info, or runs docker info.
 func (c *CLI) Info(ctx context.Context) (Info, error) {
-	if i, ok := fromAPI(c, "info", func(a *API) (Info, error) { return a.Info(ctx) }); ok {
-		return i, nil
+	if i, ok, err := fromAPI(c, "info", func(a *API) (Info, error) { return a.Info(ctx) }); ok {
+		return i, err
 	}
 	var i Info
 	err := c.outputJSON(ctx, &i, "info", "--format", "{{json .}}")
@@ -220,7 +292,7 @@ func (c *CLI) Info(ctx context.Context) (Info, error) {
 // the engine serves (docker version), for what depends on the version the
 // CLI's requests carry.
 func (c *CLI) APIVersions(ctx context.Context) (client, server string, err error) {
-	out, err := c.Output(ctx, "version", "--format", "{{.Client.APIVersion}} {{.Server.APIVersion}}")
+	out, err := c.query(ctx, "version", "--format", "{{.Client.APIVersion}} {{.Server.APIVersion}}")
 	if err != nil {
 		return "", "", err
 	}
@@ -246,10 +318,10 @@ type NetworkSummary struct {
 
 // Networks lists every network.
 func (c *CLI) Networks(ctx context.Context) ([]NetworkSummary, error) {
-	if nets, ok := fromAPI(c, "networks", func(a *API) ([]NetworkSummary, error) { return a.Networks(ctx) }); ok {
-		return nets, nil
+	if nets, ok, err := fromAPI(c, "networks", func(a *API) ([]NetworkSummary, error) { return a.Networks(ctx) }); ok {
+		return nets, err
 	}
-	out, err := c.Output(ctx, "network", "ls", "--no-trunc", "--format", "{{json .}}")
+	out, err := c.query(ctx, "network", "ls", "--no-trunc", "--format", "{{json .}}")
 	if err != nil {
 		return nil, err
 	}
@@ -291,8 +363,8 @@ type NetworkContainer struct {
 
 // NetworkInspect inspects one network by name or ID.
 func (c *CLI) NetworkInspect(ctx context.Context, name string) (Network, error) {
-	if n, ok := fromAPI(c, "network "+name, func(a *API) (Network, error) { return a.NetworkInspect(ctx, name) }); ok {
-		return n, nil
+	if n, ok, err := fromAPI(c, "network "+name, func(a *API) (Network, error) { return a.NetworkInspect(ctx, name) }); ok {
+		return n, err
 	}
 	var nets []Network
 	if err := c.outputJSON(ctx, &nets, "network", "inspect", "--", name); err != nil {
@@ -365,8 +437,8 @@ type EndpointSettings struct {
 
 // ContainerInspect inspects one container by name or ID.
 func (c *CLI) ContainerInspect(ctx context.Context, name string) (Container, error) {
-	if ct, ok := fromAPI(c, "container "+name, func(a *API) (Container, error) { return a.ContainerInspect(ctx, name) }); ok {
-		return ct, nil
+	if ct, ok, err := fromAPI(c, "container "+name, func(a *API) (Container, error) { return a.ContainerInspect(ctx, name) }); ok {
+		return ct, err
 	}
 	var cs []Container
 	if err := c.outputJSON(ctx, &cs, "container", "inspect", "--", name); err != nil {
@@ -422,10 +494,10 @@ func (p Plugin) MountSource(name string) string {
 
 // Plugins lists the managed plugins of the daemon.
 func (c *CLI) Plugins(ctx context.Context) ([]Plugin, error) {
-	if ps, ok := fromAPI(c, "plugins", func(a *API) ([]Plugin, error) { return a.Plugins(ctx) }); ok {
-		return ps, nil
+	if ps, ok, err := fromAPI(c, "plugins", func(a *API) ([]Plugin, error) { return a.Plugins(ctx) }); ok {
+		return ps, err
 	}
-	out, err := c.Output(ctx, "plugin", "ls", "--no-trunc", "--format", "{{.ID}}")
+	out, err := c.query(ctx, "plugin", "ls", "--no-trunc", "--format", "{{.ID}}")
 	if err != nil {
 		return nil, err
 	}
@@ -449,8 +521,8 @@ type ImageConfig struct {
 // ImageInspect returns the config of a local image; an *Error when the
 // image is not there.
 func (c *CLI) ImageInspect(ctx context.Context, image string) (ImageConfig, error) {
-	if cfg, ok := fromAPI(c, "image "+image, func(a *API) (ImageConfig, error) { return a.ImageInspect(ctx, image) }); ok {
-		return cfg, nil
+	if cfg, ok, err := fromAPI(c, "image "+image, func(a *API) (ImageConfig, error) { return a.ImageInspect(ctx, image) }); ok {
+		return cfg, err
 	}
 	var cfg ImageConfig
 	err := c.outputJSON(ctx, &cfg, "image", "inspect", "--format", "{{json .Config}}", "--", image)

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/userfile"
 )
 
 // DefaultHost is the engine the docker CLI talks to when nothing names
@@ -140,7 +142,7 @@ func ResolveEndpoint(global []string, getenv func(string) string, defaultHost st
 		return Endpoint{Why: err.Error()}
 	}
 	cfgPath := filepath.Join(dir, "config.json")
-	b, err := os.ReadFile(cfgPath)
+	b, err := userfile.Read(cfgPath, userfile.MaxSize)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return defaultEndpoint(g, getenv, defaultHost, "the default")
@@ -216,7 +218,7 @@ func contextEndpoint(g globalFlags, getenv func(string) string, defaultHost, nam
 	}
 	id := contextID(name)
 	metaPath := filepath.Join(dir, "contexts", "meta", id, "meta.json")
-	b, err := os.ReadFile(metaPath)
+	b, err := userfile.Read(metaPath, userfile.MaxSize)
 	if err != nil {
 		e.Why = fmt.Sprintf("cannot read context %s: %v", name, err)
 		return e
@@ -228,7 +230,7 @@ func contextEndpoint(g globalFlags, getenv func(string) string, defaultHost, nam
 		}
 	}
 	if err := json.Unmarshal(b, &meta); err != nil {
-		e.Why = fmt.Sprintf("cannot read context %s from %s: %v", name, metaPath, err)
+		e.Why = fmt.Sprintf("cannot read context %s: %v", name, err)
 		return e
 	}
 	ep, ok := meta.Endpoints["docker"]

@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // writeContext puts context name, with the docker endpoint host, into the
@@ -157,5 +159,51 @@ func TestDebugAsked(t *testing.T) {
 		if got := DebugAsked(tt.global); got != tt.want {
 			t.Errorf("DebugAsked(%q) = %v, want %v", tt.global, got, tt.want)
 		}
+	}
+}
+
+// TestResolveEndpointReadsOnlyRegularFiles: a config.json or a context's
+// meta.json that is a FIFO or a link to a device is refused, naming the
+// file, instead of hanging on the FIFO or reading the device without end.
+func TestResolveEndpointReadsOnlyRegularFiles(t *testing.T) {
+	fifoCfg := filepath.Join(t.TempDir(), "cfg")
+	if err := os.MkdirAll(fifoCfg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(fifoCfg, "config.json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zeroCtx := filepath.Join(t.TempDir(), "cfg")
+	writeContext(t, zeroCtx, "lab", "unix:///run/lab.sock", false)
+	meta := filepath.Join(zeroCtx, "contexts", "meta", contextID("lab"), "meta.json")
+	if err := os.Remove(meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", meta); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		global []string
+		cfg    string
+		why    string
+	}{
+		{"config.json a FIFO", nil, fifoCfg, "cannot read the docker CLI's config " + filepath.Join(fifoCfg, "config.json") + ": read " + filepath.Join(fifoCfg, "config.json") + ": a FIFO (named pipe), not a regular file"},
+		{"meta.json a link to /dev/zero", []string{"--context", "lab"}, zeroCtx, "cannot read context lab: read " + meta + ": a character device, not a regular file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan Endpoint, 1)
+			go func() {
+				done <- ResolveEndpoint(tc.global, func(k string) string { return map[string]string{"DOCKER_CONFIG": tc.cfg}[k] }, DefaultHost)
+			}()
+			select {
+			case e := <-done:
+				if e.Direct() || !strings.Contains(e.Why, tc.why) {
+					t.Errorf("endpoint %+v: want the docker CLI, saying %q", e, tc.why)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("ResolveEndpoint did not return in 10 s")
+			}
+		})
 	}
 }
