@@ -138,7 +138,16 @@ func masterWords(m netns.Link) string {
 // so one port's table in the network's record would not count the
 // others', and each HCA sends its RoCE traffic out of its own port
 // whatever the bond does: failover does not carry RDMA over.
+//
+// Only a parent of a kind of rxMasters is looked for ports (as
+// bondProblem does): any other is let through without a dump of the
+// host's links, which fails when links churn on the host faster than the
+// kernel lists them (CreateNetwork on a plain NIC needs its parent and the
+// devices under it, each looked up by name or index).
 func (d *Driver) checkBondPorts(parent string, real netns.Link) error {
+	if _, master := rxMasters[real.Kind]; !master {
+		return nil
+	}
 	all, err := d.links.Links()
 	if err != nil {
 		return fmt.Errorf("list links to find the ports of %q (real device of parent %q): %w", real.Name, parent, err)

@@ -276,6 +276,28 @@ func TestBondThatLostItsDeviceIsAProblem(t *testing.T) {
 	}
 }
 
+// CreateNetwork on a parent that is no bond, bridge or other master looks
+// its links up one by one: it works while the host's link table churns so
+// fast that a dump of it keeps failing (the kernel interrupts it). A
+// bond's ports are found by a dump, whose failure is named.
+func TestCreateNetworkWhileLinksChurn(t *testing.T) {
+	links := bondLinks(t)
+	links.Add(netns.Link{Name: "p9", Kind: "veth", EncapType: "ether", MTU: 1500})
+	d := newTestDriverAt(t, links, t.TempDir(), hosts(t, "p9"))
+	links.ListErr = errors.New("list links: results may be incomplete or inconsistent")
+	for i, parent := range []string{"p9", "p9.100"} {
+		req := netReq(fmt.Sprintf("n%d", i), "parent", parent)
+		req.IPv4 = []Subnet{{Pool: fmt.Sprintf("10.%d.0.0/24", 50+i), Gateway: fmt.Sprintf("10.%d.0.1/24", 50+i)}}
+		if err := d.CreateNetwork(req); err != nil {
+			t.Errorf("CreateNetwork on %s while the link table churns: %v", parent, err)
+		}
+	}
+	err := d.CreateNetwork(netReq("nbond", "parent", "bond0"))
+	if err == nil || !strings.Contains(err.Error(), `list links to find the ports of "bond0"`) || !strings.Contains(err.Error(), "results may be incomplete") {
+		t.Errorf("CreateNetwork on a bond while its ports cannot be listed: %v, want the failed listing named", err)
+	}
+}
+
 // QinQ: a VLAN on a VLAN (any depth, up to the bound) resolves to the real
 // device at the bottom, made by hand or by the plugin on a VLAN lower;
 // status shows the stack. A stack whose bottom is a port of a bond is

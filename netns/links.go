@@ -99,24 +99,11 @@ func (h *Handle) LinkByIndex(idx int) (Link, error) {
 	return toLink(l), nil
 }
 
-// dumpRetries bounds retries of a netlink dump the kernel interrupted because
-// the table changed under it (netlink v1.3.1 returns ErrDumpInterrupted and
-// does not retry by itself).
-const dumpRetries = 10
-
-// Links lists every link of the namespace.
+// Links lists every link of the namespace. A dump the kernel interrupts
+// (links changed meanwhile) is tried again (see redump).
 // Equivalent to: ip -d link show
 func (h *Handle) Links() ([]Link, error) {
-	var (
-		ls  []netlink.Link
-		err error
-	)
-	for range dumpRetries {
-		ls, err = h.nl.LinkList()
-		if !errors.Is(err, netlink.ErrDumpInterrupted) && !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
+	ls, err := redump(h.linkTable(), h.nl.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}

@@ -17,11 +17,27 @@ import (
 
 // Handle performs link operations in one network namespace.
 type Handle struct {
-	nl *netlink.Handle
+	nl routeNetlink
 	ns vnetns.NsHandle // owned by the Handle
 	// current: ns is the namespace the process runs in, where sockets are
 	// opened without switching threads (and without CAP_SYS_ADMIN).
 	current bool
+}
+
+// routeNetlink is what a Handle asks of its netlink socket (a
+// *netlink.Handle); tests put in its place one that answers as a busy
+// kernel does.
+type routeNetlink interface {
+	LinkByName(name string) (netlink.Link, error)
+	LinkByIndex(idx int) (netlink.Link, error)
+	LinkList() ([]netlink.Link, error)
+	LinkAdd(l netlink.Link) error
+	LinkDel(l netlink.Link) error
+	LinkSetAlias(l netlink.Link, alias string) error
+	LinkSetUp(l netlink.Link) error
+	RdmaLinkList() ([]*netlink.RdmaLink, error)
+	RdmaSystemGetNetnsMode() (string, error)
+	Close()
 }
 
 // Current returns a Handle for the namespace the daemon runs in (the host

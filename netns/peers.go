@@ -75,20 +75,14 @@ func (h *Handle) routeSocket() (*nl.SocketHandle, error) {
 	return &nl.SocketHandle{Socket: s}, nil
 }
 
-// dump runs a dump request, retried while the kernel reports it
-// interrupted.
-func dump(s *nl.SocketHandle, build func() *nl.NetlinkRequest, resType uint16) ([][]byte, error) {
-	var err error
-	for range dumpRetries {
+// dump runs a dump request of table, tried again while the kernel reports
+// it interrupted (see redump).
+func dump(s *nl.SocketHandle, table string, build func() *nl.NetlinkRequest, resType uint16) ([][]byte, error) {
+	return redump(table, func() ([][]byte, error) {
 		req := build()
 		req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: s}
-		var msgs [][]byte
-		msgs, err = req.Execute(unix.NETLINK_ROUTE, resType)
-		if !errors.Is(err, nl.ErrDumpInterrupted) && !errors.Is(err, unix.EINTR) {
-			return msgs, err
-		}
-	}
-	return nil, err
+		return req.Execute(unix.NETLINK_ROUTE, resType)
+	})
 }
 
 // selfID returns the ID ns has in itself, or -1.
@@ -138,7 +132,7 @@ var ErrTooManyNamespaces = errors.New("cannot list every network namespace that 
 // socket's namespace.
 // Equivalent to: ip netns list-id
 func nsids(s *nl.SocketHandle) ([]int32, error) {
-	msgs, err := dump(s, func() *nl.NetlinkRequest {
+	msgs, err := dump(s, "the list of network namespace ids", func() *nl.NetlinkRequest {
 		req := nl.NewNetlinkRequest(unix.RTM_GETNSID, unix.NLM_F_DUMP)
 		req.AddData(nl.NewRtGenMsg())
 		return req
@@ -173,7 +167,7 @@ func nsids(s *nl.SocketHandle) ([]int32, error) {
 // linksIn lists the links of the namespace with ID id.
 // Equivalent to: ip -target-netnsid $id link show
 func linksIn(s *nl.SocketHandle, id int32) ([]Link, error) {
-	msgs, err := dump(s, func() *nl.NetlinkRequest {
+	msgs, err := dump(s, fmt.Sprintf("the link table of network namespace id %d", id), func() *nl.NetlinkRequest {
 		req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_DUMP)
 		req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
 		req.AddData(nl.NewRtAttr(unix.IFLA_TARGET_NETNSID, nl.Uint32Attr(uint32(id))))

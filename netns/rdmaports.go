@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
@@ -89,23 +88,16 @@ func noRdmaNetlink(err error) bool {
 
 // rdmaPortDump asks the kernel for the ports of the RDMA device with index
 // dev. The kernel's dump needs the device index in the request. A dump the
-// kernel interrupted (a device or netdev changed meanwhile) is repeated a
-// few times.
+// kernel interrupted (a device or netdev changed meanwhile) is tried again
+// (see redump).
 func rdmaPortDump(dev uint32) ([][]byte, error) {
-	var (
-		msgs [][]byte
-		err  error
-	)
-	for range dumpRetries {
+	return redump(fmt.Sprintf("the port list of RDMA device index %d", dev), func() ([][]byte, error) {
 		req := nl.NewNetlinkRequest(rdmaNLDevClient<<nl.RDMA_NL_GET_CLIENT_SHIFT|rdmaNLDevCmdPortGet, unix.NLM_F_DUMP)
 		b := make([]byte, 4)
 		nl.NativeEndian().PutUint32(b, dev)
 		req.AddData(nl.NewRtAttr(rdmaNLDevAttrDevIndex, b))
-		if msgs, err = req.Execute(unix.NETLINK_RDMA, 0); !errors.Is(err, netlink.ErrDumpInterrupted) {
-			break
-		}
-	}
-	return msgs, err
+		return req.Execute(unix.NETLINK_RDMA, 0)
+	})
 }
 
 // ParseRdmaPortReplies parses the payloads (after the netlink header) of

@@ -218,7 +218,7 @@ mutant dump-retried-without-pause netns/dump.go ./netns/ 'TestLinksRetriesAnInte
   'time.Sleep(p)' \
   '_ = p'
 mutant dump-interrupted-unexplained netns/dump.go ./netns/ 'TestLinksRetriesAnInterruptedDumpAfterAPause' \
-  'return zero, fmt.Errorf("%s kept changing while the kernel listed it (%d tries over %s: links are being added or removed without pause): retry in a moment: %w",' \
+  'return zero, fmt.Errorf("%s kept changing while the kernel listed it (%d tries over %s, each cut short by a change): retry in a moment: %w",' \
   'return zero, fmt.Errorf("%.0s%.0d%.0s%w",'
 # The managed plugin's /host/sys, a sysfs mount, is the kernel's sysfs.
 mutant managed-sysfs-not-host rdma/detect.go ./rdma/ 'TestHostSysfs' \

@@ -26,6 +26,9 @@ type Links struct {
 	NoVLAN bool
 	// PeerErr makes PeerLinks fail (other namespaces cannot be read).
 	PeerErr error
+	// ListErr makes Links fail, as a dump of the link table fails when
+	// the kernel keeps interrupting it (links churn on the host).
+	ListErr error
 	// sandboxed are the links moved into containers, by their host name.
 	sandboxed map[string]netns.Link
 }
@@ -93,12 +96,13 @@ func (f *Links) Has(name string) bool {
 	return err == nil
 }
 
-// Names lists the link names, sorted.
+// Names lists the link names, sorted (ListErr or not).
 func (f *Links) Names() []string {
-	ls, _ := f.Links()
-	out := make([]string, 0, len(ls))
-	for _, l := range ls {
-		out = append(out, l.Name)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.links))
+	for n := range f.links {
+		out = append(out, n)
 	}
 	slices.Sort(out)
 	return out
@@ -131,6 +135,9 @@ func (f *Links) LinkByIndex(idx int) (netns.Link, error) {
 func (f *Links) Links() ([]netns.Link, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.ListErr != nil {
+		return nil, f.ListErr
+	}
 	out := make([]netns.Link, 0, len(f.links))
 	for _, l := range f.links {
 		out = append(out, l)
