@@ -218,7 +218,7 @@ mutant dump-retried-without-pause netns/dump.go ./netns/ 'TestLinksRetriesAnInte
   'time.Sleep(p)' \
   '_ = p'
 mutant dump-interrupted-unexplained netns/dump.go ./netns/ 'TestLinksRetriesAnInterruptedDumpAfterAPause' \
-  'return zero, fmt.Errorf("%s kept changing while the kernel listed it (%d tries over %s, each cut short by a change): retry in a moment: %w",' \
+  'return zero, fmt.Errorf("%s kept changing while the kernel listed it (%d tries over %s: links are being added or removed without pause): retry in a moment: %w",' \
   'return zero, fmt.Errorf("%.0s%.0d%.0s%w",'
 # The managed plugin's /host/sys, a sysfs mount, is the kernel's sysfs.
 mutant managed-sysfs-not-host rdma/detect.go ./rdma/ 'TestHostSysfs' \
@@ -425,8 +425,20 @@ mutant compose-dollar-kept-escaped cmd/docker-rdma/internal/compose/override.go 
   'out[i] = strings.ReplaceAll(s, "$$", "$")' \
   'out[i] = s'
 mutant compose-dollar-interpolated cmd/docker-rdma/internal/compose/yaml.go "$dcompose" '' \
-  '_ = enc.Encode(strings.ReplaceAll(s, "$", "$$"))' \
-  '_ = enc.Encode(s)'
+  'return strconv.Quote(strings.ToValidUTF8(strings.ReplaceAll(s, "$", "$$"), "\uFFFD"))' \
+  'return strconv.Quote(strings.ToValidUTF8(s, "\uFFFD"))'
+# What comes from a network, a container or an image is a value of the
+# override, never a key: every string is quoted with its control characters
+# escaped, the names in a comment are escaped, memlock is numbers.
+mutant compose-string-unquoted cmd/docker-rdma/internal/compose/yaml.go ./cmd/docker-rdma/internal/compose/ TestWriteKeepsValuesInTheirPlace \
+  'return strconv.Quote(strings.ToValidUTF8(strings.ReplaceAll(s, "$", "$$"), "\uFFFD"))' \
+  'return "\"" + strings.ReplaceAll(s, "$", "$$") + "\""'
+mutant compose-comment-raw cmd/docker-rdma/internal/compose/yaml.go ./cmd/docker-rdma/internal/compose/ TestWriteKeepsValuesInTheirPlace \
+  'rails[i] = escape.Controls(r)' \
+  'rails[i] = r'
+mutant compose-memlock-unchecked cmd/docker-rdma/internal/compose/yaml.go ./cmd/docker-rdma/internal/compose/ TestWriteKeepsValuesInTheirPlace \
+  'if !ok || !isLimit(soft) || !isLimit(hard) {' \
+  'if false && !ok {'
 mutant compose-env-file-ignored cmd/docker-rdma/internal/compose/args.go ./cmd/docker-rdma/internal/compose/ TestConfigFilesFromEnvFile \
   'return fromFiles[k]' \
   'return fromFiles[""]'

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"net/netip"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaexec"
 )
 
 // fakeResolver answers from tables: rails by network key, rails by
@@ -291,5 +295,73 @@ func TestGenerateCarriesQoS(t *testing.T) {
 	want := []string{exec, "--net", netRoce + ",traffic_class=106,service_level=3", "--net", netRoce2, "--timeout", "10s", "--", "/bin/run"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("entrypoint %q, want %q", got, want)
+	}
+}
+
+// overrideLine is every shape of line Write writes: a value can only be
+// one of the quoted strings (the groups), or a memlock number.
+var overrideLine = regexp.MustCompile(`^(?:` +
+	`#[^\n]*|services:(?: \{\})?|` +
+	`  ("(?:[^"\\]|\\.)*"):|` +
+	`    # on [^\n]*|` +
+	`    (?:devices|cap_add|ulimits|volumes|entrypoint|command):|` +
+	`      - ("(?:[^"\\]|\\.)*")|` +
+	`      memlock:|        (?:soft|hard): -?[0-9]+|` +
+	`      - type: bind|        (?:source|target): ("(?:[^"\\]|\\.)*")|        read_only: true` +
+	`)$`)
+
+// TestWriteKeepsValuesInTheirPlace: names and commands with line breaks
+// (YAML's: LF, CR, NEL, LS, PS), quotes, control characters or bytes that
+// are not UTF-8 stay values where the override puts them: no line other
+// than the override's own, every quoted string read back is the string
+// given ($ doubled), and a comment stays one line.
+func TestWriteKeepsValuesInTheirPlace(t *testing.T) {
+	const inject = "x\n    privileged: true\n    pid: host"
+	hostile := []string{inject, "a\rb", "a\u0085b", "a\u2028b\u2029", "q\"uote\\", "esc\x1b[31m\x07\x7f", "bad\xffutf8", "$HOME"}
+	so := &ServiceOverride{Rails: []string{"roce", inject, "c1\u009b31m"}, Devices: hostile, CapAdd: []string{IPCLock}, Memlock: "-1:-1",
+		Helper: "/opt/x\n    privileged: true", Entrypoint: hostile, Command: hostile}
+	ov := &Override{Services: map[string]*ServiceOverride{"svc\n  evil:\n    privileged: true": so}}
+	var b bytes.Buffer
+	if err := ov.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, s := range append(append([]string{"svc\n  evil:\n    privileged: true", so.Helper, rdmaexec.ContainerPath, IPCLock}, hostile...), "bad\uFFFDutf8") {
+		want[strings.ReplaceAll(s, "$", "$$")] = true
+	}
+	comments := 0
+	for i, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		m := overrideLine.FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("line %d is none of the override's own: %q\n%s", i+1, line, b.String())
+			continue
+		}
+		if strings.HasPrefix(line, "    # on ") {
+			comments++
+			if want := "    # on roce, x\\n    privileged: true\\n    pid: host, c1\\u009b31m"; line != want {
+				t.Errorf("comment %q, want %q", line, want)
+			}
+		}
+		for _, q := range m[1:] {
+			if q == "" {
+				continue
+			}
+			s, err := strconv.Unquote(q)
+			if err != nil || !want[s] {
+				t.Errorf("line %d: %s reads back as %q (%v), not one of the strings given", i+1, q, s, err)
+			}
+		}
+		for _, r := range line {
+			if r < 0x20 || r >= 0x7f && r < 0xa0 || r == '\u2028' || r == '\u2029' || r == '\uFEFF' {
+				t.Errorf("line %d holds %U, which YAML refuses or reads as a line break: %q", i+1, r, line)
+			}
+		}
+	}
+	if comments != 1 {
+		t.Errorf("%d comment lines on the service's networks, want 1", comments)
+	}
+	bad := &Override{Services: map[string]*ServiceOverride{"s": {Memlock: "1\n    privileged: true\n    x: 2"}}}
+	if err := bad.Write(&b); err == nil || !strings.Contains(err.Error(), "is not SOFT:HARD in bytes") {
+		t.Errorf("a memlock that is not numbers: %v", err)
 	}
 }

@@ -2,12 +2,13 @@ package compose
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/escape"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaexec"
 )
 
@@ -16,7 +17,11 @@ const Header = "# Written by docker rdma compose: what RDMA needs for the servic
 	"# Use it after your own files: docker compose -f compose.yaml -f THIS_FILE up\n"
 
 // Write writes the override as a Compose file. Every string is quoted and
-// every $ doubled, so compose takes it as written (no interpolation).
+// every $ doubled, so compose takes it as written (no interpolation); the
+// names in comments have their control characters escaped, so none ends
+// its comment line. What comes from a network, a container, an image or
+// the user's files can only be a value where the override puts it, never
+// a key of its own.
 func (ov *Override) Write(w io.Writer) error {
 	var b bytes.Buffer
 	b.WriteString(Header)
@@ -36,11 +41,18 @@ func (ov *Override) Write(w io.Writer) error {
 	for _, n := range names {
 		so := ov.Services[n]
 		fmt.Fprintf(&b, "  %s:\n", quote(n))
-		fmt.Fprintf(&b, "    # on %s\n", strings.Join(so.Rails, ", "))
+		rails := make([]string, len(so.Rails))
+		for i, r := range so.Rails {
+			rails[i] = escape.Controls(r)
+		}
+		fmt.Fprintf(&b, "    # on %s\n", strings.Join(rails, ", "))
 		list(&b, "devices", so.Devices)
 		list(&b, "cap_add", so.CapAdd)
 		if so.Memlock != "" {
-			soft, hard, _ := strings.Cut(so.Memlock, ":")
+			soft, hard, ok := strings.Cut(so.Memlock, ":")
+			if !ok || !isLimit(soft) || !isLimit(hard) {
+				return fmt.Errorf("service %s: memlock %q is not SOFT:HARD in bytes (-1: unlimited)", escape.Controls(n), so.Memlock)
+			}
 			fmt.Fprintf(&b, "    ulimits:\n      memlock:\n        soft: %s\n        hard: %s\n", soft, hard)
 		}
 		if so.Helper != "" {
@@ -66,12 +78,20 @@ func list(b *bytes.Buffer, key string, items []string) {
 	}
 }
 
-// quote writes s as a YAML double-quoted scalar (JSON's string syntax is a
-// subset of it), with $ doubled for compose's interpolation.
+// isLimit reports whether s is a limit as runflags.ParseMemlock writes
+// it: -1 or a number of bytes.
+func isLimit(s string) bool {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return err == nil && n >= -1 && strconv.FormatInt(n, 10) == s
+}
+
+// quote writes s as a YAML double-quoted scalar, with $ doubled for
+// compose's interpolation. strconv.Quote writes every character that is
+// not printable as an escape, and each of its escapes (\n, \t, \a, \x1b,
+// \u2028, \U000e0001, \", \\) is one of YAML's double-quoted style with
+// the same meaning: no character of s can end the scalar or its line, or
+// be one a YAML document may not hold (C0, DEL, C1). A byte that is not
+// UTF-8 cannot be in a YAML document at all: it becomes U+FFFD.
 func quote(s string) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(strings.ReplaceAll(s, "$", "$$"))
-	return strings.TrimSuffix(b.String(), "\n")
+	return strconv.Quote(strings.ToValidUTF8(strings.ReplaceAll(s, "$", "$$"), "\uFFFD"))
 }
