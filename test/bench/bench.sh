@@ -97,19 +97,29 @@ peer=rmvb${id}q
 work=""
 dir=""
 loadpid=""
+partpid=""
 bgpids=()
 policy=""
 sock=""
-cleanup() {
-	local rc=$? p
-	set +e
+# engine_cleanup: what one engine's part made (its dockerd, parent link, background processes,
+# device nodes); 1 when its dockerd could not be stopped.
+engine_cleanup() {
+	local p rc=0
 	for p in "${bgpids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	bgpids=()
 	if [[ -n $dir ]]; then
 		bash "$scripts/dockerd.sh" stop "$dir" 2>/dev/null || rc=1
 		dir=""
 	fi
 	ip link del "$parent" 2>/dev/null
 	fake_dev_remove
+	return "$rc"
+}
+cleanup() {
+	local rc=$?
+	set +e
+	if [[ -n $partpid ]]; then kill -TERM "$partpid" 2>/dev/null; wait "$partpid" 2>/dev/null; fi
+	engine_cleanup || rc=1
 	if [[ -n $loadpid ]]; then kill "$loadpid" 2>/dev/null; wait "$loadpid" 2>/dev/null; fi
 	[[ -n $policy ]] && rm -f "$policy"
 	if [[ -n $work && -z ${BENCH_OUT:-} ]]; then rm -rf "$work"; fi
@@ -544,11 +554,31 @@ main() {
 	fi
 
 	[[ " $PARTS " == *" docker "* || " $PARTS " == *" concurrent "* || " $PARTS " == *" rdmarun "* ]] || engines=()
+	# Each engine's part runs in a subshell that cleans up after itself: a part that fails keeps
+	# what it measured before, the others still run, the report is written from what there is,
+	# and the run fails at the end naming the parts that did not finish.
+	local failed=() rc
 	for e in "${engines[@]}"; do
 		case $e in
-		debian | current) engine_bench "$e" ;;
+		debian | current) ;;
 		*) die "unknown engine '$e' (want: debian, current)" ;;
 		esac
+		# In the background and waited for: a subshell in a condition would run without set -e.
+		(
+			trap 'rc=$?; set +e; engine_cleanup || rc=1; exit "$rc"' EXIT
+			trap 'exit 130' INT TERM
+			engine_bench "$e"
+		) &
+		partpid=$!
+		rc=0
+		wait "$partpid" || rc=$?
+		partpid=""
+		if ((rc != 0)); then
+			((rc != 130)) || die "interrupted"
+			failed+=("$e")
+			say "$e: the part failed (see the error above); what it measured before is kept"
+			printf '%s\n' "$e" >>"$work/res/failed.txt"
+		fi
 	done
 
 	kill "$loadpid" 2>/dev/null || true
@@ -556,7 +586,16 @@ main() {
 	loadpid=""
 	local write=(-md "$repo/BENCHMARKS.md" -docs "$repo/docs")
 	[[ ${BENCH_NO_WRITE:-} == 1 ]] && write=()
+	if ((${#failed[@]})); then
+		# A partial run must not replace the published figures.
+		write=()
+		say "not writing BENCHMARKS.md: the part of ${failed[*]} failed"
+	fi
 	"$work/bin/report" -in "$work/res" "${write[@]}" -elapsed "$((SECONDS - t_start))"
+	if ((${#failed[@]})); then
+		[[ -n ${BENCH_OUT:-} ]] || { BENCH_OUT=$work; say "results kept in $work"; }
+		die "the part of ${failed[*]} failed after $((SECONDS - t_start)) s; the figures above are what it measured before"
+	fi
 	say "done in $((SECONDS - t_start)) s"
 }
 
