@@ -10,6 +10,18 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 # prometheus and promtool: test/e2e/e2e-metrics.sh scrapes the plugin with a real Prometheus.
 command -v promtool >/dev/null || need+=(prometheus)
+# What scripts/engines.sh (Debian's engine; the built ones' containerd, libseccomp and cgo) and
+# test/kernel/vm/build.sh (qemu, debootstrap and the image tools) would install themselves: here
+# first, so that the two can run side by side (scripts/check.sh) without taking apt's lock.
+# missing_pkgs PKG...: those not installed.
+missing_pkgs() {
+  local p
+  for p in "$@"; do
+    [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" = "install ok installed" ] || need+=("$p")
+  done
+}
+missing_pkgs docker.io busybox-static docker-compose containerd libseccomp-dev pkg-config \
+  qemu-system-x86 debootstrap zstd cpio kmod dpkg debian-archive-keyring
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
