@@ -439,6 +439,21 @@ mutant compose-comment-raw cmd/docker-rdma/internal/compose/yaml.go ./cmd/docker
 mutant compose-memlock-unchecked cmd/docker-rdma/internal/compose/yaml.go ./cmd/docker-rdma/internal/compose/ TestWriteKeepsValuesInTheirPlace \
   'if !ok || !isLimit(soft) || !isLimit(hard) {' \
   'if false && !ok {'
+# What docker rdma prints for people (tables, text, warnings, errors, the
+# dry-run's command line, JSON) holds no raw control character from a
+# name or a message of the engine or the daemon.
+mutant escape-keeps-c1 cmd/docker-rdma/internal/escape/escape.go ./cmd/docker-rdma/internal/escape/ TestControls \
+  'if !strconv.IsPrint(r) {' \
+  'if r < 0x20 {'
+mutant print-args-raw cmd/docker-rdma/internal/commands/terminal.go ./cmd/docker-rdma/internal/commands/ TestPrintersEscapeControlCharacters \
+  'out[i] = escape.Controls(x)' \
+  'out[i] = x'
+mutant json-controls-raw cmd/docker-rdma/internal/commands/terminal.go ./cmd/docker-rdma/internal/commands/ TestPrintersEscapeControlCharacters \
+  "if r == '\\n' || strconv.IsPrint(r) || r == utf8.RuneError && n == 1 {" \
+  'if true || strconv.IsPrint(r) {'
+mutant shell-quote-controls-raw cmd/docker-rdma/internal/commands/run.go ./cmd/docker-rdma/internal/commands/ 'TestShellQuoteControlCharacters|TestPrintersEscapeControlCharacters' \
+  'if escape.Controls(a) != a {' \
+  'if false {'
 mutant compose-env-file-ignored cmd/docker-rdma/internal/compose/args.go ./cmd/docker-rdma/internal/compose/ TestConfigFilesFromEnvFile \
   'return fromFiles[k]' \
   'return fromFiles[""]'

@@ -85,7 +85,7 @@ func (s *session) cmdCompose(args []string) int {
 		return s.composeFail("%v", err)
 	}
 	for _, n := range ov.Notes {
-		fmt.Fprintf(s.env.Stderr, "# %s\n", n)
+		tprintf(s.env.Stderr, "# %s\n", n)
 	}
 	if a.PrintOverride {
 		if err := ov.Write(s.env.Stdout); err != nil {
@@ -126,7 +126,7 @@ func (s *session) cmdCompose(args []string) int {
 }
 
 func (s *session) composeFail(format string, a ...any) int {
-	fmt.Fprintf(s.env.Stderr, "docker rdma compose: "+format+"\n", a...)
+	tprintf(s.env.Stderr, "docker rdma compose: "+format+"\n", a...)
 	return exitRunFailed
 }
 
@@ -299,10 +299,10 @@ func (r *composeResolver) rail(n runNet, devs runflags.Devices) *compose.Rail {
 
 func (r *composeResolver) warn(name string, v *netView) {
 	for _, pr := range v.Problems {
-		fmt.Fprintf(r.s.env.Stderr, "docker rdma compose: warning: network %s: %s\n", name, pr)
+		tprintf(r.s.env.Stderr, "docker rdma compose: warning: network %s: %s\n", name, pr)
 	}
 	if v.PortState != "" && v.PortState != "ACTIVE" {
-		fmt.Fprintf(r.s.env.Stderr, "docker rdma compose: warning: network %s: port %s/%d is %s (check the cable and: rdma link show)\n", name, v.HCA, v.Port, v.PortState)
+		tprintf(r.s.env.Stderr, "docker rdma compose: warning: network %s: port %s/%d is %s (check the cable and: rdma link show)\n", name, v.HCA, v.Port, v.PortState)
 	}
 }
 

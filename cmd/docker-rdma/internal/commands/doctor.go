@@ -82,24 +82,24 @@ func (s *session) cmdDoctor(args []string) int {
 		return status
 	}
 	if len(rest) > 0 {
-		fmt.Fprintf(s.env.Stderr, "docker rdma doctor: unexpected argument %q\n", rest[0])
+		tprintf(s.env.Stderr, "docker rdma doctor: unexpected argument %q\n", rest[0])
 		return exitUsage
 	}
 	if err := checkFormat(*format); err != nil {
-		fmt.Fprintf(s.env.Stderr, "docker rdma doctor: %v\n", err)
+		tprintf(s.env.Stderr, "docker rdma doctor: %v\n", err)
 		return exitUsage
 	}
 	if d.trafficClass < -1 || d.trafficClass > 255 {
-		fmt.Fprintf(s.env.Stderr, "docker rdma doctor: --traffic-class %d: want 0-255 (the IP ToS byte, as NCCL_IB_TC takes it)\n", d.trafficClass)
+		tprintf(s.env.Stderr, "docker rdma doctor: --traffic-class %d: want 0-255 (the IP ToS byte, as NCCL_IB_TC takes it)\n", d.trafficClass)
 		return exitUsage
 	}
 	memlock, err := runflags.ParseMemlock(d.memlock)
 	if err != nil {
-		fmt.Fprintf(s.env.Stderr, "docker rdma doctor: --memlock: %v\n", err)
+		tprintf(s.env.Stderr, "docker rdma doctor: --memlock: %v\n", err)
 		return exitUsage
 	}
 	if strings.HasPrefix(d.image, "-") || strings.ContainsFunc(d.image, unicode.IsSpace) || strings.ContainsFunc(d.image, unicode.IsControl) {
-		fmt.Fprintf(s.env.Stderr, "docker rdma doctor: --image %s is not an image name: pass a local image, e.g. --image busybox\n", shellQuote(d.image))
+		tprintf(s.env.Stderr, "docker rdma doctor: --image %s is not an image name: pass a local image, e.g. --image busybox\n", shellQuote(d.image))
 		return exitUsage
 	}
 	d.out.SysfsRoot = d.root
@@ -570,24 +570,24 @@ func kernelBefore(release string, major, minor int) bool {
 }
 
 func renderDoctor(w io.Writer, out doctorOutput) {
-	fmt.Fprintf(w, "docker rdma doctor (sysfs under %s)\n\n", out.SysfsRoot)
+	tprintf(w, "docker rdma doctor (sysfs under %s)\n\n", out.SysfsRoot)
 	width := 0
 	for _, c := range out.Checks {
 		width = max(width, len(c.Name))
 	}
 	for _, c := range out.Checks {
-		fmt.Fprintf(w, "%-4s  %-*s  %s\n", strings.ToUpper(c.Status), width, c.Name, c.Detail)
+		tprintf(w, "%-4s  %-*s  %s\n", strings.ToUpper(c.Status), width, c.Name, c.Detail)
 		if c.Fix != "" && c.Status != statusOK {
-			fmt.Fprintf(w, "      %-*s  fix: %s\n", width, "", c.Fix)
+			tprintf(w, "      %-*s  fix: %s\n", width, "", c.Fix)
 		}
 	}
 	renderGPUTopology(w, out.GPUTopology)
 	fmt.Fprintln(w)
 	switch {
 	case out.Failures > 0:
-		fmt.Fprintf(w, "%d problem(s) block RDMA in containers, %d warning(s)\n", out.Failures, out.Warnings)
+		tprintf(w, "%d problem(s) block RDMA in containers, %d warning(s)\n", out.Failures, out.Warnings)
 	case out.Warnings > 0:
-		fmt.Fprintf(w, "nothing blocks RDMA; %d warning(s)\n", out.Warnings)
+		tprintf(w, "nothing blocks RDMA; %d warning(s)\n", out.Warnings)
 	default:
 		fmt.Fprintln(w, "nothing blocks RDMA")
 	}

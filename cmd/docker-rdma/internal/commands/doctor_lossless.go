@@ -283,6 +283,6 @@ func renderGPUTopology(w io.Writer, t *gpuTopology) {
 		}
 	}
 	if len(rails) > 0 {
-		fmt.Fprintf(w, "  networks: %s\n", strings.Join(rails, "; "))
+		tprintf(w, "  networks: %s\n", strings.Join(rails, "; "))
 	}
 }

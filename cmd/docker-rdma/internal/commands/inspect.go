@@ -98,11 +98,11 @@ func (s *session) cmdInspect(args []string) int {
 		return status
 	}
 	if err := checkFormat(*format); err != nil {
-		fmt.Fprintf(s.env.Stderr, "docker rdma inspect: %v\n", err)
+		tprintf(s.env.Stderr, "docker rdma inspect: %v\n", err)
 		return exitUsage
 	}
 	if len(names) == 0 {
-		fmt.Fprintf(s.env.Stderr, "Usage:  %s\n", usages["inspect"])
+		tprintf(s.env.Stderr, "Usage:  %s\n", usages["inspect"])
 		return exitUsage
 	}
 	out := inspectOutput{Containers: []inspectContainer{}, Networks: []inspectNetwork{}}
@@ -111,7 +111,7 @@ func (s *session) cmdInspect(args []string) int {
 		if c, cerr := s.cli.ContainerInspect(s.ctx, name); cerr == nil {
 			ic, err := s.inspectContainer(c)
 			if err != nil {
-				fmt.Fprintf(s.env.Stderr, "docker rdma inspect: %s: %v\n", name, err)
+				tprintf(s.env.Stderr, "docker rdma inspect: %s: %v\n", name, err)
 				failed = true
 				continue
 			}
@@ -120,14 +120,14 @@ func (s *session) cmdInspect(args []string) int {
 		}
 		n, nerr := s.cli.NetworkInspect(s.ctx, name)
 		if nerr != nil {
-			fmt.Fprintf(s.env.Stderr, "docker rdma inspect: %s: no such container or network\n", name)
+			tprintf(s.env.Stderr, "docker rdma inspect: %s: no such container or network\n", name)
 			failed = true
 			continue
 		}
 		if !s.isRDMADriver(n.Driver) {
-			fmt.Fprintf(s.env.Stderr, "docker rdma inspect: network %s has driver %s, not rdma-macvlan", n.Name, n.Driver)
+			tprintf(s.env.Stderr, "docker rdma inspect: network %s has driver %s, not rdma-macvlan", n.Name, n.Driver)
 			if !builtinDriver(n.Driver) {
-				fmt.Fprintf(s.env.Stderr, " (%s)", s.notRDMAHint(n.Driver))
+				tprintf(s.env.Stderr, " (%s)", s.notRDMAHint(n.Driver))
 			}
 			fmt.Fprintln(s.env.Stderr)
 			failed = true
@@ -464,10 +464,10 @@ func renderInspect(w io.Writer, out inspectOutput) {
 		if c.Running {
 			state = "running"
 		}
-		fmt.Fprintf(w, "container %s (%s), %s\n", c.Name, shortID(c.ID), state)
-		fmt.Fprintf(w, "  devices    %s\n", dash(strings.Join(c.Devices, " ")))
-		fmt.Fprintf(w, "  IPC_LOCK   %s\n", yesNo(c.IPCLock))
-		fmt.Fprintf(w, "  memlock    %s\n", c.Memlock)
+		tprintf(w, "container %s (%s), %s\n", c.Name, shortID(c.ID), state)
+		tprintf(w, "  devices    %s\n", dash(strings.Join(c.Devices, " ")))
+		tprintf(w, "  IPC_LOCK   %s\n", yesNo(c.IPCLock))
+		tprintf(w, "  memlock    %s\n", c.Memlock)
 		for _, n := range c.Networks {
 			fmt.Fprintln(w)
 			renderNetworkHead(w, n.lsNetwork)
@@ -476,31 +476,31 @@ func renderInspect(w io.Writer, out inspectOutput) {
 			}
 		}
 		for _, p := range c.Problems {
-			fmt.Fprintf(w, "problem: %s\n", p)
+			tprintf(w, "problem: %s\n", p)
 		}
 		if len(c.Env) > 0 {
-			fmt.Fprintf(w, "\n# environment for RDMA applications in %s (docker exec -e, or an env file)\n", c.Name)
-			fmt.Fprintf(w, "# (what rdma-exec exports in a container started by docker rdma run; GID: %s)\n", c.GIDChoice)
+			tprintf(w, "\n# environment for RDMA applications in %s (docker exec -e, or an env file)\n", c.Name)
+			tprintf(w, "# (what rdma-exec exports in a container started by docker rdma run; GID: %s)\n", c.GIDChoice)
 			for _, e := range c.Env {
-				fmt.Fprintln(w, e)
+				tprintln(w, e)
 			}
 			for _, n := range c.EnvNotes {
-				fmt.Fprintf(w, "# %s\n", n)
+				tprintf(w, "# %s\n", n)
 			}
 			if len(c.GIDMismatch) > 0 {
 				what := "rdma-exec does not start the workload (status 121; docker rdma run --accept-gid-mismatch starts it anyway)"
 				if c.AcceptMismatch {
 					what = "started with --accept-gid-mismatch"
 				}
-				fmt.Fprintf(w, "# GID mismatch: the container's own entries have different indexes on its rails and no setting makes every library use them; %s:\n", what)
+				tprintf(w, "# GID mismatch: the container's own entries have different indexes on its rails and no setting makes every library use them; %s:\n", what)
 				for _, m := range c.GIDMismatch {
-					fmt.Fprintf(w, "#   %s\n", m)
+					tprintf(w, "#   %s\n", m)
 				}
 			}
 			if len(c.QoSConflict) > 0 {
 				fmt.Fprintln(w, "# QoS conflict: the networks ask for different values of variables that take one for every device; rdma-exec does not start the workload (status 120) unless you set them (-e):")
 				for _, m := range c.QoSConflict {
-					fmt.Fprintf(w, "#   %s\n", m)
+					tprintf(w, "#   %s\n", m)
 				}
 			}
 		} else {
@@ -512,7 +512,7 @@ func renderInspect(w io.Writer, out inspectOutput) {
 			fmt.Fprintln(w)
 		}
 		renderNetworkHead(w, n.lsNetwork)
-		fmt.Fprintf(w, "  containers %d\n\n", n.Containers)
+		tprintf(w, "  containers %d\n\n", n.Containers)
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "CONTAINER\tINTERFACE\tIPV4\tIPV6\tGID INDEX\tGIDS\tMOVED (GIVEN->NOW)\tRDMA")
 		for _, ep := range n.Endpoints {
@@ -524,7 +524,7 @@ func renderInspect(w io.Writer, out inspectOutput) {
 			for _, g := range ep.GIDs {
 				gids = append(gids, strconv.Itoa(g.Index))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash(firstNonEmpty(ep.Container, "? endpoint "+shortID(ep.ID))),
+			tprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash(firstNonEmpty(ep.Container, "? endpoint "+shortID(ep.ID))),
 				dash(ep.Ifname), dash(ep.IPv4), dash(ep.IPv6), idx, dash(strings.Join(gids, ",")), dash(movedCell(ep.GIDDrift)), readiness(ep))
 		}
 		_ = tw.Flush()
@@ -532,7 +532,7 @@ func renderInspect(w io.Writer, out inspectOutput) {
 }
 
 func renderNetworkHead(w io.Writer, n lsNetwork) {
-	fmt.Fprintf(w, "network %s (%s), driver %s\n", n.Name, shortID(n.ID), n.Driver)
+	tprintf(w, "network %s (%s), driver %s\n", n.Name, shortID(n.ID), n.Driver)
 	port := "-"
 	if n.HCA != "" {
 		port = fmt.Sprintf("%s port %d", n.HCA, n.Port)
@@ -543,18 +543,18 @@ func renderNetworkHead(w io.Writer, n lsNetwork) {
 			port += " " + n.LinkLayer
 		}
 	}
-	fmt.Fprintf(w, "  parent     %s\n", dash(n.Parent))
-	fmt.Fprintf(w, "  HCA        %s\n", port)
+	tprintf(w, "  parent     %s\n", dash(n.Parent))
+	tprintf(w, "  HCA        %s\n", port)
 	if n.NetnsMode != "" {
-		fmt.Fprintf(w, "  netns mode %s\n", n.NetnsMode)
+		tprintf(w, "  netns mode %s\n", n.NetnsMode)
 	}
-	fmt.Fprintf(w, "  GID table  %s\n", gidCell(n.GIDTable))
+	tprintf(w, "  GID table  %s\n", gidCell(n.GIDTable))
 	if n.GIDCheck != "" {
 		check := n.GIDCheck
 		if n.GIDCheckNote != "" {
 			check += " (works as warn here: " + n.GIDCheckNote + ")"
 		}
-		fmt.Fprintf(w, "  gid check  %s\n", check)
+		tprintf(w, "  gid check  %s\n", check)
 	}
 	if n.TrafficClass != nil || n.ServiceLevel != nil {
 		var q []string
@@ -564,14 +564,14 @@ func renderNetworkHead(w io.Writer, n lsNetwork) {
 		if n.ServiceLevel != nil {
 			q = append(q, fmt.Sprintf("service level %d", *n.ServiceLevel))
 		}
-		fmt.Fprintf(w, "  QoS        %s\n", strings.Join(q, ", "))
+		tprintf(w, "  QoS        %s\n", strings.Join(q, ", "))
 	}
-	fmt.Fprintf(w, "  run flags  %s\n", dash(strings.Join(n.DeviceFlags, " ")))
+	tprintf(w, "  run flags  %s\n", dash(strings.Join(n.DeviceFlags, " ")))
 	for _, p := range n.Problems {
-		fmt.Fprintf(w, "  problem:   %s\n", p)
+		tprintf(w, "  problem:   %s\n", p)
 	}
 	for _, m := range n.Missing {
-		fmt.Fprintf(w, "  not known: %s\n", m)
+		tprintf(w, "  not known: %s\n", m)
 	}
 }
 
@@ -580,28 +580,28 @@ func renderEndpoint(w io.Writer, ep inspectEndpoint) {
 	if ep.HostIfname != "" {
 		ifname += " (host link " + ep.HostIfname + ")"
 	}
-	fmt.Fprintf(w, "  interface  %s\n", ifname)
+	tprintf(w, "  interface  %s\n", ifname)
 	var addrs []string
 	for _, a := range []struct{ k, v string }{{"IPv4", ep.IPv4}, {"IPv6", ep.IPv6}, {"MAC", ep.MAC}} {
 		if a.v != "" {
 			addrs = append(addrs, a.k+" "+a.v)
 		}
 	}
-	fmt.Fprintf(w, "  addresses  %s\n", dash(strings.Join(addrs, ", ")))
+	tprintf(w, "  addresses  %s\n", dash(strings.Join(addrs, ", ")))
 	if len(ep.GIDs) == 0 {
-		fmt.Fprintf(w, "  GIDs       -\n")
+		tprintf(w, "  GIDs       -\n")
 	}
 	for i, g := range ep.GIDs {
 		label := "  GIDs       "
 		if i > 0 {
 			label = "             "
 		}
-		fmt.Fprintf(w, "%s%d  %-10s  %s\n", label, g.Index, g.Type, g.GID)
+		tprintf(w, "%s%d  %-10s  %s\n", label, g.Index, g.Type, g.GID)
 	}
 	if len(ep.GIDDrift) > 0 {
-		fmt.Fprintf(w, "  moved      %s (given->now, -1: gone): the workload keeps the index it was given; restart the container to give it the new one\n", movedCell(ep.GIDDrift))
+		tprintf(w, "  moved      %s (given->now, -1: gone): the workload keeps the index it was given; restart the container to give it the new one\n", movedCell(ep.GIDDrift))
 	}
-	fmt.Fprintf(w, "  RDMA       %s\n", readiness(ep))
+	tprintf(w, "  RDMA       %s\n", readiness(ep))
 }
 
 // movedCell shows the entries of an endpoint that moved after it was

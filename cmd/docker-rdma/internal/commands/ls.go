@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,16 +40,16 @@ func (s *session) cmdLs(args []string) int {
 		return status
 	}
 	if len(rest) > 0 {
-		fmt.Fprintf(s.env.Stderr, "docker rdma ls: unexpected argument %q\n", rest[0])
+		tprintf(s.env.Stderr, "docker rdma ls: unexpected argument %q\n", rest[0])
 		return exitUsage
 	}
 	if err := checkFormat(*format); err != nil {
-		fmt.Fprintf(s.env.Stderr, "docker rdma ls: %v\n", err)
+		tprintf(s.env.Stderr, "docker rdma ls: %v\n", err)
 		return exitUsage
 	}
 	nets, err := s.rdmaNetworks()
 	if err != nil {
-		fmt.Fprintf(s.env.Stderr, "docker rdma ls: %v\n", err)
+		tprintf(s.env.Stderr, "docker rdma ls: %v\n", err)
 		return 1
 	}
 	out := lsOutput{Networks: []lsNetwork{}}
@@ -77,7 +78,7 @@ func renderLs(w io.Writer, out lsOutput) {
 		if n.Port > 0 {
 			port = strconv.Itoa(n.Port)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n",
+		tprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n",
 			n.Name, n.Driver, dash(n.Parent), dash(n.HCA), dash(port), dash(n.PortState), n.Containers,
 			gidCell(n.GIDTable), qosText(n.TrafficClass, n.ServiceLevel), dash(shellJoin(n.DeviceFlags)))
 	}
@@ -85,7 +86,7 @@ func renderLs(w io.Writer, out lsOutput) {
 	notes := map[string][]string{}
 	for _, n := range out.Networks {
 		for _, p := range n.Problems {
-			fmt.Fprintf(w, "%s: problem: %s\n", n.Name, p)
+			tprintf(w, "%s: problem: %s\n", n.Name, p)
 		}
 		for _, m := range n.Missing {
 			notes[m] = append(notes[m], n.Name)
@@ -97,7 +98,7 @@ func renderLs(w io.Writer, out lsOutput) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "%s: not known: %s\n", strings.Join(notes[k], ", "), k)
+		tprintf(w, "%s: not known: %s\n", strings.Join(notes[k], ", "), k)
 	}
 }
 
@@ -135,10 +136,16 @@ func dash(s string) string {
 	return s
 }
 
+// writeJSON writes v as indented JSON, with the characters of its
+// strings that are not printable escaped (escapeJSON).
 func writeJSON(w io.Writer, v any) int {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
+		return 1
+	}
+	if _, err := w.Write(escapeJSON(b.Bytes())); err != nil {
 		return 1
 	}
 	return 0

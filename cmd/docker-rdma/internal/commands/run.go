@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/escape"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
@@ -116,9 +117,9 @@ func (s *session) cmdRun(args []string) int {
 	argv := s.cli.Argv(plan.Argv...)
 	if p.Own.DryRun {
 		for _, n := range plan.Notes {
-			fmt.Fprintf(s.env.Stderr, "# %s\n", n)
+			tprintf(s.env.Stderr, "# %s\n", n)
 		}
-		fmt.Fprintln(s.env.Stdout, shellJoin(append([]string{s.cli.Path}, argv...)))
+		tprintln(s.env.Stdout, shellJoin(append([]string{s.cli.Path}, argv...)))
 		return 0
 	}
 	return superviseDocker(s.env, s.cli.Path, argv, memlock, helper)
@@ -164,7 +165,7 @@ func (s *session) runByCreate(p *runflags.Parsed, plan runflags.Plan, memlock, h
 		return s.runFail("%v", err)
 	}
 	for _, n := range append(plan.Notes, route.Notes...) {
-		fmt.Fprintf(s.env.Stderr, "# %s\n", n)
+		tprintf(s.env.Stderr, "# %s\n", n)
 	}
 	if p.Own.DryRun {
 		out := []string{shellJoin(append([]string{s.cli.Path}, s.cli.Argv(append([]string{"create"}, route.Create...)...)...)) + " >cid"}
@@ -173,7 +174,9 @@ func (s *session) runByCreate(p *runflags.Parsed, plan runflags.Plan, memlock, h
 		}
 		start := append([]string{"start"}, route.Start...)
 		out = append(out, shellJoin(append([]string{s.cli.Path}, s.cli.Argv(start...)...))+` "$(cat cid)"`)
-		fmt.Fprintln(s.env.Stdout, strings.Join(out, "\n"))
+		for _, line := range out {
+			tprintln(s.env.Stdout, line)
+		}
 		return 0
 	}
 	create := exec.CommandContext(s.ctx, s.cli.Path, s.cli.Argv(append([]string{"create"}, route.Create...)...)...)
@@ -206,7 +209,7 @@ func (s *session) runByCreate(p *runflags.Parsed, plan runflags.Plan, memlock, h
 			}
 			return s.runFail("docker start: %v", err)
 		}
-		fmt.Fprintln(s.env.Stdout, id)
+		tprintln(s.env.Stdout, id)
 		return 0
 	}
 	return superviseDocker(s.env, s.cli.Path, s.cli.Argv(append(append([]string{"start"}, route.Start...), id)...), memlock, helper)
@@ -231,7 +234,7 @@ func (s *session) prefetchRun(p *runflags.Parsed) {
 }
 
 func (s *session) runFail(format string, a ...any) int {
-	fmt.Fprintf(s.env.Stderr, "docker rdma run: "+format+"\n", a...)
+	tprintf(s.env.Stderr, "docker rdma run: "+format+"\n", a...)
 	return exitRunFailed
 }
 
@@ -271,10 +274,10 @@ func (s *session) runDevices(p *runflags.Parsed) (runflags.Devices, []runNet, er
 		}
 		nets = append(nets, runNet{net: dn, view: v})
 		for _, pr := range v.Problems {
-			fmt.Fprintf(s.env.Stderr, "docker rdma run: warning: network %s: %s\n", name, pr)
+			tprintf(s.env.Stderr, "docker rdma run: warning: network %s: %s\n", name, pr)
 		}
 		if v.PortState != "" && v.PortState != "ACTIVE" {
-			fmt.Fprintf(s.env.Stderr, "docker rdma run: warning: network %s: port %s/%d is %s (check the cable and: rdma link show)\n", name, v.HCA, v.Port, v.PortState)
+			tprintf(s.env.Stderr, "docker rdma run: warning: network %s: port %s/%d is %s (check the cable and: rdma link show)\n", name, v.HCA, v.Port, v.PortState)
 		}
 		if err := s.addDevices(&devs, v, p.Own.DeviceMode); err != nil {
 			return devs, nil, fmt.Errorf("network %s: %w", name, err)
@@ -392,6 +395,12 @@ func shellQuote(a string) string {
 	}
 	if safe {
 		return a
+	}
+	if escape.Controls(a) != a {
+		// bash's $'...', whose escapes (\n, \x1b, \u009b) are Go's:
+		// the shell reads back the same bytes, the terminal shows none
+		// of them raw.
+		return "$'" + escape.Controls(strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(a)) + "'"
 	}
 	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 }

@@ -18,7 +18,7 @@ func (s *session) noteNearestRails(value string, nets []runNet) {
 		return
 	}
 	note := func(format string, a ...any) {
-		fmt.Fprintf(s.env.Stderr, "docker rdma run: note: --gpus "+value+": "+format+"\n", a...)
+		tprintf(s.env.Stderr, "docker rdma run: note: --gpus "+value+": "+format+"\n", a...)
 	}
 	root := s.sysfsRoot(nets[0].view.Backend)
 	all, err := gpu.GPUs(root)
@@ -37,7 +37,7 @@ func (s *session) noteNearestRails(value string, nets []runNet) {
 	}
 	gpus, err := gpu.Requested(value, all, uuids)
 	if err != nil {
-		fmt.Fprintf(s.env.Stderr, "docker rdma run: note: %v, so no nearest rail\n", err)
+		tprintf(s.env.Stderr, "docker rdma run: note: %v, so no nearest rail\n", err)
 		return
 	}
 	var hcas []gpu.Device
@@ -67,5 +67,5 @@ func (s *session) noteNearestRails(value string, nets []runNet) {
 		}
 		parts = append(parts, fmt.Sprintf("%s %s nearest %s %s", d.Name, d.BDF, strings.Join(names, ", "), link))
 	}
-	fmt.Fprintf(s.env.Stderr, "docker rdma run: note: nearest rails: %s (PIX/PXB: a PCIe switch; PHB/NODE: the CPU; SYS: another NUMA node)\n", strings.Join(parts, "; "))
+	tprintf(s.env.Stderr, "docker rdma run: note: nearest rails: %s (PIX/PXB: a PCIe switch; PHB/NODE: the CPU; SYS: another NUMA node)\n", strings.Join(parts, "; "))
 }

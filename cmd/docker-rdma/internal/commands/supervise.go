@@ -3,7 +3,6 @@ package commands
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -37,7 +36,7 @@ func superviseDocker(env *Env, path string, argv []string, memlock, helper strin
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(env.Stderr, "docker rdma run: start %s: %v\n", path, err)
+		tprintf(env.Stderr, "docker rdma run: start %s: %v\n", path, err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return 127
 		}
@@ -74,14 +73,14 @@ func superviseDocker(env *Env, path string, argv []string, memlock, helper strin
 			status = exit.ExitCode()
 		}
 	default:
-		fmt.Fprintf(env.Stderr, "docker rdma run: %s: %v\n", path, err)
+		tprintf(env.Stderr, "docker rdma run: %s: %v\n", path, err)
 		return exitRunFailed
 	}
 	if status != 0 && memlockRefused(watch.Tail()) {
-		fmt.Fprintf(env.Stderr, memlockHint, memlock)
+		tprintf(env.Stderr, memlockHint, memlock)
 	}
 	if status != 0 && helper != "" && helperMissing(watch.Tail(), helper) {
-		fmt.Fprintf(env.Stderr, helperHint, helper)
+		tprintf(env.Stderr, helperHint, helper)
 	}
 	return status
 }

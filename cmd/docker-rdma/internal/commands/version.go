@@ -43,11 +43,11 @@ func (s *session) cmdVersion(args []string, cli string) int {
 		return status
 	}
 	if len(rest) > 0 {
-		fmt.Fprintf(s.env.Stderr, "docker rdma version: unexpected argument %q\n", rest[0])
+		tprintf(s.env.Stderr, "docker rdma version: unexpected argument %q\n", rest[0])
 		return exitUsage
 	}
 	if err := checkFormat(*format); err != nil {
-		fmt.Fprintf(s.env.Stderr, "docker rdma version: %v\n", err)
+		tprintf(s.env.Stderr, "docker rdma version: %v\n", err)
 		return exitUsage
 	}
 	out := versionOutput{CLI: cli, Plugins: []versionPlugin{}}
@@ -111,16 +111,16 @@ func (s *session) cmdVersion(args []string, cli string) int {
 
 func renderVersion(w io.Writer, o versionOutput) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "docker rdma:\t%s\n", o.CLI)
+	tprintf(tw, "docker rdma:\t%s\n", o.CLI)
 	if o.Engine == "" {
-		fmt.Fprintf(tw, "engine:\tunknown (%s)\n", o.API)
+		tprintf(tw, "engine:\tunknown (%s)\n", o.API)
 	} else if o.CDI {
-		fmt.Fprintf(tw, "engine:\tDocker %s, reads CDI specs from %s\n", o.Engine, strings.Join(o.CDIDirs, ", "))
+		tprintf(tw, "engine:\tDocker %s, reads CDI specs from %s\n", o.Engine, strings.Join(o.CDIDirs, ", "))
 	} else {
-		fmt.Fprintf(tw, "engine:\tDocker %s, no CDI (docker rdma run passes device paths)\n", o.Engine)
+		tprintf(tw, "engine:\tDocker %s, no CDI (docker rdma run passes device paths)\n", o.Engine)
 	}
 	if len(o.Plugins) == 0 && o.Engine != "" {
-		fmt.Fprintf(tw, "plugin:\tnone installed (%s)\n", installHint)
+		tprintf(tw, "plugin:\tnone installed (%s)\n", installHint)
 	}
 	for _, p := range o.Plugins {
 		var what string
@@ -136,9 +136,9 @@ func renderVersion(w io.Writer, o versionOutput) {
 		if v == "" {
 			v = "unknown: " + p.Error
 		}
-		fmt.Fprintf(tw, "plugin %s:\t%s\n", what, v)
+		tprintf(tw, "plugin %s:\t%s\n", what, v)
 		if p.Driver != "" {
-			fmt.Fprintf(tw, "  network driver:\tdocker network create -d %s ...\n", p.Driver)
+			tprintf(tw, "  network driver:\tdocker network create -d %s ...\n", p.Driver)
 		}
 	}
 	tw.Flush()

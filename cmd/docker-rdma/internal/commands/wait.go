@@ -181,7 +181,7 @@ func (s *session) imageConfig(p *runflags.Parsed) (docker.ImageConfig, error) {
 		return cfg, fmt.Errorf("image %s is not on the engine and --pull=never was given", image)
 	}
 	if pull != "always" {
-		fmt.Fprintf(s.env.Stderr, "Unable to find image '%s' locally\n", image)
+		tprintf(s.env.Stderr, "Unable to find image '%s' locally\n", image)
 		if err := s.pull(p); err != nil {
 			return cfg, err
 		}
@@ -230,7 +230,7 @@ func (s *session) helperPath(p *runflags.Parsed) (string, error) {
 		return given, nil
 	}
 	if !local {
-		fmt.Fprintf(s.env.Stderr, "docker rdma run: Docker runs on %s: using the rdma-exec helper at %s there (--exec-helper PATH to change it)\n", host, InstalledHelper)
+		tprintf(s.env.Stderr, "docker rdma run: Docker runs on %s: using the rdma-exec helper at %s there (--exec-helper PATH to change it)\n", host, InstalledHelper)
 		return InstalledHelper, nil
 	}
 	var tried []string
