@@ -179,6 +179,22 @@ mutant vlan-stack-on-port-accepted driver/parent.go "$unit" 'TestQinQParent' \
 mutant qinq-one-level driver/parent.go "$unit" 'TestQinQParent' \
   'for l.Kind == "vlan" {' \
   'for len(vlans) == 0 && l.Kind == "vlan" {'
+# QinQ on a NIC that tags RoCE frames itself (mlx5: one VLAN per GID
+# entry) is refused, at CreateNetwork and in the status; Soft-RoCE, which
+# sends through the netdev stack, keeps it; rxe is known by its node_desc
+# before its device link (older kernels linked it to the NIC's device).
+mutant qinq-on-nic-accepted driver/network.go "$unit" 'TestQinQParentRefusedWhereTheNICTags' \
+  'if err := d.checkStackedVLANTags(opts.Parent, plan.createVLAN, plan.vlans, plan.real, rinfo.HCA); err != nil {' \
+  'if err := error(nil); err != nil {'
+mutant qinq-on-nic-problem-unseen driver/status.go "$unit" 'TestQinQParentRefusedWhereTheNICTags' \
+  'if p := d.stackedVLANProblem(n); p != "" {' \
+  'if p := d.stackedVLANProblem(n); false && p != "" {'
+mutant qinq-refused-on-rxe driver/parent.go "$unit" 'TestQinQParent' \
+  'if drv == rdma.DriverRXE {' \
+  'if false && drv == rdma.DriverRXE {'
+mutant rxe-driver-from-device-link rdma/kerneldriver.go ./rdma/ 'TestKernelDriver' \
+  'if v, ok := readAttr(filepath.Join(dir, "node_desc")); ok && v == DriverRXE {' \
+  'if v, ok := readAttr(filepath.Join(dir, "node_desc")); false && ok && v == DriverRXE {'
 # A bond without RoCE LAG whose ports have RDMA devices of their own is
 # refused; only the netdev a port's default GID names is the port's own
 # (the active port's table also holds the bond's default GID).
@@ -218,7 +234,7 @@ mutant dump-retried-without-pause netns/dump.go ./netns/ 'TestLinksRetriesAnInte
   'time.Sleep(p)' \
   '_ = p'
 mutant dump-interrupted-unexplained netns/dump.go ./netns/ 'TestLinksRetriesAnInterruptedDumpAfterAPause' \
-  'return zero, fmt.Errorf("%s kept changing while the kernel listed it (%d tries over %s: links are being added or removed without pause): retry in a moment: %w",' \
+  'return zero, fmt.Errorf("%s kept changing while the kernel listed it (%d tries over %s, each cut short by a change): retry in a moment: %w",' \
   'return zero, fmt.Errorf("%.0s%.0d%.0s%w",'
 # The managed plugin's /host/sys, a sysfs mount, is the kernel's sysfs.
 mutant managed-sysfs-not-host rdma/detect.go ./rdma/ 'TestHostSysfs' \
@@ -578,6 +594,14 @@ mutant drift-not-noticed driver/gid/drift.go "$gids" 'Drift' \
 mutant drift-reported-every-read driver/gid/drift.go "$gids" 'Drift' \
   'e.port != p || !e.ready || e.drifted ||' \
   'e.port != p || !e.ready ||'
+# A read looks up only the GIDs of endpoints whose slots changed since a
+# table they were known to be in place in.
+mutant drift-skips-unchecked-endpoint driver/gid/drift.go "$gids" 'Drift' \
+  'e.inPlace.Equal(prev) && !touches' \
+  'true && !touches'
+mutant drift-ignores-changed-slots driver/gid/drift.go "$gids" 'Drift' \
+  'if f.Index < 0 || f.Index >= len(changed) || changed[f.Index] {' \
+  'if f.Index < 0 || f.Index >= len(changed) {'
 # Strict whatever the join order: the gateway's call holds the container's
 # other strict endpoints, EndpointOperInfo holds a strict endpoint joined
 # after the gateway.
@@ -614,21 +638,52 @@ fi
 root=1
 [ "$(id -u)" = 0 ] || root=
 
+# Workers: MUTATE_JOBS (default 2) copies of the tree, each in a directory
+# of its own, test mutants at the same time; 1 tests them one by one as
+# before. Each worker takes the next mutant no worker has taken yet (a
+# shared queue in the order above: a claim is a mkdir, which only one can
+# win), applies it to its own copy, tests it, puts the file back from the
+# copy it saved before the change, and writes the mutant's line to a file
+# of its own; a line per mutant tells the progress as each one ends, and the
+# table comes at the end in the order above. They share Go's build cache.
+# Privileged mutants run on any worker, two at a time: the tests they run
+# (TestPrivilegedEnslavedParent, TestPrivilegedCrashPoints) make their links
+# only in namespaces of their own without a name (netns.New) and keep every
+# file, socket and daemon in their t.TempDir(), so two cannot meet.
+workers=${MUTATE_JOBS:-2}
+if ! [[ $workers =~ ^[1-9][0-9]*$ ]]; then
+  echo "mutate: MUTATE_JOBS=$workers: want a number of workers, 1 or more" >&2
+  exit 2
+fi
+if [ "$workers" -gt "${#selected[@]}" ]; then workers=${#selected[@]}; fi
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/rdma-macvlan-mutate.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-tree=$work/tree
-mkdir -p "$tree"
+pids=() # the running workers, each the leader of its process group
+# shellcheck disable=SC2317 # invoked by the EXIT trap
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill -- "-$p" 2>/dev/null || true; done
+  wait || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$work/w0/tree" "$work/claim" "$work/res" "$work/bad" "$work/log"
 # The files git knows of (tracked, and new ones not ignored), as they are in
-# the working tree now.
+# the working tree now; one copy per worker, each at its own path.
 git ls-files -z --cached --others --exclude-standard |
   while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
-  tar --null -T - -cf - | tar -xf - -C "$tree"
+  tar --null -T - -cf - | tar -xf - -C "$work/w0/tree"
+for ((k = 1; k < workers; k++)); do
+  mkdir "$work/w$k"
+  cp -a "$work/w0/tree" "$work/w$k/tree"
+done
 
-# runtests LOG PACKAGES RUN: go test in the copy; 0 when every test passed.
-# -failfast: a package's tests stop at its first failure, which is all a
-# mutant needs (a mutant that hangs a test otherwise waits out every bound).
+# runtests TREE LOG PACKAGES RUN: go test in a copy; 0 when every test
+# passed. -failfast: a package's tests stop at its first failure, which is
+# all a mutant needs (a mutant that hangs a test otherwise waits out every
+# bound).
 runtests() {
-  local log=$1 p=$2 run=$3 args=()
+  local tree=$1 log=$2 p=$3 run=$4 args=()
   [ -n "$run" ] && args=(-run "$run")
   # shellcheck disable=SC2086 # PACKAGES is a list
   (cd "$tree" && go test -count=1 -failfast -v -timeout 10m "${args[@]}" $p) >"$log" 2>&1
@@ -640,6 +695,30 @@ failures() {
   grep -oE '^--- FAIL: [^ ]+' "$1" | sed 's/^--- FAIL: //' | sort -u | paste -sd' ' - || true
 }
 
+# claim WHAT: true for the one worker that takes WHAT first.
+claim() { mkdir "$work/claim/$1" 2>/dev/null; }
+
+# spawn baseline|mutate: runs baseline K or mutate K for each worker K at
+# once, each in a process group of its own (set -m) that the trap ends with
+# its go test, and waits for them all. What a worker found is in the files
+# it wrote.
+spawn() {
+  local k
+  set -m
+  for ((k = 0; k < workers; k++)); do
+    case $1 in
+      baseline) baseline "$k" & ;;
+      mutate) mutate "$k" & ;;
+    esac
+    pids+=("$!")
+  done
+  set +m
+  for k in "${pids[@]}"; do wait "$k" || true; done
+  pids=()
+}
+
+row() { printf '%-32s %-8s %5s  %s\n' "$@"; }
+
 status=0
 start=$SECONDS
 
@@ -650,63 +729,107 @@ for i in "${selected[@]}"; do
   if [[ ${runs[$i]} == *TestPrivileged* && -z $root ]]; then continue; fi
   basepkgs[${runs[$i]:--}]+=" ${pkgs[$i]}" # bash keys cannot be empty: - is none
 done
-for key in "${!basepkgs[@]}"; do
-  run=${key#-}
-  p=$(tr ' ' '\n' <<<"${basepkgs[$key]}" | sed '/^$/d' | sort -u | paste -sd' ' -)
-  echo "mutate: baseline: go test $p${run:+ -run $run}"
-  t0=$SECONDS
-  if ! runtests "$work/baseline.log" "$p" "$run"; then
-    echo "mutate: the unmutated tree fails its tests; fix that first:" >&2
-    grep -E '^(--- FAIL|FAIL|ok|panic)' "$work/baseline.log" | head -40 >&2
+groups=("${!basepkgs[@]}")
+baseline() {
+  local tree=$work/w$1/tree g key run p t0 log what
+  for g in "${!groups[@]}"; do
+    [ ! -e "$work/baseline.failed" ] || return 0
+    claim "base.$g" || continue
+    key=${groups[$g]}
+    run=${key#-}
+    p=$(tr ' ' '\n' <<<"${basepkgs[$key]}" | sed '/^$/d' | sort -u | paste -sd' ' -)
+    what="go test $p${run:+ -run $run}"
+    echo "mutate: baseline: $what"
+    t0=$SECONDS
+    log=$work/log/baseline.$g
+    if runtests "$tree" "$log" "$p" "$run"; then
+      echo "mutate: baseline passed in $((SECONDS - t0)) s: $what"
+      : >"$work/res/baseline.$g"
+    else
+      : >"$work/baseline.failed"
+      printf '%s\n' "mutate: the unmutated tree fails its tests ($what); fix that first:" \
+        "$(grep -E '^(--- FAIL|FAIL|ok|panic)' "$log" | head -40)" >&2
+    fi
+  done
+}
+if [ "${#groups[@]}" -gt 0 ]; then spawn baseline; fi
+for g in "${!groups[@]}"; do
+  if [ ! -e "$work/res/baseline.$g" ]; then
+    if [ ! -e "$work/baseline.failed" ]; then
+      echo "mutate: a baseline was not run to its end (its worker stopped: see above)" >&2
+    fi
     exit 1
   fi
-  echo "mutate: baseline passed in $((SECONDS - t0)) s"
 done
+rm -f "$work"/res/baseline.*
 
-printf '%-32s %-8s %5s  %s\n' MUTANT RESULT SECS 'FAILING TESTS'
-for i in "${selected[@]}"; do
-  name=${names[$i]} file=${files[$i]} old=${olds[$i]} new=${news[$i]} run=${runs[$i]}
-  t0=$SECONDS
-  if [[ $run == *TestPrivileged* && -z $root ]]; then
-    printf '%-32s %-8s %5s  %s\n' "$name" NOT-RUN - "needs root (privileged tests): run as root"
-    status=1
-    continue
-  fi
-  cp "$tree/$file" "$work/orig"
-  orig=$(<"$tree/$file")
-  case $orig in
-    *"$old"*) ;;
-    *)
-      printf '%-32s %-8s %5s  %s\n' "$name" STALE - "text not found in $file: update the mutant: $old"
-      status=1
-      continue
-      ;;
-  esac
-  rest=${orig#*"$old"}
-  if [[ $rest == *"$old"* ]]; then
-    printf '%-32s %-8s %5s  %s\n' "$name" STALE - "text found more than once in $file: make it unique: $old"
-    status=1
-    continue
-  fi
-  printf '%s\n' "${orig/"$old"/"$new"}" >"$tree/$file"
-  log=$work/$name.log
-  if runtests "$log" "${pkgs[$i]}" "$run"; then
-    printf '%-32s %-8s %5s  %s\n' "$name" SURVIVED "$((SECONDS - t0))" "no test failed: add one that does"
-    status=1
-  elif grep -qE '\[(build|setup) failed\]|^# ' "$log"; then
-    printf '%-32s %-8s %5s  %s\n' "$name" BROKEN "$((SECONDS - t0))" "does not compile:"
-    grep -vE '^(=== |--- |PASS|ok)' "$log" | head -10 | sed 's/^/    /'
-    status=1
-  else
-    caught=$(failures "$log")
-    printf '%-32s %-8s %5s  %s\n' "$name" caught "$((SECONDS - t0))" "${caught:-(a package failed without a failing test: see below)}"
-    if [ -z "$caught" ]; then
-      grep -E '^(FAIL|panic)' "$log" | head -5 | sed 's/^/    /'
+total=${#selected[@]}
+# mutate K: worker K's share of the mutants. The line of the mutant at
+# position POS of the selection goes to res/POS, a mark to bad/POS when it
+# fails the check.
+mutate() {
+  local k=$1 tree=$work/w$1/tree saved=$work/w$1/orig
+  local pos i name file old new run orig log t0 verdict secs text extra caught n
+  for pos in "${!selected[@]}"; do
+    claim "mutant.$pos" || continue
+    i=${selected[$pos]}
+    name=${names[$i]} file=${files[$i]} old=${olds[$i]} new=${news[$i]} run=${runs[$i]}
+    t0=$SECONDS verdict=STALE secs=- extra=
+    if [[ $run == *TestPrivileged* && -z $root ]]; then
+      verdict=NOT-RUN text="needs root (privileged tests): run as root"
+    elif [ ! -f "$tree/$file" ]; then
+      text="no file $file: update the mutant"
+    else
+      cp "$tree/$file" "$saved"
+      orig=$(<"$tree/$file")
+      if [[ $orig != *"$old"* ]]; then
+        text="text not found in $file: update the mutant: $old"
+      elif [[ ${orig#*"$old"} == *"$old"* ]]; then
+        text="text found more than once in $file: make it unique: $old"
+      else
+        printf '%s\n' "${orig/"$old"/"$new"}" >"$tree/$file"
+        log=$work/log/$pos
+        if runtests "$tree" "$log" "${pkgs[$i]}" "$run"; then
+          verdict=SURVIVED text="no test failed: add one that does"
+        elif grep -qE '\[(build|setup) failed\]|^# ' "$log"; then
+          verdict=BROKEN text="does not compile:"
+          extra=$(grep -vE '^(=== |--- |PASS|ok)' "$log" | head -10 | sed 's/^/    /') || true
+        else
+          verdict=caught caught=$(failures "$log")
+          text=${caught:-(a package failed without a failing test: see below)}
+          if [ -z "$caught" ]; then
+            extra=$(grep -E '^(FAIL|panic)' "$log" | head -5 | sed 's/^/    /') || true
+          fi
+        fi
+        secs=$((SECONDS - t0))
+      fi
+      # Put the file back before this worker's next mutant.
+      cp "$saved" "$tree/$file"
     fi
+    if [ "$verdict" != caught ]; then : >"$work/bad/$pos"; fi
+    {
+      row "$name" "$verdict" "$secs" "$text"
+      if [ -n "$extra" ]; then printf '%s\n' "$extra"; fi
+    } >"$work/res/.$pos"
+    mv "$work/res/.$pos" "$work/res/$pos"
+    n=$(find "$work/res" -maxdepth 1 -type f ! -name '.*' | wc -l)
+    if [ "$secs" = - ]; then secs=; else secs=" in $secs s"; fi
+    echo "mutate: $n/$total done: $name $verdict$secs"
+  done
+}
+spawn mutate
+
+row MUTANT RESULT SECS 'FAILING TESTS'
+for pos in "${!selected[@]}"; do
+  if [ -f "$work/res/$pos" ]; then
+    cat "$work/res/$pos"
+  else
+    row "${names[${selected[$pos]}]}" NO-RESULT - "its worker stopped before it ended (see above)"
+    status=1
   fi
-  cp "$work/orig" "$tree/$file"
+  if [ -e "$work/bad/$pos" ]; then status=1; fi
 done
-echo "mutate: ${#selected[@]} mutants in $((SECONDS - start)) s"
+echo "mutate: $total mutants in $((SECONDS - start)) s ($workers at a time)"
 if [ "$status" != 0 ]; then
   echo "mutate: FAILED: a mutant survived, is stale, broken or was not run (above)" >&2
 fi
