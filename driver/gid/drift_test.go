@@ -134,13 +134,13 @@ func TestDriftNotJudgedOnAnOlderRead(t *testing.T) {
 		table.ByGID[g.GID] = append(table.ByGID[g.GID], g.Index)
 	}
 	readyAt(t, tr, "e1", "10.5.0.2")
-	tr.checkDrift(mlx5Port, table, before)
+	tr.checkDrift(mlx5Port, table, before, time.Time{}, nil)
 	select {
 	case d := <-ch:
 		t.Fatalf("drift %+v reported from a read that began before the endpoint was ready", d)
 	default:
 	}
-	tr.checkDrift(mlx5Port, table, time.Now())
+	tr.checkDrift(mlx5Port, table, time.Now(), time.Time{}, nil)
 	select {
 	case d := <-ch:
 		if d.ID != "e1" {
@@ -148,5 +148,47 @@ func TestDriftNotJudgedOnAnOlderRead(t *testing.T) {
 		}
 	default:
 		t.Fatal("a read after the readiness that lacks e1's entries reported no drift")
+	}
+}
+
+// Entries that moved between the read that found them and the endpoint's
+// readiness (the watch reported after a later read had run) are a drift
+// on the next read, even though that read changes none of their slots: a
+// read skips only endpoints it knows were in place in the table before.
+func TestDriftOfEntriesThatMovedBeforeTheReadiness(t *testing.T) {
+	tr, ch := driftTracker(t)
+	if _, err := tr.Admit("e1", ipv4Request("10.5.0.2")); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := rdmatest.AddAddress(tr.root, "mlx5_0", 1, "10.5.0.2", "eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := rdmatest.IPv4GID("10.5.0.2")
+	found := []Entry{{Index: idx[0], Type: rdma.GIDTypeRoCEv1, GID: g}, {Index: idx[1], Type: rdma.GIDTypeRoCEv2, GID: g}}
+	foundAt := time.Now()
+	// The port's entries re-added, another address first.
+	if _, err := rdmatest.RemoveAddress(tr.root, "mlx5_0", 1, "10.5.0.2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, ip := range []string{"10.5.0.7", "10.5.0.2"} {
+		if _, err := rdmatest.AddAddress(tr.root, "mlx5_0", 1, ip, "eth0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tr.Read(mlx5Port); err != nil { // e1 not ready yet: not judged
+		t.Fatal(err)
+	}
+	tr.Ready("e1", found, foundAt)
+	if _, err := tr.Read(mlx5Port); err != nil { // no slot changed since the read before
+		t.Fatal(err)
+	}
+	select {
+	case d := <-ch:
+		if d.ID != "e1" || len(d.Moves) != 2 || d.Moves[0].Given != idx[0] || d.Moves[0].Now == idx[0] {
+			t.Fatalf("drift %+v, want e1's entries moved from %v", d, idx)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("entries that moved before the readiness reported no drift on a read that changed none of their slots")
 	}
 }

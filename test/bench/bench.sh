@@ -391,6 +391,33 @@ rdma_run() {
 	done
 }
 
+# remove_networks ENGINE NET...: docker network rm of each NET, tried again for up to 30 s while the
+# engine still counts an endpoint on it (Docker 20.10 answered "has active endpoints" once right
+# after docker rm -f of the network's last containers). What the engine and the plugin still hold
+# is kept in the results (network-rm-ENGINE-NET.txt) whether or not a later try succeeds.
+remove_networks() {
+	local engine=$1 net i err out
+	shift
+	for net in "$@"; do
+		for ((i = 0; ; i++)); do
+			err=$(command docker network rm "$net" 2>&1 >/dev/null) && break
+			if ((i == 0)); then
+				out=$work/res/network-rm-$engine-$net.txt
+				{
+					printf 'docker network rm %s: %s\n\n' "$net" "$err"
+					command docker network inspect "$net" 2>&1
+					command docker ps -a 2>&1
+					[[ $net == rmvb-rdma ]] && "$work/bin/rmvstatus" -socket "$sock" 2>&1
+				} >"$out"
+				say "$engine: docker network rm $net: $err (what the engine and the plugin hold: $out); trying again"
+			fi
+			((i < 30)) || die "$engine: docker network rm $net still fails after 30 s: $err"
+			sleep 1
+		done
+		((i == 0)) || say "$engine: docker network rm $net succeeded after $i s"
+	done
+}
+
 engine_bench() {
 	local engine=$1 mac sysfs i order d1 d2 t1 t2 sub host
 	local -A net_octet=([rdma]=1 [macvlan]=2)
@@ -469,7 +496,7 @@ engine_bench() {
 		dataplane "$engine" "$sub"
 	fi
 
-	docker network rm rmvb-rdma rmvb-macvlan rmvb-bridge >/dev/null
+	remove_networks "$engine" rmvb-rdma rmvb-macvlan rmvb-bridge
 	PLUGIN_NAME=$PLUGIN_NAME bash "$scripts/plugin.sh" remove 2>/dev/null
 	unset DOCKER_HOST
 	bash "$scripts/dockerd.sh" stop "$dir" 2>/dev/null
