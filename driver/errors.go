@@ -39,7 +39,8 @@ type ConflictError struct{ Msg string }
 // HostSetupError: the host is not ready for the request (the parent has no
 // RDMA device, is not RoCE, is smaller than the network's MTU, or is a port
 // of a bond, bridge, team or OVS bridge, or a bond without RoCE LAG whose
-// ports have RDMA devices of their own; the RDMA subsystem is in exclusive
+// ports have RDMA devices of their own, or a VLAN on a VLAN over an RDMA
+// device that tags RoCE frames itself; the RDMA subsystem is in exclusive
 // netns mode).
 type HostSetupError struct{ Msg string }
 

@@ -115,6 +115,9 @@ func (d *Driver) planNetwork(req CreateNetworkRequest, opts NetworkOptions, log 
 	if err != nil {
 		return nil, parentPlan{}, err
 	}
+	if err := d.checkStackedVLANTags(opts.Parent, plan.createVLAN, plan.vlans, plan.real, rinfo.HCA); err != nil {
+		return nil, parentPlan{}, err
+	}
 	return &network{
 		ID:           req.NetworkID,
 		Parent:       opts.Parent,

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
@@ -61,6 +62,9 @@ type parentPlan struct {
 	// itself when it is no VLAN): where the RDMA device sits, as the
 	// kernel's GID entries of a VLAN name its real device.
 	real string
+	// vlans are the parent's VLAN and those under it, top first (a VLAN
+	// to be created included); nil when the parent is no VLAN.
+	vlans []netns.Link
 }
 
 // maxVLANDepth bounds the walk down a stack of VLANs (QinQ is two; the
@@ -137,7 +141,7 @@ func (d *Driver) planParent(name string) (parentPlan, error) {
 			if len(vlans) > 1 {
 				plan.vlan.Lower = vlans[1].Name
 			}
-			plan.real, real = bottom.Name, bottom
+			plan.real, real, plan.vlans = bottom.Name, bottom, vlans
 		}
 		if err := d.checkBondPorts(name, real); err != nil {
 			return parentPlan{}, err
@@ -188,6 +192,7 @@ func (d *Driver) planParent(name string) (parentPlan, error) {
 		mtu:        lower.MTU, // a new VLAN sub-interface takes its lower device's MTU
 		mtuOf:      lowerName,
 		real:       real.Name,
+		vlans:      vlans,
 	}, nil
 }
 
@@ -310,6 +315,43 @@ func (d *Driver) checkStackMasters(name string, isNew bool, vlans []netns.Link, 
 			name, what, rel, l.Name, rxMasters[master.Kind], master.Name, l.Name, master.Name, master.Name, enslavedFix(l.Name, master, vlanSuffix(vlans[:i+1])))
 	}
 	return nil
+}
+
+// checkStackedVLANTags refuses parent name (isNew: a VLAN CreateNetwork
+// would create), a VLAN stacked on other VLANs (vlans, top first, over
+// real), when hca, its RDMA device, is not Soft-RoCE. A device that builds
+// RoCE frames itself tags them with one VLAN per GID entry: mlx5 takes the
+// GID netdev's own VLAN, else that of its first lower device, and the
+// core's rdma_read_gid_l2_fields does the same, so a container's RoCE
+// frames would leave with the top VLAN's tag only, while its other traffic
+// carries every tag of the stack. rxe sends through the netdev stack,
+// which adds them all.
+func (d *Driver) checkStackedVLANTags(name string, isNew bool, vlans []netns.Link, real, hca string) error {
+	if len(vlans) < 2 {
+		return nil
+	}
+	drv := d.rdma.KernelDriver(hca)
+	if drv == rdma.DriverRXE {
+		return nil
+	}
+	dev := fmt.Sprintf("its RDMA device %s (kernel driver %s)", hca, drv)
+	if drv == "" {
+		dev = fmt.Sprintf("its RDMA device %s (kernel driver not named in sysfs, so taken for a NIC's)", hca)
+	}
+	what := "is"
+	if isNew {
+		what = "would be"
+	}
+	outer := make([]string, 0, len(vlans)-1)
+	for i := len(vlans) - 1; i >= 1; i-- {
+		outer = append(outer, strconv.Itoa(vlans[i].VLANID))
+	}
+	tags := "tag"
+	if len(outer) > 1 {
+		tags = "tags"
+	}
+	return hostSetupf("parent %q %s a VLAN on a VLAN (%s on %s), and %s puts one VLAN tag on each RoCE frame it sends: the containers' RoCE frames would carry only the inner tag %d, without the outer %s %s, while the rest of their traffic carries them all: pass a parent with a single VLAN on the port (-o parent=%s.<vlan id>), or use Soft-RoCE (rxe), which sends through the netdev stack, to test a stacked VLAN",
+		name, what, chainNames(vlans), real, dev, vlans[0].VLANID, tags, strings.Join(outer, ", "), real)
 }
 
 // explainBusy turns the kernel's EBUSY for a macvlan on parent, of network

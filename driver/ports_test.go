@@ -298,11 +298,9 @@ func TestCreateNetworkWhileLinksChurn(t *testing.T) {
 	}
 }
 
-// QinQ: a VLAN on a VLAN (any depth, up to the bound) resolves to the real
-// device at the bottom, made by hand or by the plugin on a VLAN lower;
-// status shows the stack. A stack whose bottom is a port of a bond is
-// refused as a new VLAN of such a port is.
-func TestQinQParent(t *testing.T) {
+// qinqLinks is p0 with VLAN 100 on it and VLAN 200 on that, made by hand.
+func qinqLinks(t *testing.T) *drivertest.Links {
+	t.Helper()
 	links := drivertest.NewLinks("p0")
 	for _, v := range []struct {
 		name, lower string
@@ -312,7 +310,21 @@ func TestQinQParent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := newTestDriver(t, links, t.TempDir())
+	return links
+}
+
+// QinQ: a VLAN on a VLAN (any depth, up to the bound) resolves to the real
+// device at the bottom, made by hand or by the plugin on a VLAN lower;
+// status shows the stack. A stack whose bottom is a port of a bond is
+// refused as a new VLAN of such a port is. Soft-RoCE, which sends through
+// the netdev stack and so carries every tag, takes such a stack.
+func TestQinQParent(t *testing.T) {
+	links := qinqLinks(t)
+	root := t.TempDir()
+	if err := rdmatest.BuildRXE(root, rdmatest.RXEOptions{HCA: "rxe0", Netdev: "p0"}); err != nil {
+		t.Fatal(err)
+	}
+	d := newTestDriverAt(t, links, t.TempDir(), root)
 	if err := d.CreateNetwork(netReq("n1", "parent", "p0.100.200")); err != nil {
 		t.Fatalf("QinQ parent made by hand: %v", err)
 	}
@@ -320,8 +332,8 @@ func TestQinQParent(t *testing.T) {
 		t.Fatalf("QinQ parent the plugin makes on p0.100: %v", err)
 	}
 	for _, nid := range []string{"n1", "n2"} {
-		if r := networkRDMAOf(t, d, nid); r.HCA != "mlx5_0" || r.Netdev != "p0" {
-			t.Errorf("%s on %+v, want mlx5_0 on p0", nid, r)
+		if r := networkRDMAOf(t, d, nid); r.HCA != "rxe0" || r.Netdev != "p0" {
+			t.Errorf("%s on %+v, want rxe0 on p0", nid, r)
 		}
 	}
 	if l, err := links.LinkByName("p0.100.300"); err != nil || l.VLANID != 300 {
@@ -339,6 +351,9 @@ func TestQinQParent(t *testing.T) {
 		v := st.Networks[i].VLAN
 		if v == nil || v.Lower != want.lower || !reflect.DeepEqual(v.Stack, want.stack) || v.Chain != want.chain {
 			t.Errorf("status of %s: vlan %+v, want lower %s, stack %v, chain %q", st.Networks[i].ID, v, want.lower, want.stack, want.chain)
+		}
+		if p := st.Networks[i].Problems; len(p) != 0 {
+			t.Errorf("status of %s on Soft-RoCE: problems %q", st.Networks[i].ID, p)
 		}
 	}
 
@@ -375,4 +390,49 @@ func TestQinQParent(t *testing.T) {
 	err = d.CreateNetwork(netReq("n6", "parent", "p0.100.400"))
 	wantHostSetup(t, "a new QinQ VLAN on a bond's port", err,
 		`parent "p0.100.400" would be a new VLAN sub-interface stacked on p0.100 on "p0", which is a port of bond "bond1"`, "-o parent=bond1.100.400")
+}
+
+// A NIC that builds RoCE frames itself (ConnectX: mlx5) tags each with one
+// VLAN, the GID netdev's own: on a VLAN on a VLAN the containers' RoCE
+// frames would carry the inner tag only. CreateNetwork refuses such a
+// stack, made by hand or to be made on a VLAN, naming the parent, the
+// device, its driver, the tag that would be lost and the fix, and creates
+// nothing; one VLAN on the port is taken. A network whose parent becomes
+// such a stack later names the same reason among its status problems.
+func TestQinQParentRefusedWhereTheNICTags(t *testing.T) {
+	links := qinqLinks(t)
+	d := newTestDriverAt(t, links, t.TempDir(), hosts(t, "p0"))
+	err := d.CreateNetwork(netReq("n1", "parent", "p0.100.200"))
+	wantHostSetup(t, "QinQ made by hand on mlx5", err,
+		`parent "p0.100.200" is a VLAN on a VLAN (p0.100.200 on p0.100 on p0)`, "RDMA device mlx5_0 (kernel driver mlx5_core)",
+		"only the inner tag 200, without the outer tag 100", "a single VLAN on the port (-o parent=p0.<vlan id>)", "Soft-RoCE (rxe)")
+	err = d.CreateNetwork(netReq("n2", "parent", "p0.100.300"))
+	wantHostSetup(t, "QinQ to be made on mlx5", err,
+		`parent "p0.100.300" would be a VLAN on a VLAN (p0.100.300 on p0.100 on p0)`, "mlx5_0 (kernel driver mlx5_core)", "only the inner tag 300")
+	if links.Has("p0.100.300") {
+		t.Error("p0.100.300 created for a refused network")
+	}
+	if st := d.Status(); len(st.Networks) != 0 {
+		t.Fatalf("refused networks recorded: %+v", st.Networks)
+	}
+
+	mustT(t, d.CreateNetwork(netReq("n3", "parent", "p0.100")))
+	if p := d.Status().Networks[0].Problems; len(p) != 0 {
+		t.Fatalf("one VLAN on mlx5: problems %q", p)
+	}
+	// p0.100 made again by hand, as VLAN 100 on another VLAN.
+	mustT(t, links.DeleteLink("p0.100.200"))
+	mustT(t, links.DeleteLink("p0.100"))
+	for _, v := range []struct {
+		name, lower string
+		id          int
+	}{{"p0.7", "p0", 7}, {"p0.100", "p0.7", 100}} {
+		if _, err := links.CreateVLAN(v.name, v.lower, v.id, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := d.Status().Networks[0].Problems
+	if len(p) != 1 || !strings.Contains(p[0], `parent "p0.100" is a VLAN on a VLAN (p0.100 on p0.7 on p0)`) || !strings.Contains(p[0], "only the inner tag 100, without the outer tag 7") {
+		t.Fatalf("status problems %q, want the stack on mlx5 named", p)
+	}
 }

@@ -67,6 +67,9 @@ func (d *Driver) Status() api.Status {
 			if p := d.bondProblem(n); p != "" {
 				ns.Problems = append(ns.Problems, p)
 			}
+			if p := d.stackedVLANProblem(n); p != "" {
+				ns.Problems = append(ns.Problems, p)
+			}
 			d.rdmaStatus(&ns, n.RDMA, tables, rooms)
 			if modeErr == nil {
 				ns.NetnsMode = mode
@@ -200,6 +203,29 @@ func (d *Driver) bondProblem(n *network) string {
 		return ""
 	}
 	if err := d.checkBondPorts(n.Parent, l); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// stackedVLANProblem says why network n's parent, as the links are now, is
+// a VLAN stack whose RoCE frames its RDMA device would tag with the top
+// VLAN only (see checkStackedVLANTags: a parent made again on another
+// VLAN, or a network from before CreateNetwork refused such stacks); ""
+// when it is not.
+func (d *Driver) stackedVLANProblem(n *network) string {
+	if n.VLAN == nil {
+		return ""
+	}
+	l, err := d.links.LinkByName(n.Parent)
+	if err != nil {
+		return "" // vlanChainStatus says it
+	}
+	vlans, real, err := d.vlanStack(l)
+	if err != nil {
+		return ""
+	}
+	if err := d.checkStackedVLANTags(n.Parent, false, vlans, real.Name, n.RDMA.HCA); err != nil {
 		return err.Error()
 	}
 	return ""

@@ -90,6 +90,9 @@ type HCASpec struct {
 	// Driver is the PCI device's kernel driver, e.g. mlx5_core.
 	Driver   string
 	NodeGUID string
+	// NodeDesc is the node_desc attribute; "" writes "rxe" for a virtual
+	// device (what Soft-RoCE sets) and none for a device on PCI.
+	NodeDesc string
 	Ports    []PortSpec
 	// Uverbs is N of uverbsN (231:192+N) and of umadN/issmN (231:N,
 	// 231:64+N) for the first port; later ports take the next umad numbers.
@@ -363,6 +366,12 @@ func BuildHCA(root string, h HCASpec) error {
 	files := map[string]string{
 		"node_type": "1: CA",
 		"node_guid": h.NodeGUID,
+	}
+	switch {
+	case h.NodeDesc != "":
+		files["node_desc"] = h.NodeDesc
+	case h.PCIDir == "":
+		files["node_desc"] = "rxe"
 	}
 	for name, v := range files {
 		if err := writeFile(root, filepath.Join(hcaDir, name), v); err != nil {
