@@ -46,10 +46,16 @@ type Report struct {
 	RoCEMTU   int    `json:"roce_mtu"`
 	DCB       *DCB   `json:"dcb,omitempty"`
 	// DCBNotReported is set when the NIC does not implement DCB.
-	DCBNotReported bool      `json:"dcb_not_reported,omitempty"`
-	DCBError       string    `json:"dcb_error,omitempty"`
-	ECN            *ECN      `json:"ecn,omitempty"`
-	Findings       []Finding `json:"-"`
+	DCBNotReported bool   `json:"dcb_not_reported,omitempty"`
+	DCBError       string `json:"dcb_error,omitempty"`
+	// Driver is the kernel driver of DCBNetdev's device (mlx5_core for
+	// ConnectX); "" for a virtual netdev.
+	Driver string `json:"driver,omitempty"`
+	// QoSTrust is the trust state MLNX_OFED's mlx5 shows in
+	// sys/class/net/DCBNetdev/qos/trust ("pcp" or "dscp"); "" without it.
+	QoSTrust string    `json:"qos_trust,omitempty"`
+	ECN      *ECN      `json:"ecn,omitempty"`
+	Findings []Finding `json:"-"`
 }
 
 func (r *Report) add(what, status, detail, fix string) {
@@ -90,8 +96,10 @@ func Check(k Kernel, parent string, o Options) Report {
 		r.add("DCB", StatusWarn, err.Error(), "check: dcb pfc show dev "+r.DCBNetdev)
 	default:
 		r.DCB = d
+		r.Driver = readNetdevDriver(o.Root, r.DCBNetdev)
+		r.QoSTrust = readQoSTrust(o.Root, r.DCBNetdev)
 		r.checkPFC()
-		r.checkTrust()
+		r.checkTrust(o.TrafficClass)
 		r.checkTrafficClass(o.TrafficClass)
 	}
 
@@ -154,13 +162,16 @@ func (r *Report) trustsDSCP() (bool, string) {
 		}
 		return d.Trust[0] == "dscp", "trust table: " + strings.Join(d.Trust, ", ")
 	}
+	if r.QoSTrust != "" {
+		return r.QoSTrust == "dscp", fmt.Sprintf("no trust table reported; read from sys/class/net/%s/qos/trust (MLNX_OFED)", r.DCBNetdev)
+	}
 	if len(d.DSCP) > 0 {
 		return true, fmt.Sprintf("no trust table reported; inferred from the %d DSCP entries of the APP table", len(d.DSCP))
 	}
 	return false, "no trust table reported; inferred from an APP table without DSCP entries"
 }
 
-func (r *Report) checkTrust() {
+func (r *Report) checkTrust(tc int) {
 	dscp, how := r.trustsDSCP()
 	mode := "pcp"
 	if dscp {
@@ -172,7 +183,11 @@ func (r *Report) checkTrust() {
 	}
 	fix := ""
 	if !dscp {
-		fix = "RoCE v2 is routed and usually untagged: trust DSCP so the traffic class picks the priority: dcb apptrust set dev " + r.DCBNetdev + " order dscp pcp (or mlnx_qos -i " + r.DCBNetdev + " --trust dscp)"
+		code := roceDSCP
+		if tc >= 0 {
+			code = tc >> 2
+		}
+		fix = "RoCE v2 is routed and usually untagged: trust DSCP so the traffic class picks the priority: " + r.trustDSCPFix(code)
 	}
 	r.add("trust", StatusInfo, detail, fix)
 }
@@ -197,7 +212,7 @@ func (r *Report) checkTrafficClass(tc int) {
 	}
 	if !dscp {
 		r.add("traffic class", StatusInfo, fmt.Sprintf("%s trusts PCP: the priority comes from the VLAN tag's PCP (for RoCE, the service level), not from traffic class %d", r.DCBNetdev, tc),
-			"to let the traffic class pick the priority: dcb apptrust set dev "+r.DCBNetdev+" order dscp pcp")
+			"to let the traffic class pick the priority: "+r.trustDSCPFix(tc>>2))
 		return
 	}
 	code := tc >> 2

@@ -76,7 +76,7 @@ func TestCheck(t *testing.T) {
 		{name: "PCP trust", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8, Trust: []byte{255}, DSCP: map[int]int{}}), parent: "ens1f0np0", tc: 106, check: "traffic class ens1f0np0", status: fabric.StatusInfo,
 			detail: "ens1f0np0 trusts PCP: the priority comes from the VLAN tag's PCP (for RoCE, the service level), not from traffic class 106", fix: "dcb apptrust set dev ens1f0np0 order dscp pcp"},
 		{name: "PCP trust, inferred", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8, DSCP: map[int]int{}}), parent: "ens1f0np0", tc: -1, check: "trust ens1f0np0", status: fabric.StatusInfo,
-			detail: "trusts pcp (no trust table reported; inferred from an APP table without DSCP entries)", fix: "mlnx_qos -i ens1f0np0 --trust dscp"},
+			detail: "trusts pcp (no trust table reported; inferred from an APP table without DSCP entries)", fix: "dcb apptrust set dev ens1f0np0 order dscp pcp"},
 		{name: "missing parent", k: veth, parent: "ens9", tc: -1, check: "MTU ens9", status: fabric.StatusWarn, detail: "cannot read netdev ens9", fix: "ip link show ens9"},
 		{name: "no ECN switches", k: veth, parent: "veth0", tc: -1, check: "ECN veth0", status: fabric.StatusInfo, detail: "not exposed by the driver of veth0"},
 	} {
@@ -139,5 +139,92 @@ func TestECN(t *testing.T) {
 	r = fabric.Check(mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8}), "ens1f0np0", fabric.Options{TrafficClass: -1, Root: off})
 	if f, _ := findingOf(r, "ECN ens1f0np0"); f.Status != fabric.StatusWarn || !strings.Contains(f.Detail, "off on every priority") {
 		t.Errorf("ECN off: %+v", f)
+	}
+}
+
+// nicRoot is a sysfs root where netdev sits on a PCI function bound to
+// driver, and, when trust is not "", MLNX_OFED's qos/trust says trust.
+func nicRoot(t *testing.T, netdev, driver, trust string) string {
+	t.Helper()
+	root := t.TempDir()
+	pci := filepath.Join(root, "sys/devices/pci0000:00/0000:00:02.0/0000:03:00.0")
+	drv := filepath.Join(root, "sys/bus/pci/drivers", driver)
+	dir := filepath.Join(root, "sys/class/net", netdev)
+	for _, d := range []string{pci, drv, dir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{filepath.Join(pci, "driver"): drv, filepath.Join(dir, "device"): pci} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if trust != "" {
+		if err := os.MkdirAll(filepath.Join(dir, "qos"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "qos", "trust"), []byte(trust+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// ConnectX (mlx5) has no dcb apptrust: the kernel answers "operation not
+// supported". Its trust turns to DSCP with its first DSCP entry in the APP
+// table, so on mlx5 doctor's fix adds that entry (the DSCP of the traffic
+// class, else 26, on the PFC priority), or uses MLNX_OFED's mlnx_qos;
+// other NICs keep dcb apptrust. MLNX_OFED's qos/trust is read before the
+// trust is taken for PCP.
+func TestTrustFixPerDriver(t *testing.T) {
+	pcp := fabrictest.ReplyOpts{PFCEn: 8, DSCP: map[int]int{}}
+	for _, tc := range []struct {
+		name          string
+		driver, trust string
+		opts          fabrictest.ReplyOpts
+		tc            int
+		check         string
+		detail        string
+		fix           []string
+		notFix        []string
+	}{
+		{name: "mlx5 in PCP trust: a DSCP entry", driver: "mlx5_core", opts: pcp, tc: -1, check: "trust ens1f0np0",
+			detail: "trusts pcp", fix: []string{"dcb app add dev ens1f0np0 dscp-prio 26:3", "mlnx_qos -i ens1f0np0 --trust dscp"}, notFix: []string{"apptrust set"}},
+		{name: "mlx5 in PCP trust, traffic class 106", driver: "mlx5_core", opts: pcp, tc: 106, check: "traffic class ens1f0np0",
+			detail: "trusts PCP", fix: []string{"dcb app add dev ens1f0np0 dscp-prio 26:3"}, notFix: []string{"apptrust set"}},
+		{name: "mlx5 in PCP trust, traffic class 184, PFC on 5", driver: "mlx5_core", opts: fabrictest.ReplyOpts{PFCEn: 1 << 5, DSCP: map[int]int{}}, tc: 184,
+			check: "trust ens1f0np0", detail: "trusts pcp", fix: []string{"dscp-prio 46:5"}, notFix: []string{"apptrust set"}},
+		{name: "another NIC keeps apptrust", driver: "bnxt_en", opts: pcp, tc: -1, check: "trust ens1f0np0",
+			detail: "trusts pcp", fix: []string{"dcb apptrust set dev ens1f0np0 order dscp pcp"}, notFix: []string{"mlnx_qos", "dcb app add"}},
+		{name: "MLNX_OFED says dscp", driver: "mlx5_core", trust: "dscp", opts: pcp, tc: -1, check: "trust ens1f0np0",
+			detail: "ens1f0np0 trusts dscp (no trust table reported; read from sys/class/net/ens1f0np0/qos/trust (MLNX_OFED))", notFix: []string{"dcb"}},
+		{name: "MLNX_OFED's label and pcp", driver: "mlx5_core", trust: "Priority trust state: pcp", opts: fabrictest.ReplyOpts{PFCEn: 8}, tc: -1, check: "trust ens1f0np0",
+			detail: "ens1f0np0 trusts pcp (no trust table reported; read from sys/class/net/ens1f0np0/qos/trust (MLNX_OFED))", fix: []string{"dcb app add"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := nicRoot(t, "ens1f0np0", tc.driver, tc.trust)
+			r := fabric.Check(mlx5Kernel(tc.opts), "ens1f0np0", fabric.Options{TrafficClass: tc.tc, Root: root})
+			f, ok := findingOf(r, tc.check)
+			if !ok {
+				t.Fatalf("no finding %q in %+v", tc.check, r.Findings)
+			}
+			if !strings.Contains(f.Detail, tc.detail) {
+				t.Errorf("%s: detail %q, want ~%q", tc.check, f.Detail, tc.detail)
+			}
+			for _, w := range tc.fix {
+				if !strings.Contains(f.Fix, w) {
+					t.Errorf("%s: fix %q does not say %q", tc.check, f.Fix, w)
+				}
+			}
+			for _, w := range tc.notFix {
+				if strings.Contains(f.Fix, w) {
+					t.Errorf("%s: fix %q says %q", tc.check, f.Fix, w)
+				}
+			}
+			if r.Driver != tc.driver {
+				t.Errorf("report's driver %q, want %q", r.Driver, tc.driver)
+			}
+		})
 	}
 }

@@ -326,6 +326,15 @@ mutant dcb-unsupported-is-an-error fabric/dcb.go ./fabric/ '' \
 mutant traffic-class-not-dscp fabric/check.go ./fabric/ '' \
   'code := tc >> 2' \
   'code := tc >> 3'
+# ConnectX has no dcb apptrust: on mlx5 doctor's trust fix adds a DSCP
+# entry (or uses mlnx_qos); MLNX_OFED's qos/trust is read before the trust
+# is taken for PCP.
+mutant trust-fix-apptrust-on-mlx5 fabric/trust.go ./fabric/ 'TestTrustFixPerDriver' \
+  'if !r.mlx5() {' \
+  'if true || !r.mlx5() {'
+mutant qos-trust-file-unread fabric/check.go ./fabric/ 'TestTrustFixPerDriver' \
+  'if r.QoSTrust != "" {' \
+  'if false && r.QoSTrust != "" {'
 # doctor's GPU topology: two switches taken for one, root ports of one host
 # bridge taken for one switch.
 mutant topo-pix-too-wide gpu/topo.go ./gpu/ '' \
