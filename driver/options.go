@@ -179,7 +179,7 @@ func ParseNetworkOptions(opts []Option) (NetworkOptions, error) {
 			out.GIDCheck = o.Value
 		case OptTrafficClass:
 			n, err := parseLevel(o.Key, o.Value, TrafficClassMax,
-				"the IP ToS byte RoCE v2 packets carry, as NCCL_IB_TC takes it: DSCP times 4, e.g. 106 for DSCP 26")
+				"the IP ToS byte RoCE v2 packets carry, as NCCL_IB_TC takes it: DSCP times 4 plus the ECN bits, e.g. 104 for DSCP 26, 106 for DSCP 26 with ECT(0)")
 			if err != nil {
 				return out, err
 			}

@@ -57,6 +57,9 @@ func TestParseNetworkOptions(t *testing.T) {
 		{name: "traffic class with a leading zero", in: opts("parent", "p", "traffic_class", "0106"), wantErr: []string{`traffic_class="0106"`}},
 		{name: "traffic class with a sign", in: opts("parent", "p", "traffic_class", "+106"), wantErr: []string{`traffic_class="+106"`}},
 		{name: "traffic class not a number", in: opts("parent", "p", "traffic_class", "af31"), wantErr: []string{`traffic_class="af31"`, "DSCP"}},
+		// DSCP is the upper six bits of the class: 26 is 104; 106 is DSCP
+		// 26 with ECT(0) in the ECN bits.
+		{name: "traffic class explained", in: opts("parent", "p", "traffic_class", "1000"), wantErr: []string{"DSCP times 4 plus the ECN bits", "104 for DSCP 26", "106 for DSCP 26 with ECT(0)"}},
 		{name: "service level above 7", in: opts("parent", "p", "service_level", "8"), wantErr: []string{`service_level="8" is out of range`, "from 0 to 7", "NCCL_IB_SL"}},
 		{name: "service level negative", in: opts("parent", "p", "service_level", "-0"), wantErr: []string{`service_level="-0" is out of range`}},
 		{name: "service level with spaces", in: opts("parent", "p", "service_level", " 3"), wantErr: []string{`service_level=" 3" is out of range`}},

@@ -3,6 +3,7 @@ package fabric
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -85,6 +86,12 @@ func Check(k Kernel, parent string, o Options) Report {
 	r.MTU, r.MaxMTU, r.RoCEMTU = l.MTU, maxMTU, RoCEMTU(l.MTU)
 	r.checkMTU()
 
+	// The ECN switches are read first: the traffic class doctor suggests
+	// sets ECT(0) where ECN is on for its priority.
+	e, ecnErr := ReadECN(o.Root, r.DCBNetdev)
+	if ecnErr == nil {
+		r.ECN = e
+	}
 	d, err := ReadDCB(k, r.DCBNetdev)
 	switch {
 	case errors.Is(err, ErrNotReported):
@@ -103,14 +110,12 @@ func Check(k Kernel, parent string, o Options) Report {
 		r.checkTrafficClass(o.TrafficClass)
 	}
 
-	e, err := ReadECN(o.Root, r.DCBNetdev)
 	switch {
-	case err != nil:
-		r.add("ECN", StatusWarn, fmt.Sprintf("cannot read the ECN switches of %s: %v", r.DCBNetdev, err), "")
+	case ecnErr != nil:
+		r.add("ECN", StatusWarn, fmt.Sprintf("cannot read the ECN switches of %s: %v", r.DCBNetdev, ecnErr), "")
 	case e == nil:
 		r.add("ECN", StatusInfo, fmt.Sprintf("not exposed by the driver of %s (no sys/class/net/%s/ecn)", r.DCBNetdev, r.DCBNetdev), "")
 	default:
-		r.ECN = e
 		r.checkECN()
 	}
 	return r
@@ -203,8 +208,8 @@ func (r *Report) checkTrafficClass(tc int) {
 		detail := "no traffic class set on the network (-o traffic_class) or given (--traffic-class)"
 		if len(pfcOn) > 0 {
 			detail += fmt.Sprintf("; RoCE is lossless here when sent on priority %s", joinInts(pfcOn))
-			if ex := exampleTC(d.DSCP, pfcOn); dscp && ex >= 0 {
-				detail += fmt.Sprintf(", e.g. traffic class %d (DSCP %d): docker network create -o traffic_class=%d", ex, ex>>2, ex)
+			if ex, text, ok := r.exampleTC(pfcOn); dscp && ok {
+				detail += fmt.Sprintf(", e.g. traffic class %s: docker network create -o traffic_class=%d", text, ex)
 			}
 		}
 		r.add("traffic class", StatusInfo, detail, "")
@@ -229,8 +234,8 @@ func (r *Report) checkTrafficClass(tc int) {
 		r.add("traffic class", StatusOK, fmt.Sprintf("traffic class %d (DSCP %d) lands on priority %d, which has PFC", tc, code, prio), "")
 	default:
 		fix := fmt.Sprintf("enable PFC on it: dcb pfc set dev %s prio-pfc %d:on (and on the switch)", r.DCBNetdev, prio)
-		if ex := exampleTC(d.DSCP, pfcOn); ex >= 0 {
-			fix += fmt.Sprintf(", or send with a traffic class whose DSCP maps to a PFC priority, e.g. %d (DSCP %d)", ex, ex>>2)
+		if _, text, ok := r.exampleTC(pfcOn); ok {
+			fix += ", or send with a traffic class whose DSCP maps to a PFC priority, e.g. " + text
 		}
 		r.add("traffic class", StatusWarn, fmt.Sprintf("traffic class %d (DSCP %d) lands on priority %d, which has no PFC (PFC on: %s): RoCE sent with it is lossy", tc, code, prio, joinIntsOrNone(pfcOn)), fix)
 	}
@@ -278,21 +283,38 @@ func (r *Report) checkECN() {
 	r.add("ECN", StatusOK, strings.Join(parts, "; "), "")
 }
 
-// exampleTC returns a traffic class whose DSCP maps to one of prios (the
-// smallest DSCP that does), or -1.
-func exampleTC(m map[int]int, prios []int) int {
+// exampleTC returns a traffic class whose DSCP maps to one of prios, and
+// how to say it ("104 (DSCP 26)"): DSCP 26 where it does, else the
+// smallest DSCP that does. The DSCP is the upper six bits of the class;
+// where the driver shows ECN on for the priority the DSCP lands on, the
+// ECN bits are ECT(0) (106 for DSCP 26), which marks the packets ECN
+// capable on a NIC that sends the whole byte (rxe; mlx5 takes the DSCP
+// only). ok is false when no DSCP maps to prios.
+func (r *Report) exampleTC(prios []int) (tc int, text string, ok bool) {
+	m := r.DCB.DSCP
 	best := -1
 	for code, p := range m {
-		for _, want := range prios {
-			if p == want && (best < 0 || code < best) {
-				best = code
-			}
+		if !slices.Contains(prios, p) {
+			continue
+		}
+		if code == roceDSCP {
+			best = code
+			break
+		}
+		if best < 0 || code < best {
+			best = code
 		}
 	}
 	if best < 0 {
-		return -1
+		return -1, "", false
 	}
-	return best << 2
+	prio := m[best]
+	if r.ECN != nil && (r.ECN.NP != nil && r.ECN.NP[prio] || r.ECN.RP != nil && r.ECN.RP[prio]) {
+		tc = best<<2 | ectZero
+		return tc, fmt.Sprintf("%d (DSCP %d with ECT(0) in the ECN bits: ECN is on for priority %d)", tc, best, prio), true
+	}
+	tc = best << 2
+	return tc, fmt.Sprintf("%d (DSCP %d)", tc, best), true
 }
 
 // dscpMap prints a DSCP map by priority, in ranges: "0-7>0 24-31>3".

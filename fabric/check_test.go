@@ -3,6 +3,8 @@ package fabric_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -62,9 +64,9 @@ func TestCheck(t *testing.T) {
 		{name: "no PFC object", k: mlx5Kernel(fabrictest.ReplyOpts{NoPFC: true}), parent: "ens1f0np0", tc: 106, check: "traffic class ens1f0np0", status: fabric.StatusInfo,
 			detail: "lands on priority 3; PFC is not reported by this NIC"},
 		{name: "no traffic class: which priorities are lossless", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8}), parent: "ens1f0np0", tc: -1, check: "traffic class ens1f0np0", status: fabric.StatusInfo,
-			detail: "no traffic class set on the network (-o traffic_class) or given (--traffic-class); RoCE is lossless here when sent on priority 3, e.g. traffic class 96 (DSCP 24): docker network create -o traffic_class=96"},
+			detail: "no traffic class set on the network (-o traffic_class) or given (--traffic-class); RoCE is lossless here when sent on priority 3, e.g. traffic class 104 (DSCP 26): docker network create -o traffic_class=104"},
 		{name: "traffic class on a lossy priority", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8}), parent: "ens1f0np0", tc: 0, check: "traffic class ens1f0np0", status: fabric.StatusWarn,
-			detail: "traffic class 0 (DSCP 0) lands on priority 0, which has no PFC (PFC on: 3): RoCE sent with it is lossy", fix: "dcb pfc set dev ens1f0np0 prio-pfc 0:on (and on the switch), or send with a traffic class whose DSCP maps to a PFC priority, e.g. 96 (DSCP 24)"},
+			detail: "traffic class 0 (DSCP 0) lands on priority 0, which has no PFC (PFC on: 3): RoCE sent with it is lossy", fix: "dcb pfc set dev ens1f0np0 prio-pfc 0:on (and on the switch), or send with a traffic class whose DSCP maps to a PFC priority, e.g. 104 (DSCP 26)"},
 		{name: "traffic class 106 and a DSCP map that sends DSCP 26 to 5", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8, DSCP: map[int]int{26: 5, 24: 3}}), parent: "ens1f0np0", tc: 106,
 			check: "traffic class ens1f0np0", status: fabric.StatusWarn, detail: "lands on priority 5, which has no PFC"},
 		{name: "DSCP not in the map", k: mlx5Kernel(fabrictest.ReplyOpts{PFCEn: 8, DSCP: map[int]int{24: 3}}), parent: "ens1f0np0", tc: 106,
@@ -224,6 +226,70 @@ func TestTrustFixPerDriver(t *testing.T) {
 			}
 			if r.Driver != tc.driver {
 				t.Errorf("report's driver %q, want %q", r.Driver, tc.driver)
+			}
+		})
+	}
+}
+
+// ecnRoot is a sysfs root where MLNX_OFED's ECN switches of ens1f0np0 are
+// on for the priorities of on (both sides) and off for the others.
+func ecnRoot(t *testing.T, on ...int) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, side := range []string{"roce_np", "roce_rp"} {
+		dir := filepath.Join(root, "sys/class/net/ens1f0np0/ecn", side, "enable")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for p := range fabric.Priorities {
+			v := "0\n"
+			if slices.Contains(on, p) {
+				v = "1\n"
+			}
+			if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(p)), []byte(v), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return root
+}
+
+// The traffic class doctor suggests is DSCP 26 (the upper six bits of the
+// class: 104) where DSCP 26 maps to a PFC priority, 106 (ECT(0) in the ECN
+// bits) where ECN is on for that priority, else the smallest DSCP that
+// maps to one.
+func TestExampleTrafficClass(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   fabrictest.ReplyOpts
+		ecnOn  []int
+		tc     int
+		detail string
+		fix    string
+	}{
+		{name: "DSCP 26 on the PFC priority", opts: fabrictest.ReplyOpts{PFCEn: 8}, tc: -1,
+			detail: "e.g. traffic class 104 (DSCP 26): docker network create -o traffic_class=104"},
+		{name: "ECN on for that priority", opts: fabrictest.ReplyOpts{PFCEn: 8}, ecnOn: []int{3}, tc: -1,
+			detail: "e.g. traffic class 106 (DSCP 26 with ECT(0) in the ECN bits: ECN is on for priority 3): docker network create -o traffic_class=106"},
+		{name: "ECN on for another priority", opts: fabrictest.ReplyOpts{PFCEn: 8}, ecnOn: []int{5}, tc: -1,
+			detail: "e.g. traffic class 104 (DSCP 26): docker network create -o traffic_class=104"},
+		{name: "DSCP 26 on a lossy priority", opts: fabrictest.ReplyOpts{PFCEn: 8, DSCP: map[int]int{26: 5, 24: 3, 30: 3}}, tc: -1,
+			detail: "e.g. traffic class 96 (DSCP 24): docker network create -o traffic_class=96"},
+		{name: "a lossy class: the fix names DSCP 26 with ECT(0)", opts: fabrictest.ReplyOpts{PFCEn: 8}, ecnOn: []int{3}, tc: 0,
+			detail: "lands on priority 0, which has no PFC", fix: "e.g. 106 (DSCP 26 with ECT(0) in the ECN bits: ECN is on for priority 3)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			if tc.ecnOn != nil {
+				root = ecnRoot(t, tc.ecnOn...)
+			}
+			r := fabric.Check(mlx5Kernel(tc.opts), "ens1f0np0", fabric.Options{TrafficClass: tc.tc, Root: root})
+			f, ok := findingOf(r, "traffic class ens1f0np0")
+			if !ok {
+				t.Fatalf("no traffic class finding in %+v", r.Findings)
+			}
+			if !strings.Contains(f.Detail, tc.detail) || !strings.Contains(f.Fix, tc.fix) {
+				t.Errorf("traffic class finding %+v\nwant detail ~%q, fix ~%q", f, tc.detail, tc.fix)
 			}
 		})
 	}

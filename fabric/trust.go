@@ -13,10 +13,14 @@ import (
 // a sub-function's).
 const driverMLX5 = "mlx5_core"
 
-// roceDSCP is the DSCP the trust fix maps when no traffic class is given:
-// the one most RoCE fabrics carry lossless traffic with (traffic class 104,
-// or 106 with ECT(0) in the ECN bits).
+// roceDSCP is the DSCP the trust fix maps when no traffic class is given,
+// and the one doctor's example traffic class prefers: the one most RoCE
+// fabrics carry lossless traffic with (traffic class 104, or 106 with
+// ECT(0) in the ECN bits).
 const roceDSCP = 26
+
+// ectZero is ECT(0) in the ECN bits, the lower two of the traffic class.
+const ectZero = 0b10
 
 // readNetdevDriver names the kernel driver of netdev's device under the
 // sysfs root: mlx5_core for a ConnectX port; "" for a virtual netdev

@@ -335,6 +335,14 @@ mutant trust-fix-apptrust-on-mlx5 fabric/trust.go ./fabric/ 'TestTrustFixPerDriv
 mutant qos-trust-file-unread fabric/check.go ./fabric/ 'TestTrustFixPerDriver' \
   'if r.QoSTrust != "" {' \
   'if false && r.QoSTrust != "" {'
+# The traffic class doctor suggests is DSCP 26 where it maps to a PFC
+# priority, with ECT(0) in the ECN bits (106) where ECN is on for it.
+mutant example-tc-not-dscp-26 fabric/check.go ./fabric/ 'TestCheck|TestExampleTrafficClass' \
+  'if code == roceDSCP {' \
+  'if false && code == roceDSCP {'
+mutant example-tc-ignores-ecn fabric/check.go ./fabric/ 'TestExampleTrafficClass' \
+  'if r.ECN != nil && (r.ECN.NP != nil && r.ECN.NP[prio] || r.ECN.RP != nil && r.ECN.RP[prio]) {' \
+  'if false && r.ECN != nil && (r.ECN.NP != nil && r.ECN.NP[prio] || r.ECN.RP != nil && r.ECN.RP[prio]) {'
 # doctor's GPU topology: two switches taken for one, root ports of one host
 # bridge taken for one switch.
 mutant topo-pix-too-wide gpu/topo.go ./gpu/ '' \
