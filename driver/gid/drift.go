@@ -40,29 +40,12 @@ func moved(found []Entry, table rdma.GIDTable) bool {
 	return false
 }
 
-// touches reports whether an entry of found is in a slot that changed
-// (changed[i]: slot i differs from the table before; past its end, changed).
-func touches(found []Entry, changed []bool) bool {
-	for _, f := range found {
-		if f.Index < 0 || f.Index >= len(changed) || changed[f.Index] {
-			return true
-		}
-	}
-	return false
-}
-
 // checkDrift compares table, just read from port p in a read that began
 // at at, with the entries of the port's ready endpoints, and reports (once
 // per readiness) each whose entries moved. An endpoint found ready by a
 // read that began after at is not judged on this older table, which may
 // not show its entries yet. Called without t.mu.
-//
-// prev is when the read this one started from began, and changed which
-// slots differ from it (nil: not known). An endpoint whose entries were
-// in place in that table and whose slots did not change is in place now:
-// it costs no lookup of its GIDs, so a read that changed a few slots
-// costs little however many endpoints are ready.
-func (t *Tracker) checkDrift(p Port, table rdma.GIDTable, at, prev time.Time, changed []bool) {
+func (t *Tracker) checkDrift(p Port, table rdma.GIDTable, at time.Time) {
 	type hit struct {
 		id    string
 		found []Entry
@@ -70,15 +53,7 @@ func (t *Tracker) checkDrift(p Port, table rdma.GIDTable, at, prev time.Time, ch
 	var hits []hit
 	t.mu.Lock()
 	for _, e := range t.eps {
-		if e.port != p || !e.ready || e.drifted || len(e.found) == 0 || e.readyAt.After(at) {
-			continue
-		}
-		if changed != nil && !prev.IsZero() && e.inPlace.Equal(prev) && !touches(e.found, changed) {
-			e.inPlace = at
-			continue
-		}
-		if !moved(e.found, table) {
-			e.inPlace = at
+		if e.port != p || !e.ready || e.drifted || len(e.found) == 0 || e.readyAt.After(at) || !moved(e.found, table) {
 			continue
 		}
 		e.drifted = true

@@ -134,13 +134,13 @@ func TestDriftNotJudgedOnAnOlderRead(t *testing.T) {
 		table.ByGID[g.GID] = append(table.ByGID[g.GID], g.Index)
 	}
 	readyAt(t, tr, "e1", "10.5.0.2")
-	tr.checkDrift(mlx5Port, table, before, time.Time{}, nil)
+	tr.checkDrift(mlx5Port, table, before)
 	select {
 	case d := <-ch:
 		t.Fatalf("drift %+v reported from a read that began before the endpoint was ready", d)
 	default:
 	}
-	tr.checkDrift(mlx5Port, table, time.Now(), time.Time{}, nil)
+	tr.checkDrift(mlx5Port, table, time.Now())
 	select {
 	case d := <-ch:
 		if d.ID != "e1" {

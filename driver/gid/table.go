@@ -62,33 +62,16 @@ func (t *Tracker) Read(p Port) (rdma.GIDTable, error) {
 // look at beyond the few always read); a partial read becomes a full one
 // when the last full read is fullAge old (0: t.fullEvery).
 func (t *Tracker) table(p Port, how tableRead, more int, fullAge time.Duration) (table rdma.GIDTable, at time.Time, full bool, err error) {
-	table, at, full, d, err := t.readTable(p, how, more, fullAge)
-	if err == nil && d.fresh {
-		t.checkDrift(p, table, at, d.prev, d.changed)
+	table, at, full, fresh, err := t.readTable(p, how, more, fullAge)
+	if err == nil && fresh {
+		t.checkDrift(p, table, at)
 	}
 	return table, at, full, err
 }
 
-// readDelta is what a read of a table learnt beyond the table: whether it
-// read sysfs (fresh: not a cached snapshot), when the read it started from
-// began (prev, zero if none), and which slots differ from that one.
-type readDelta struct {
-	fresh   bool
-	prev    time.Time
-	changed []bool
-}
-
-// changedSlots reports, per slot of now, whether it differs from before.
-func changedSlots(before, now []string) []bool {
-	c := make([]bool, len(now))
-	for i, s := range now {
-		c[i] = i >= len(before) || before[i] != s
-	}
-	return c
-}
-
-// readTable is table without the drift check.
-func (t *Tracker) readTable(p Port, how tableRead, more int, fullAge time.Duration) (table rdma.GIDTable, at time.Time, full bool, d readDelta, err error) {
+// readTable is table without the drift check; fresh reports whether it
+// read sysfs (not a cached snapshot).
+func (t *Tracker) readTable(p Port, how tableRead, more int, fullAge time.Duration) (table rdma.GIDTable, at time.Time, full, fresh bool, err error) {
 	if fullAge <= 0 {
 		fullAge = t.fullEvery
 	}
@@ -103,21 +86,17 @@ func (t *Tracker) readTable(p Port, how tableRead, more int, fullAge time.Durati
 	t.mu.Unlock()
 	now := time.Now()
 	if ok && how == readCached && now.Sub(snap.at) < t.maxAge {
-		return snap.table, snap.at, false, d, nil
+		return snap.table, snap.at, false, false, nil
 	}
-	d.fresh = true
 	if !ok || how == readFull || snap.table.Slots == nil || now.Sub(snap.full) >= fullAge {
 		if table, err = t.sys.Table(p.HCA, p.Port); err != nil {
-			return table, now, false, readDelta{}, err
-		}
-		if ok && snap.table.Slots != nil {
-			d.prev, d.changed = snap.at, changedSlots(snap.table.Slots, table.Slots)
+			return table, now, false, false, err
 		}
 		t.mu.Lock()
 		t.tables[p] = snapshot{at: now, full: now, table: table, skipped: passedOver(snap.table.Slots, table.Slots, snap.skipped, now)}
 		delete(t.going, p)
 		t.mu.Unlock()
-		return table, now, true, d, nil
+		return table, now, true, true, nil
 	}
 	t.mu.Lock()
 	idx := snap.table.FreeSlots(minFreeLook + more)
@@ -126,9 +105,8 @@ func (t *Tracker) readTable(p Port, how tableRead, more int, fullAge time.Durati
 	}
 	t.mu.Unlock()
 	if table, err = t.sys.Refresh(p.HCA, p.Port, snap.table, idx); err != nil {
-		return table, now, false, readDelta{}, err
+		return table, now, false, false, err
 	}
-	d.prev, d.changed = snap.at, changedSlots(snap.table.Slots, table.Slots)
 	t.mu.Lock()
 	t.tables[p] = snapshot{at: now, full: snap.full, table: table, skipped: passedOver(snap.table.Slots, table.Slots, snap.skipped, now)}
 	for i := range going {
@@ -137,7 +115,7 @@ func (t *Tracker) readTable(p Port, how tableRead, more int, fullAge time.Durati
 		}
 	}
 	t.mu.Unlock()
-	return table, now, false, d, nil
+	return table, now, false, true, nil
 }
 
 // entriesGoing has partial reads look at the slots where e's entries were

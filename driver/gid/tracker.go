@@ -88,9 +88,6 @@ type endpoint struct {
 	readyAt time.Time // when the read that found its entries began
 	found   []Entry
 	drifted bool // found moved in a later read; reported
-	// inPlace is when the last read that showed found in place began
-	// (see checkDrift); zero: none yet.
-	inPlace time.Time
 }
 
 // New returns a Tracker for the ports sys reads.
@@ -153,7 +150,7 @@ func (t *Tracker) Reset(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e, ok := t.eps[id]; ok {
-		e.ready, e.readyAt, e.found, e.drifted, e.inPlace = false, time.Time{}, nil, false, time.Time{}
+		e.ready, e.readyAt, e.found, e.drifted = false, time.Time{}, nil, false
 		t.track(e)
 	}
 }
@@ -188,8 +185,7 @@ func (t *Tracker) Ready(id string, found []Entry, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e, ok := t.eps[id]; ok {
-		// found came from the table read at at: in place there.
-		e.ready, e.readyAt, e.found, e.need, e.drifted, e.inPlace = true, at, found, len(found), false, at
+		e.ready, e.readyAt, e.found, e.need, e.drifted = true, at, found, len(found), false
 		t.track(e)
 	}
 }
