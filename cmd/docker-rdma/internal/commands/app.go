@@ -36,6 +36,7 @@ Commands:
   inspect   a container's or network's interfaces, GIDs, readiness and RDMA env
   doctor    check the host, the engine and the plugin; exit 1 when RDMA is blocked
   version   versions of docker rdma, the plugin and the engine (CDI or not)
+  runtime   install or uninstall the rdma-macvlan OCI runtime in dockerd's daemon.json
 
 Options:
       --plugin NAME   the rdma-macvlan plugin (default: any plugin with
@@ -117,6 +118,8 @@ func Main(args []string, env *Env, version string) int {
 		return s.cmdDoctor(args)
 	case "version":
 		return s.cmdVersion(args, version)
+	case "runtime":
+		return s.cmdRuntime(args)
 	case "help":
 		fmt.Fprint(env.Stdout, usage)
 		return 0

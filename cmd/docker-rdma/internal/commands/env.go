@@ -55,6 +55,12 @@ type Env struct {
 	// link MTUs) and returns how to close it; nil asks the kernel of the
 	// namespace docker rdma runs in, and only when the sysfs root is /.
 	Kernel func() (fabric.Kernel, func(), error)
+	// DaemonJSON is dockerd's config file that runtime install and
+	// uninstall change without --config-file; "" is DefaultDaemonJSON.
+	DaemonJSON string
+	// RuntimeBinary is the runtime runtime install registers without
+	// --path; "" is InstalledRuntime.
+	RuntimeBinary string
 }
 
 // System is the real environment.
@@ -107,6 +113,10 @@ func (e *Env) dockerPath() string {
 	return "docker"
 }
 
+func (e *Env) daemonJSON() string { return firstNonEmpty(e.DaemonJSON, DefaultDaemonJSON) }
+
+func (e *Env) installedRuntime() string { return firstNonEmpty(e.RuntimeBinary, InstalledRuntime) }
+
 // devPath returns p under DevRoot.
 func (e *Env) devPath(p string) string {
 	if e.DevRoot == "" || e.DevRoot == "/" {
@@ -122,6 +132,8 @@ type session struct {
 	cli  *docker.CLI
 	opts options
 	ctx  context.Context
+	// global are docker's global options docker rdma was given.
+	global []string
 
 	infoDone bool
 	info     docker.Info
@@ -147,6 +159,7 @@ func newSession(ctx context.Context, env *Env, global []string, opts options) *s
 	return &session{
 		env:      env,
 		cli:      newCLI(env, global),
+		global:   global,
 		opts:     opts,
 		ctx:      ctx,
 		backends: map[string]*backend{},

@@ -147,6 +147,9 @@ func newWorld(t *testing.T) *world {
 		DevRoot:     t.TempDir(),
 		Hostname:    func() (string, error) { return testHost, nil },
 		UID:         1000,
+		// Never the host's dockerd config or runtime.
+		DaemonJSON:    filepath.Join(t.TempDir(), "docker", "daemon.json"),
+		RuntimeBinary: filepath.Join(t.TempDir(), "rdma-macvlan-runtime"),
 	}
 	w.setNetworks()
 	w.setPlugins()

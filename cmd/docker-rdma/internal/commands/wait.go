@@ -24,7 +24,7 @@ type runNet struct {
 
 // InstalledHelper is where make install-cli puts rdma-exec, and where
 // docker rdma run expects it on an engine's host it cannot look at.
-const InstalledHelper = "/usr/local/lib/rdma-macvlan/rdma-exec"
+const InstalledHelper = helperDir + "/rdma-exec"
 
 // envGIDTimeout is the plugin setting of the daemon's GID timeout.
 const envGIDTimeout = "RDMA_MACVLAN_GID_TIMEOUT"
