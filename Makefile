@@ -13,7 +13,8 @@ REGISTRY ?=
 
 export VERSION
 CLI_PLUGINS_DIR ?= /usr/local/lib/docker/cli-plugins
-# rdma-exec, which docker rdma run mounts into containers, on the engine's host.
+# rdma-exec, which docker rdma run mounts into containers, and the OCI runtime rdma-macvlan-runtime
+# (docker rdma runtime install registers it from there), on the engine's host.
 HELPER_DIR ?= /usr/local/lib/rdma-macvlan
 
 export PLUGIN_NAME
@@ -25,10 +26,11 @@ FUZZTIME ?= 20
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## build the daemon, the docker rdma CLI plugin and its rdma-exec helper into build/bin
+build: ## build the daemon, the docker rdma CLI plugin, its rdma-exec helper and the OCI runtime into build/bin
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDVERSION)" -o $(BIN)/rdma-macvlan ./cmd/rdma-macvlan
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDVERSION)" -o $(BIN)/docker-rdma ./cmd/docker-rdma
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDVERSION)" -o $(BIN)/rdma-exec ./cmd/rdma-exec
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDVERSION)" -o $(BIN)/rdma-macvlan-runtime ./cmd/rdma-macvlan-runtime
 
 test: ## unit tests (any user; privileged tests skip without root)
 	$(GO) test -race -count=1 ./...
@@ -66,9 +68,10 @@ install: ## plugin (FORCE=1 replaces it, keeping its settings; SETTINGS="k=v ...
 release: ## static binaries, CLI plugin and managed plugin for linux/amd64 and arm64 with checksums into build/release; REGISTRY=host[:port]/path also pushes the plugin (REPO:VERSION, REPO:VERSION-arm64) through the daemon at DOCKER_HOST
 	REGISTRY=$(REGISTRY) bash scripts/release.sh
 
-install-cli: build ## install docker rdma into CLI_PLUGINS_DIR (~/.docker/cli-plugins for one user) and rdma-exec into HELPER_DIR
+install-cli: build ## install docker rdma into CLI_PLUGINS_DIR (~/.docker/cli-plugins for one user), rdma-exec and rdma-macvlan-runtime into HELPER_DIR
 	install -D -m 0755 $(BIN)/docker-rdma $(CLI_PLUGINS_DIR)/docker-rdma
 	install -D -m 0755 $(BIN)/rdma-exec $(HELPER_DIR)/rdma-exec
+	install -D -m 0755 $(BIN)/rdma-macvlan-runtime $(HELPER_DIR)/rdma-macvlan-runtime
 
 e2e: ## end to end on private Docker engines (20.10, 28.5 and the current one; make e2e-v27 for 27.5): managed and legacy plugin, side by side with the built-in macvlan, the default bridge with iptables, two-node swarm, Prometheus scraping both plugins, a release installed from a local registry, host reboots (root)
 	bash scripts/engines.sh install debian current v28 compose

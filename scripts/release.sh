@@ -10,10 +10,12 @@
 # Leaves behind: build/release/ (replaced on every run):
 #     plugin-linux-amd64/, plugin-linux-arm64/   the managed plugin (config.json, rootfs/) per arch;
 #                                                the rootfs has the daemon /rdma-macvlan, and the CLI
-#                                                plugin and its helper of that arch in /cli-plugins/
+#                                                plugin, its helper and the OCI runtime of that arch
+#                                                in /cli-plugins/
 #     rdma-macvlan-linux-ARCH                    the daemon (legacy mode: run on the host)
 #     docker-rdma-linux-ARCH                     the docker rdma CLI plugin
 #     rdma-exec-linux-ARCH                       its helper (docker rdma run puts it in containers)
+#     rdma-macvlan-runtime-linux-ARCH            the OCI runtime (docker rdma runtime install)
 #     SHA256SUMS                                 sha256sum of every file above but the plugin dirs
 #     VERSION                                    the version, and the plugin references pushed
 #   With REGISTRY, the plugin references below in the registry; nothing in the daemon (each
@@ -58,8 +60,8 @@ if [[ -n $REPO ]]; then
 	docker version -f '{{.Server.Version}}' >/dev/null 2>&1 || die "no Docker daemon answers (DOCKER_HOST=${DOCKER_HOST:-unset}): pushing creates the plugin in one"
 fi
 
-# The binaries a release has: the daemon, docker rdma and its helper rdma-exec.
-cmds=(rdma-macvlan docker-rdma rdma-exec)
+# The binaries a release has: the daemon, docker rdma, its helper rdma-exec and the OCI runtime.
+cmds=(rdma-macvlan docker-rdma rdma-exec rdma-macvlan-runtime)
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
