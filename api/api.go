@@ -13,6 +13,12 @@ package api
 // StatusPath is where the daemon serves its status (contract).
 const StatusPath = "/v1/status"
 
+// BriefQuery asks StatusPath for the brief status: each network's ID, HCA
+// port, CDI device, subnets, traffic class and service level, and its HCA
+// problem if any; no endpoints, and nothing read from the kernel. The
+// runtime asks it on every container start.
+const BriefQuery = "brief=1"
+
 // Values of a network's gid_check option, as the status reports them.
 const (
 	// GIDCheckWarn: a container whose GID entries do not appear starts
@@ -26,8 +32,12 @@ const (
 // Status is the answer of GET /v1/status.
 type Status struct {
 	// Version is the daemon's release version (rdma-macvlan --version).
-	Version  string    `json:"version"`
-	Networks []Network `json:"networks"`
+	Version string `json:"version"`
+	// GIDTimeout is how long the daemon waits for an endpoint's GID
+	// entries (--gid-timeout), as a Go duration ("10s"); rdma-exec waits
+	// as long unless told otherwise.
+	GIDTimeout string    `json:"gid_timeout,omitempty"`
+	Networks   []Network `json:"networks"`
 }
 
 // Network describes one network and the RDMA device behind it.
@@ -60,7 +70,10 @@ type Network struct {
 	// TrafficClass is the -o traffic_class option (the IP ToS byte, 0-255,
 	// workloads are told to send RoCE v2 with: NCCL_IB_TC,
 	// UCX_IB_TRAFFIC_CLASS); absent when not set.
-	TrafficClass *int `json:"traffic_class,omitempty"`
+	// Subnets are the network's IPv4 and IPv6 subnets (CIDR) as Docker's
+	// IPAM gave them.
+	Subnets      []string `json:"subnets,omitempty"`
+	TrafficClass *int     `json:"traffic_class,omitempty"`
 	// ServiceLevel is the -o service_level option (0-7: NCCL_IB_SL,
 	// UCX_IB_SL); absent when not set.
 	ServiceLevel *int `json:"service_level,omitempty"`

@@ -13,7 +13,8 @@ import (
 // golden file.
 func full() api.Status {
 	return api.Status{
-		Version: "v0.1.0-3-gabcdef0",
+		Version:    "v0.1.0-3-gabcdef0",
+		GIDTimeout: "10s",
 		Networks: []api.Network{
 			{
 				ID: "1111111111111111111111111111111111111111111111111111111111111111", Parent: "ens3np0.10",
@@ -34,7 +35,7 @@ func full() api.Status {
 					{ID: "3333333333333333333333333333333333333333333333333333333333333333", Ifname: "rmv333333333333", MAC: "02:42:c0:a8:07:03",
 						GIDs: []api.GID{}, RDMAReason: "not in a container"},
 				},
-				RDMADevice: "mlx5_0", TrafficClass: intp(106), ServiceLevel: intp(3),
+				RDMADevice: "mlx5_0", Subnets: []string{"192.168.7.0/24", "fd00::/64"}, TrafficClass: intp(106), ServiceLevel: intp(3),
 				NodeGUID: "a088:c203:005b:03ec", PCI: "0000:03:00.0",
 			},
 			{ID: "4444444444444444444444444444444444444444444444444444444444444444", Parent: "eth1", Mode: "private", MTU: 1500, Endpoints: []api.Endpoint{}},

@@ -40,8 +40,17 @@ func NewClient(socket string) *Client {
 // errors.Is finds fs.ErrNotExist (no socket) and fs.ErrPermission (a
 // socket the caller may not use).
 func (c *Client) Status() (Status, error) {
+	return c.get(StatusPath)
+}
+
+// Brief fetches the brief status (BriefQuery), with its errors as Status.
+func (c *Client) Brief() (Status, error) {
+	return c.get(StatusPath + "?" + BriefQuery)
+}
+
+func (c *Client) get(path string) (Status, error) {
 	var st Status
-	r, err := c.HTTP.Get("http://plugin" + StatusPath)
+	r, err := c.HTTP.Get("http://plugin" + path)
 	if err != nil {
 		return st, fmt.Errorf("get status from %s: %w", c.Socket, err)
 	}

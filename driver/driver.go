@@ -112,6 +112,7 @@ type Driver struct {
 	rdmaPorts RDMAPorts // nil unless rdma reads the host's sysfs
 	cdiDir    string
 	grace     time.Duration
+	gidWait   time.Duration // cfg.GIDTimeout, reported in the status
 	owner     string // ifalias of every link this instance creates
 	version   string
 	gids      *gid.Tracker
@@ -220,6 +221,7 @@ func New(cfg Config) (*Driver, error) {
 		rdmaPorts: ports,
 		cdiDir:    cfg.CDIDir,
 		grace:     cfg.UnjoinedGrace,
+		gidWait:   cfg.GIDTimeout,
 		version:   cfg.Version,
 		obs:       obs,
 		networks:  make(map[string]*network),

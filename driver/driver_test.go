@@ -337,8 +337,9 @@ func TestUnjoinedEndpointsDeletedAfterGrace(t *testing.T) {
 	}
 }
 
-// TestStatusVersion: /v1/status carries the daemon's version as "version",
-// next to the networks.
+// TestStatusVersion: /v1/status carries the daemon's version as "version"
+// and its GID timeout as "gid_timeout", next to the networks; so does the
+// brief status.
 func TestStatusVersion(t *testing.T) {
 	dir := t.TempDir()
 	root := hosts(t)
@@ -352,7 +353,10 @@ func TestStatusVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"version":"v1.2.3","networks":[]}`; string(b) != want {
+	if want := `{"version":"v1.2.3","gid_timeout":"10s","networks":[]}`; string(b) != want {
 		t.Fatalf("status %s, want %s", b, want)
+	}
+	if b, _ = json.Marshal(d.Brief()); string(b) != `{"version":"v1.2.3","gid_timeout":"10s","networks":[]}` {
+		t.Fatalf("brief status %s", b)
 	}
 }

@@ -37,7 +37,7 @@ func (d *Driver) Status() api.Status {
 	mode, _, modeErr := rdma.NetnsMode(d.netnsMode, d.rdma)
 	tables := map[gid.Port]rdma.GIDTable{}
 	rooms := map[gid.Port]int{} // what admission would give new containers, per port
-	st := api.Status{Version: d.version, Networks: make([]api.Network, 0, len(nets))}
+	st := api.Status{Version: d.version, GIDTimeout: d.gidWait.String(), Networks: make([]api.Network, 0, len(nets))}
 	byNet := map[string]*api.Network{}
 	ipv6 := map[string]bool{}
 	for i := range nets {
@@ -45,7 +45,7 @@ func (d *Driver) Status() api.Status {
 		ipv6[n.ID] = n.ipv6()
 		ns := api.Network{ID: n.ID, Parent: n.Parent, VLAN: vlanStatus(n.VLAN), Mode: n.Mode, MTU: n.MTU, GIDCheck: n.GIDCheck,
 			GIDCheckNote: notes[n.ID], RDMADevice: n.RDMADevice, Endpoints: []api.Endpoint{},
-			TrafficClass: copyInt(n.TrafficClass), ServiceLevel: copyInt(n.ServiceLevel)}
+			TrafficClass: copyInt(n.TrafficClass), ServiceLevel: copyInt(n.ServiceLevel), Subnets: n.subnets()}
 		if ns.VLAN != nil {
 			if err := d.vlanChainStatus(ns.VLAN, n.Parent); err != nil {
 				ns.Problems = append(ns.Problems, err.Error())
@@ -121,6 +121,39 @@ func (d *Driver) Status() api.Status {
 	}
 	sort.Slice(st.Networks, func(i, j int) bool { return st.Networks[i].ID < st.Networks[j].ID })
 	return st
+}
+
+// Brief is the status without anything read from the kernel (api.BriefQuery):
+// each network's HCA port, CDI device, subnets and QoS options, and the
+// problem of an HCA it lost. The runtime asks it on every container start,
+// so it costs a copy under the lock and nothing more.
+func (d *Driver) Brief() api.Status {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := api.Status{Version: d.version, GIDTimeout: d.gidWait.String(), Networks: make([]api.Network, 0, len(d.networks))}
+	for _, n := range d.networks {
+		ns := api.Network{ID: n.ID, Parent: n.Parent, Mode: n.Mode, MTU: n.MTU, RDMADevice: n.RDMADevice,
+			Endpoints: []api.Endpoint{}, TrafficClass: copyInt(n.TrafficClass), ServiceLevel: copyInt(n.ServiceLevel),
+			Subnets: n.subnets()}
+		if p := d.hcaProblems[n.ID]; p != "" {
+			ns.Problems = append(ns.Problems, p)
+		} else if n.RDMA != nil {
+			ns.HCA, ns.Port = n.RDMA.HCA, n.RDMA.Port
+			ns.CDIDevice = cdi.Qualified(n.RDMA.cdiName())
+		}
+		st.Networks = append(st.Networks, ns)
+	}
+	sort.Slice(st.Networks, func(i, j int) bool { return st.Networks[i].ID < st.Networks[j].ID })
+	return st
+}
+
+// subnets are the network's pools, IPv4 first.
+func (n *network) subnets() []string {
+	var out []string
+	for _, s := range append(append([]Subnet{}, n.IPv4...), n.IPv6...) {
+		out = append(out, s.Pool)
+	}
+	return out
 }
 
 // driftOf lists the entries of given (where the endpoint's entries were

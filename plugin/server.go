@@ -359,7 +359,12 @@ func (s *Server) routes() {
 			return
 		}
 		defer done()
-		st := s.drv.Status()
+		var st api.Status
+		if r.URL.RawQuery == api.BriefQuery {
+			st = s.drv.Brief()
+		} else {
+			st = s.drv.Status()
+		}
 		s.answering(w)
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
