@@ -113,7 +113,7 @@ type Driver struct {
 	cdiDir    string
 	grace     time.Duration
 	gidWait   time.Duration // cfg.GIDTimeout, reported in the status
-	owner     string // ifalias of every link this instance creates
+	owner     string        // ifalias of every link this instance creates
 	version   string
 	gids      *gid.Tracker
 	gcTimer   *time.Timer // deletes endpoints never joined after a restart
