@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/atomicfile"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/safefile"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
@@ -32,7 +33,7 @@ const (
 	// features need.
 	Version = "0.6.0"
 	// Kind is the vendor/class of the devices this plugin publishes.
-	Kind = "rdma-macvlan/hca"
+	Kind = api.CDIKind
 
 	// OwnerAnnotation is the spec annotation that names the daemon
 	// instance that wrote the spec (the same mark its links carry as their
