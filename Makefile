@@ -21,7 +21,7 @@ export PLUGIN_NAME
 
 FUZZTIME ?= 20
 
-.PHONY: release e2e-release e2e-reboot e2e-hca help build test test-root mutate test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-rails e2e-reliability e2e-bridge e2e-metrics e2e-compose fuzz bench clean deps
+.PHONY: e2e-runtime release e2e-release e2e-reboot e2e-hca help build test test-root mutate test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-rails e2e-reliability e2e-bridge e2e-metrics e2e-compose fuzz bench clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -84,6 +84,11 @@ e2e: ## end to end on private Docker engines (20.10, 28.5 and the current one; m
 	bash test/e2e/e2e-release.sh
 	bash test/e2e/e2e-reboot.sh
 	bash test/e2e/e2e-hca.sh
+	bash test/e2e/e2e-runtime.sh
+
+e2e-runtime: ## (part of e2e) rdma-macvlan-runtime on Docker 20.10, 28.5 and the current engine: plain docker run and docker compose up RDMA-ready, other specs byte for byte, restarts, install and uninstall (root)
+	bash scripts/engines.sh install debian current v28 compose
+	bash test/e2e/e2e-runtime.sh
 
 e2e-hca: ## (part of e2e) HCA names swapped under the parents, one address on two networks of a port, GID entries moved under a container, strict with two networks (root)
 	bash scripts/engines.sh install debian current

@@ -273,7 +273,7 @@ build_bins() {
 	for n in "$@"; do
 		flags=()
 		case $n in
-		rdma-macvlan | rdma-exec) pkg=./cmd/$n flags=(-trimpath -ldflags '-s -w') ;;
+		rdma-macvlan | rdma-exec | rdma-macvlan-runtime) pkg=./cmd/$n flags=(-trimpath -ldflags '-s -w') ;;
 		docker-rdma)
 			pkg=./cmd/$n flags=(-trimpath)
 			[[ -z ${BUILD_VERSION:-} ]] ||
