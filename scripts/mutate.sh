@@ -621,6 +621,52 @@ mutant strict-info-holds-nothing driver/endpoint.go "$unit" 'TestStrict' \
   'd.holdInfo(h)' \
   '_ = h'
 
+# The runtime (internal/ociruntime): a container on no rdma-macvlan network
+# reaches runc with config.json untouched; one on such a network gets its
+# networks' ports only; its own memlock stays; a refusal leaves the spec and
+# reaches containerd through runc's JSON log; a view goes only with its
+# container.
+rt=./internal/ociruntime/
+mutant runtime-rewrites-untouched internal/ociruntime/runtime.go "$rt" 'TestContainerOnNoRDMANetwork|TestNoneLeavesTheSpecAlone' \
+  'if len(found.Rails) == 0 && choice.Devices == nil {
+		return nil
+	}' \
+  'if len(found.Rails) == 0 && choice.Devices == nil {
+		out, _ := json.Marshal(&spec)
+		return os.WriteFile(path, out, 0o644)
+	}'
+mutant runtime-none-ignored internal/ociruntime/edit.go "$rt" 'TestNoneLeavesTheSpecAlone' \
+  'c.None = true
+		return c, nil' \
+  'return c, nil'
+mutant runtime-every-served-port internal/ociruntime/edit.go "$rt" 'TestRDMAContainerGetsItsHCA' \
+  'for _, r := range f.Rails {
+			add(r.CDIDevice, r.HCA)
+		}' \
+  'for port, hca := range f.Ports {
+			add(port, hca)
+		}'
+mutant runtime-replaces-own-memlock internal/ociruntime/edit.go "$rt" 'TestOwnChoicesKept' \
+  'if !memlock {' \
+  'if true || !memlock {'
+mutant runtime-api-for-recorded-network internal/ociruntime/find.go "$rt" 'TestContainerOnNoRDMANetwork|TestEngineOrPluginTrouble' \
+  'if nid == "" {
+			nw, ok, err := f.Engine.Network(ctx, name)' \
+  'if true {
+			nw, ok, err := f.Engine.Network(ctx, name)'
+mutant runtime-error-not-in-log internal/ociruntime/runtime.go "$rt" 'TestDevicesList' \
+  'if inv.LogFormat == "json" {' \
+  'if inv.LogFormat == "text" {'
+mutant runtime-delete-removes-running-view internal/ociruntime/runtime.go "$rt" 'TestSysfsViewAndItsRemoval' \
+  'if id := inv.DeleteID(); status == 0 && id != "" {' \
+  'if id := inv.DeleteID(); id != "" {'
+mutant runtime-view-lists-every-hca internal/ociruntime/view.go "$rt" 'TestSysfsViewAndItsRemoval' \
+  'if err != nil || !contains(hcas, strings.TrimSpace(dev)) {' \
+  'if err != nil || dev == "" {'
+mutant runtime-dead-plugin-ignored internal/ociruntime/find.go "$rt" 'TestEngineOrPluginTrouble' \
+  'if len(dead) > 0 && len(unserved) > 0 {' \
+  'if false && len(dead) > 0 && len(unserved) > 0 {'
+
 if [ "${1:-}" = --list ]; then
   for i in "${!names[@]}"; do
     printf '%-32s %-38s %s %s\n' "${names[$i]}" "${files[$i]}" "${pkgs[$i]}" "${runs[$i]:+-run ${runs[$i]}}"
