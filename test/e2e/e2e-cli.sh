@@ -273,17 +273,8 @@ e2e() {
 		expect "rdma-exec: -it gets a terminal, and its exit status" '((rc == 4)) && [[ $out == *"/dev/pts/"* ]]'
 	fi
 
-	# The README's quick start: its docker rdma run line as written, with the test's network and
-	# image, and the address, fake sysfs and memlock limit this machine needs put after `run`.
-	local quick
-	quick=$(readme_block quickstart-run)
-	[[ -n $quick ]] || die "README has no e2e:quickstart-run block"
-	[[ $quick == *"docker rdma run "*"--net roce IMAGE "* ]] || die "README's quick start run line is not docker rdma run ... --net roce IMAGE: $quick"
-	quick=${quick//docker rdma run /docker rdma run --ip $w3 ${fake[*]} --memlock $MEMLOCK }
-	quick=${quick//--net roce IMAGE /--net $net $IMAGE }
-	run_cmd bash -euo pipefail -c "$quick"
-	expect "the README's quick start: docker rdma run prints the container's GID index ($i3) and HCA" \
-		'((rc == 0)) && [[ $out == "GID index $i3 on =mlx5_0:1" ]]'
+	# The README's quick start run line: test/e2e/e2e-runtime.sh runs it (plain docker run with the
+	# runtime as the default runtime).
 
 	# An image with no shell: a single static binary, its ENTRYPOINT and CMD read from the image.
 	local noshell=rdma-macvlan-test/noshell:latest

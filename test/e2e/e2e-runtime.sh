@@ -220,10 +220,26 @@ e2e() {
 	expect "the plugin disabled: a container on a user bridge starts through the runtime" '((rc == 0))'
 	dk plugin enable "$PLUGIN" >/dev/null
 
-	# --default: plain docker run and plain docker compose up.
-	run_cmd docker rdma runtime install --default --config-file "$ddir/daemon.json" --path "$work/bin/rdma-macvlan-runtime"
-	expect "runtime install --default" '((rc == 0)) && [[ $(jq -r ".\"default-runtime\"" "$ddir/daemon.json") == rdma-macvlan ]]'
-	hup rdma-macvlan rtcheck rdma-macvlan >/dev/null || fail "SIGHUP: rdma-macvlan is the default runtime"
+	# --default: the README's block as written but for the engine's config file, the runtime's
+	# path and the dockerd to signal; then plain docker run and plain docker compose up.
+	local block
+	block=$(readme_block runtime-install)
+	[[ $block == *"docker rdma runtime install --default"* && $block == *'kill -HUP "$(pidof dockerd)"'* ]] ||
+		die "README's e2e:runtime-install block is not docker rdma runtime install --default and a SIGHUP: $block"
+	block=${block//sudo /}
+	block=${block//docker rdma runtime install --default/docker rdma runtime install --default --config-file $ddir/daemon.json --path $work/bin/rdma-macvlan-runtime}
+	block=${block//'"$(pidof dockerd)"'/$(cat "$ddir/dockerd.spawned")}
+	run_cmd bash -euo pipefail -c "$block"
+	expect "the README's runtime install block: --default set" '((rc == 0)) && [[ $(jq -r ".\"default-runtime\"" "$ddir/daemon.json") == rdma-macvlan ]]'
+	run_cmd hup rdma-macvlan rtcheck rdma-macvlan
+	expect "after its SIGHUP rdma-macvlan is the default runtime" '((rc == 0))'
+	local quick
+	quick=$(readme_block quickstart-run)
+	[[ $quick == "docker run --rm --net roce IMAGE "* ]] || die "README's quick start run line is not docker run --rm --net roce IMAGE ...: $quick"
+	quick=${quick//--net roce IMAGE /--net ra --ip $ipa ${fake[*]} $IMAGE }
+	run_cmd bash -euo pipefail -c "$quick"
+	expect "the README's quick start: plain docker run prints the container's GID index ($nra) and HCA" \
+		'((rc == 0)) && [[ $out == "GID index $nra on =mlx5_0:1" ]]'
 	run_cmd dk run --rm --net ra --ip "$ipa" "${fake[@]}" "$IMAGE" sh -c "$RDMA_PROBE"
 	expect "--default: plain docker run --net ra is RDMA-ready" '((rc == 0)) && [[ $out == *"dev=rdma_cm uverbs0 "* && $out == *"gid=$nra hca==mlx5_0:1"* ]]'
 	run_cmd dk run --rm --net none "$IMAGE" sh -c "$RDMA_PROBE"
