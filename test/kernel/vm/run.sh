@@ -125,6 +125,7 @@ mkdir -p "$ov/opt/rmv/bin" "$ov/opt/rmv/scripts"
   CGO_ENABLED=0 "$go" build -trimpath -ldflags "-X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)" \
     -o "$ov/opt/rmv/bin/docker-rdma" ./cmd/docker-rdma
   CGO_ENABLED=0 "$go" build -trimpath -ldflags "-s -w" -o "$ov/opt/rmv/bin/rdma-exec" ./cmd/rdma-exec
+  CGO_ENABLED=0 "$go" build -trimpath -ldflags "-s -w" -o "$ov/opt/rmv/bin/rdma-macvlan-runtime" ./cmd/rdma-macvlan-runtime
   if [ "$kerneltest" = 1 ]; then
     # The privileged tests this host's kernel skips for want of 802.1Q,
     # as test binaries, with the daemons the crash-point test would build.
@@ -153,7 +154,7 @@ case " $engines " in
     ;;
 esac
 install -m 0755 "$here/vm-test.sh" "$ov/opt/rmv/vm-test.sh"
-install -m 0755 "$here/vm-docker.sh" "$here/vm-bond.sh" "$here/vm-demo.sh" "$here/vm-image.sh" "$here/rmvq.py" "$ov/opt/rmv/"
+install -m 0755 "$here/vm-docker.sh" "$here/vm-bond.sh" "$here/vm-runtime.sh" "$here/vm-demo.sh" "$here/vm-image.sh" "$here/rmvq.py" "$ov/opt/rmv/"
 install -m 0755 "$repo/scripts/dockerd.sh" "$repo/scripts/engines.sh" "$ov/opt/rmv/scripts/"
 install -D -m 0644 "$repo/scripts/lib/proc.sh" "$ov/opt/rmv/scripts/lib/proc.sh" # dockerd.sh sources it
 printf '%s\n' "kerneltest=$kerneltest" "demo=$demo" "engines=$engines" >"$ov/opt/rmv/mode"

@@ -64,6 +64,12 @@ step "Installing the managed plugin (what 'make install' does on a host)"
 show docker plugin create $PLUGIN $R/plugin || die "plugin create"
 show docker plugin enable $PLUGIN || die "plugin enable"
 
+step "Registering the OCI runtime with dockerd (what 'docker rdma runtime install' does on a host)"
+install -D -m 0755 $R/bin/rdma-macvlan-runtime /usr/local/lib/rdma-macvlan/rdma-macvlan-runtime
+show docker rdma runtime install --config-file "$ddir/daemon.json" || die "runtime install"
+kill -HUP "$(cat "$ddir/dockerd.spawned")"
+sleep 2
+
 step "An rdma-macvlan network on the RoCE parent"
 show docker network create -d $PLUGIN --subnet 192.168.7.0/24 -o parent=$PARENT roce || die "network create"
 

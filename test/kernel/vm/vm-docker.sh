@@ -82,6 +82,7 @@ teardown() {
   fi
   if [ -n "${fill:-}" ]; then ip link del "$fill" 2>/dev/null; fi
   if declare -F bond_teardown >/dev/null; then bond_teardown; fi
+  if declare -F runtime_teardown >/dev/null; then runtime_teardown; fi
   if [ -d "$ddir" ]; then bash "$R/scripts/dockerd.sh" stop "$ddir" >/dev/null 2>&1 || say "dockerd.sh stop $ddir failed"; fi
   rm -rf "$DOCKER_CONFIG" /var/lib/rdma-macvlan/* 2>/dev/null
 }
@@ -134,6 +135,14 @@ fi
 pid=$(dk plugin inspect -f '{{.Id}}' "$PLUGIN")
 SOCK=/run/docker/plugins/$pid/rdma-macvlan.sock
 pass "the managed plugin is enabled and serves $SOCK"
+
+# The runtime, registered (not as the default): docker rdma run starts containers through it.
+install -D -m 0755 $R/bin/rdma-macvlan-runtime /usr/local/lib/rdma-macvlan/rdma-macvlan-runtime
+check "docker rdma runtime install (the runtime docker rdma run uses)" dk rdma runtime install --config-file "$ddir/daemon.json"
+kill -HUP "$(cat "$ddir/dockerd.spawned")"
+# shellcheck disable=SC2016 # a Go template
+check "dockerd lists the runtime rdma-macvlan after SIGHUP" \
+  poll 30 sh -c 'docker info -f "{{range \$k, \$v := .Runtimes}}{{\$k}} {{end}}" | grep -qw rdma-macvlan'
 
 # --- docker rdma doctor, networks ---------------------------------------------------------------
 out=$(dk rdma doctor 2>&1)
@@ -436,6 +445,13 @@ if [ -z "$left" ]; then pass "no network or endpoint state left"; else fail "no 
 # shellcheck source=test/kernel/vm/vm-bond.sh
 . "$R/vm-bond.sh"
 bond_checks
+
+# --- the runtime, two Soft-RoCE devices (on the current engine: Docker 20.10 runs make e2e-runtime) --
+if [ "$engine" = current ]; then
+  # shellcheck source=test/kernel/vm/vm-runtime.sh
+  . "$R/vm-runtime.sh"
+  runtime_checks
+fi
 
 # --- the plugin's log lines in the engine's log ---------------------------------------------------
 plog=$(grep -F "plugin=$pid" "$ddir/dockerd.log")
