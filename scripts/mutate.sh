@@ -623,7 +623,8 @@ mutant strict-info-holds-nothing driver/endpoint.go "$unit" 'TestStrict' \
 
 # The runtime (internal/ociruntime): a container on no rdma-macvlan network
 # reaches runc with config.json untouched; one on such a network gets its
-# networks' ports only; its own memlock stays; a refusal leaves the spec and
+# networks' ports only, and one on the engine's own networks costs no request;
+# its own memlock stays; a refusal leaves the spec and
 # reaches containerd through runc's JSON log; a view goes only with its
 # container.
 rt=./internal/ociruntime/
@@ -658,11 +659,14 @@ mutant runtime-error-not-in-log internal/ociruntime/runtime.go "$rt" 'TestDevice
   'if inv.LogFormat == "json" {' \
   'if inv.LogFormat == "text" {'
 mutant runtime-delete-removes-running-view internal/ociruntime/runtime.go "$rt" 'TestSysfsViewAndItsRemoval' \
-  'if id := inv.DeleteID(); status == 0 && id != "" {' \
-  'if id := inv.DeleteID(); id != "" {'
+  'if status == 0 && !exists(filepath.Join(inv.Root, id)) {' \
+  'if !exists(filepath.Join(inv.Root, id)) {'
 mutant runtime-view-lists-every-hca internal/ociruntime/view.go "$rt" 'TestSysfsViewAndItsRemoval' \
   'if err != nil || !contains(hcas, strings.TrimSpace(dev)) {' \
   'if err != nil || dev == "" {'
+mutant runtime-asks-for-builtin-networks internal/ociruntime/find.go "$rt" 'TestContainerOnNoRDMANetwork' \
+  'if len(nets) == 0 && !needPorts {' \
+  'if len(nets) == 0 && needPorts {'
 mutant runtime-dead-plugin-ignored internal/ociruntime/find.go "$rt" 'TestEngineOrPluginTrouble' \
   'if len(dead) > 0 && len(unserved) > 0 {' \
   'if false && len(dead) > 0 && len(unserved) > 0 {'

@@ -92,8 +92,24 @@ var builtinNetworks = map[string]bool{"bridge": true, "host": true, "none": true
 // container was never started on (the record has its name only then), so
 // a container restarted while dockerd starts up (restart policies: the
 // API is not served until they have started) needs no answer from it.
-func (f *Finder) Find(ctx context.Context, spec *specs.Spec, id string) (*Found, error) {
+//
+// A container on the engine's own networks only (none, host, the default
+// bridge) costs no request at all, unless needPorts (a list of devices to
+// check against the ports the plugins serve).
+func (f *Finder) Find(ctx context.Context, spec *specs.Spec, id string, needPorts bool) (*Found, error) {
 	found := &Found{Ports: map[string]string{}}
+	nets, err := containerNetworks(spec, id)
+	if err != nil {
+		return nil, err
+	}
+	for name := range nets {
+		if builtinNetworks[name] {
+			delete(nets, name)
+		}
+	}
+	if len(nets) == 0 && !needPorts {
+		return found, nil
+	}
 	served := map[string]api.Network{}
 	var dead []plugin
 	for _, p := range f.brief() {
@@ -114,16 +130,9 @@ func (f *Finder) Find(ctx context.Context, spec *specs.Spec, id string) (*Found,
 	if len(served) == 0 && len(dead) == 0 {
 		return found, nil
 	}
-	nets, err := containerNetworks(spec, id)
-	if err != nil {
-		return nil, err
-	}
 	var unserved []string
 	for _, name := range slices.Sorted(maps.Keys(nets)) {
 		nid := nets[name]
-		if builtinNetworks[name] {
-			continue
-		}
 		if nid == "" {
 			nw, ok, err := f.Engine.Network(ctx, name)
 			if err != nil {

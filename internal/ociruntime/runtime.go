@@ -138,18 +138,23 @@ func Main(args []string, sys *Sys) int {
 			return 1
 		}
 	case "delete":
-		// The view goes once the container is gone: a delete that fails
-		// (a running container) must leave it mounted as it was.
+		// A container with a view: the view goes once the container is
+		// gone (a delete that fails, of a running container, must leave
+		// it as it was), so runc runs as a child. Others: exec, as for
+		// every other command.
+		root := viewRoot(inv.Own.StateDir, inv.Root)
+		id := inv.DeleteID()
+		if id == "" || !exists(filepath.Join(root, id)) {
+			Sweep(root, inv.Root, sys.Now())
+			break
+		}
 		status, err := sys.Run(next, argv)
 		if err != nil {
 			inv.fail(sys, err)
 			return 1
 		}
-		root := viewRoot(inv.Own.StateDir, inv.Root)
-		if id := inv.DeleteID(); status == 0 && id != "" {
-			if _, err := os.Stat(filepath.Join(inv.Root, id)); errors.Is(err, fs.ErrNotExist) {
-				_ = RemoveView(root, id)
-			}
+		if status == 0 && !exists(filepath.Join(inv.Root, id)) {
+			_ = RemoveView(root, id)
 		}
 		Sweep(root, inv.Root, sys.Now())
 		return status
@@ -211,7 +216,7 @@ func prepare(inv *Invocation, sys *Sys) error {
 	finder := &Finder{Globs: inv.Own.PluginGlobs, Engine: engine, Timeout: requestTimeout}
 	found := &Found{Ports: map[string]string{}}
 	if ownNetns(&spec) {
-		if found, err = finder.Find(ctx, &spec, id); err != nil {
+		if found, err = finder.Find(ctx, &spec, id, choice.Devices != nil); err != nil {
 			return err
 		}
 	} else if choice.Devices != nil {

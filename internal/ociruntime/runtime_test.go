@@ -68,6 +68,7 @@ type world struct {
 	record                   map[string]string        // the container's networks: name -> ID
 	engineDown               bool
 	asked                    []string
+	briefs                   int // requests to the plugin
 }
 
 func newWorld(t *testing.T) *world {
@@ -80,6 +81,7 @@ func newWorld(t *testing.T) *world {
 	w := &world{dir: dir, plugin: filepath.Join(dir, "p.sock"), engine: filepath.Join(dir, "d.sock"), cdi: filepath.Join(dir, "cdi"),
 		networks: map[string]EngineNetwork{}, record: map[string]string{}}
 	serve(t, w.plugin, func(rw http.ResponseWriter, r *http.Request) {
+		w.briefs++
 		if r.URL.Path != api.StatusPath || r.URL.RawQuery != api.BriefQuery {
 			http.Error(rw, "not brief", http.StatusBadRequest)
 			return
@@ -239,7 +241,18 @@ func TestContainerOnNoRDMANetworkReachesRuncByteForByte(t *testing.T) {
 	if !reflect.DeepEqual(w.asked, []string{"/networks/mybridge"}) {
 		t.Errorf("asked %q, want the network's ID by name", w.asked)
 	}
+	// On the engine's own networks only: neither the plugin nor the
+	// engine is asked.
+	w.record = map[string]string{"none": ""}
+	w.asked, w.briefs = nil, 0
+	b, _ = w.bundle(t)
+	w.run(t, b, "/nonexistent")
+	if w.briefs != 0 || len(w.asked) != 0 {
+		t.Errorf("--net none: %d requests to the plugin, %q to the engine", w.briefs, w.asked)
+	}
 	// No rdma-macvlan network at all: the engine is not asked.
+	w.record = map[string]string{"mybridge": ""}
+	b, _ = w.bundle(t)
 	w.brief.Networks = nil
 	w.asked = nil
 	w.run(t, b, "/nonexistent")
@@ -510,8 +523,6 @@ func names(t *testing.T, dir string) []string {
 	}
 	return out
 }
-
-func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
 
 func TestPassThrough(t *testing.T) {
 	var got *execCall

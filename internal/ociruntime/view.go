@@ -98,6 +98,12 @@ func MakeView(sysRoot, root, id string, hcas []string) (string, error) {
 	return dir, nil
 }
 
+// exists reports whether path is there (a link counts, followed or not).
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
 // RemoveView removes container id's view, if any.
 func RemoveView(root, id string) error {
 	if id == "" || strings.ContainsAny(id, "/") || id == "." || id == ".." {
