@@ -15,13 +15,13 @@
 #    wall time until every CLI has returned, errors, then `docker rm -f` of all of them at once and
 #    a look for leaks (containers, macvlan children of the parent and the plugin's links in the
 #    host netns, endpoints in the plugin's /v1/status and state directory). No traffic.
-# 6. Starting RDMA-ready: `docker rdma run --rm` (the CLI plugin, with rdma-exec waiting in the
-#    container for its GID entries) against the `docker run --rm` that `docker rdma run --no-wait`
-#    would make (the same devices, CAP_IPC_LOCK and memlock), both on the rdma-macvlan network,
-#    in interleaved pairs whose order alternates, with the docker CLI of the engine's generation
-#    (test/e2e/e2e-cli.sh's setup: fake device nodes, the fake tree mounted into the container for
-#    rdma-exec); rdma-exec reports its wait (RDMA_EXEC_TIMING=1), and after each pair
-#    `docker rdma run --dry-run` times the CLI plugin's preparation alone.
+# 6. Starting through the runtime: `docker run --rm --runtime rdma-macvlan` (rdma-macvlan-runtime,
+#    registered with `docker rdma runtime install`; rdma-exec waits in the container for its GID
+#    entries) against `docker run --rm --runtime runc` with the same devices, CAP_IPC_LOCK and memlock
+#    given by hand, both on the rdma-macvlan network, then the two on `--net none`, in interleaved
+#    pairs whose order alternates, with the docker CLI of the engine's generation (fake device
+#    nodes, the fake tree mounted into the containers for rdma-exec); rdma-exec reports its wait
+#    (RDMA_EXEC_TIMING=1).
 # Then test/bench/cmd/report prints the table of this run, stores its raw samples under
 # docs/bench/runs/RUN/ and writes BENCHMARKS.md from every stored run: the headline table holds,
 # for each target, the latest run that measured it (a run of some parts leaves the others' rows
@@ -43,8 +43,8 @@
 #   BENCH_IPERF_SECONDS  seconds per iperf3 run after one omitted second of slow start (default 4)
 #   BENCH_OUT       where raw results go (default: a temporary directory, removed at the end)
 #   BENCH_NO_WRITE  1: print the table only; leave BENCHMARKS.md and docs/ alone
-#   BENCH_PARTS     which parts run (default "endpoints docker concurrent rdmarun"): endpoints =
-#                   2.-3., docker = 1. and 4., concurrent = 5., rdmarun = 6.
+#   BENCH_PARTS     which parts run (default "endpoints docker concurrent runtime"): endpoints =
+#                   2.-3., docker = 1. and 4., concurrent = 5., runtime = 6.
 #   BENCH_RDMA_PAIRS  interleaved pairs of part 6 per engine (default 30)
 #   DOCKER_CLI_DEBIAN, DOCKER_CLI_CURRENT  the docker CLI part 6 uses per engine (default
 #                   /usr/bin/docker, Debian's 20.10, and /usr/local/bin/docker)
@@ -62,11 +62,11 @@ PAIRS=${BENCH_PAIRS:-40}
 CYCLES=${BENCH_CYCLES:-100}
 ROUNDS=${BENCH_ROUNDS:-9}
 IPERF_SECONDS=${BENCH_IPERF_SECONDS:-4}
-PARTS=${BENCH_PARTS:-endpoints docker concurrent rdmarun}
+PARTS=${BENCH_PARTS:-endpoints docker concurrent runtime}
 RDMA_PAIRS=${BENCH_RDMA_PAIRS:-30}
 CLI_DEBIAN=${DOCKER_CLI_DEBIAN:-/usr/bin/docker}
 CLI_CURRENT=${DOCKER_CLI_CURRENT:-/usr/local/bin/docker}
-# Part 6's locked-memory limit: the engines here cannot go above 8 MiB.
+# Part 6's locked-memory limit, given to both commands: this machine refuses more than 8 MiB.
 MEMLOCK=8388608
 CONC=${BENCH_CONC:-100}
 CONC_ROUNDS=${BENCH_CONC_ROUNDS:-3}
@@ -323,70 +323,66 @@ concurrent() {
 	done
 }
 
-# rdma_run ENGINE SUB SYSFS: part 6 on the engine's rdma-macvlan network (rmvb-rdma, 10.SUB.1.0/24,
-# GID entries of .10-.59 in the fake tree under SYSFS).
-rdma_run() {
-	local engine=$1 sub=$2 sysfs=$3 cli cfg dry i k order t0 t1 ms line waited looks kind ip
-	local -a plain=() fake=() cmd=()
+# runtime_run ENGINE SUB SYSFS: part 6 on the engine's rdma-macvlan network (rmvb-rdma,
+# 10.SUB.1.0/24, GID entries of .10-.59 in the fake tree under SYSFS) and on --net none.
+runtime_run() {
+	local engine=$1 sub=$2 sysfs=$3 cli i k kind n
+	local -a fake=() order=()
 	case $engine in
 	debian) cli=$CLI_DEBIAN ;;
 	current) cli=$CLI_CURRENT ;;
 	esac
 	[[ -x $cli ]] || die "$engine: the docker CLI $cli is missing (DOCKER_CLI_${engine^^} names another)"
-	cfg=$work/cli-$engine
 	printf 'cli_%s=%s\n' "$engine" "$("$cli" version -f '{{.Client.Version}}' 2>/dev/null)" >>"$work/res/machine.env"
-	# docker rdma as the CLI plugin of a private config; rdma-exec where it looks: ../../rdma-macvlan/.
-	install -D -m 0755 "$work/bin/docker-rdma" "$cfg/config/cli-plugins/docker-rdma"
-	install -D -m 0755 "$work/bin/rdma-exec" "$cfg/rdma-macvlan/rdma-exec"
+	# The runtime as a user registers it (rdma-exec beside it), dockerd reloaded.
+	"$work/bin/docker-rdma" runtime install --config-file "$dir/daemon.json" --path "$work/bin/rdma-macvlan-runtime" >/dev/null ||
+		die "$engine: docker rdma runtime install failed"
+	kill -HUP "$(cat "$dir/dockerd.spawned")"
+	for ((n = 0; n < 40; n++)); do
+		[[ $(docker info -f '{{range $k, $v := .Runtimes}}{{$k}} {{end}}') == *"rdma-macvlan "* ]] && break
+		sleep 0.5
+	done
+	((n < 40)) || die "$engine: dockerd does not list the runtime rdma-macvlan after SIGHUP"
 	# A container's /sys is the real kernel's: the fake tree goes in at /rdma-fake for rdma-exec.
-	# Both commands get the same mount and variables.
-	fake=(-v "$sysfs:/rdma-fake:ro" -e RDMA_EXEC_SYSFS_ROOT=/rdma-fake -e RDMA_EXEC_TIMING=1)
-	# The docker run that docker rdma run makes without rdma-exec: its devices, IPC_LOCK, memlock.
-	dry=$(DOCKER_CONFIG=$cfg/config "$cli" rdma run --no-wait --dry-run --rm "${fake[@]}" --memlock "$MEMLOCK" --net rmvb-rdma "$IMAGE" true) ||
-		die "$engine: docker rdma run --no-wait --dry-run failed"
-	eval "plain=($dry)"
-	[[ ${plain[0]} == "$cli" && ${plain[1]} == run && $dry == *" --cap-add IPC_LOCK "* && $dry == *" --ulimit memlock=$MEMLOCK:$MEMLOCK "* ]] ||
-		die "$engine: unexpected docker command from docker rdma run --no-wait --dry-run: $dry"
-	say "$engine: docker run as docker rdma run makes it: $dry"
-	mkdir -p "$work/res/rdmarun-$engine"
-	# rdma_timed KIND PAIR POSITION IP: one command of the part, timed; appends to rdmarun.csv.
-	rdma_timed() {
-		local kind=$1 pair=$2 pos=$3 ip=$4 err=$work/res/rdmarun-$engine/$1-$2.err
+	# Both commands of a pair get the same mount, variables and memlock.
+	fake=(-v "$sysfs:/rdma-fake:ro" -e RDMA_EXEC_SYSFS_ROOT=/rdma-fake -e RDMA_EXEC_TIMING=1 --ulimit "memlock=$MEMLOCK:$MEMLOCK")
+	mkdir -p "$work/res/runtime-$engine"
+	# runtime_timed KIND PAIR POSITION IP: one command of the part, timed; appends to runtime.csv.
+	runtime_timed() {
+		local kind=$1 pair=$2 pos=$3 ip=$4 err=$work/res/runtime-$engine/$1-$2.err t0 t1 ms waited="" looks="" line
+		local -a cmd=()
 		case $kind in
-		docker-run) cmd=("${plain[0]}" run --ip "$ip" "${plain[@]:2}") ;;
-		rdma-run) cmd=("$cli" rdma run --rm --ip "$ip" "${fake[@]}" --memlock "$MEMLOCK" --net rmvb-rdma "$IMAGE" true) ;;
-		prep) cmd=("$cli" rdma run --dry-run --rm --ip "$ip" "${fake[@]}" --memlock "$MEMLOCK" --net rmvb-rdma "$IMAGE" true) ;;
+		runtime) cmd=("$cli" run --rm --runtime rdma-macvlan --net rmvb-rdma --ip "$ip" "${fake[@]}" "$IMAGE" true) ;;
+		runc) cmd=("$cli" run --rm --runtime runc --net rmvb-rdma --ip "$ip" "${fake[@]}" --device /dev/infiniband/uverbs0 \
+			--device /dev/infiniband/rdma_cm --cap-add IPC_LOCK "$IMAGE" true) ;;
+		runtime-none) cmd=("$cli" run --rm --runtime rdma-macvlan --net none "$IMAGE" true) ;;
+		runc-none) cmd=("$cli" run --rm --runtime runc --net none "$IMAGE" true) ;;
 		esac
 		t0=$(now_us)
-		DOCKER_CONFIG=$cfg/config "${cmd[@]}" >/dev/null 2>"$err" </dev/null ||
-			die "$engine: ${cmd[*]} failed: $(grep -v 'IPv4 forwarding is disabled' "$err")"
+		"${cmd[@]}" >/dev/null 2>"$err" </dev/null || die "$engine: ${cmd[*]} failed: $(grep -v 'IPv4 forwarding is disabled' "$err")"
 		t1=$(now_us)
 		ms=$(printf '%d.%03d' $(((t1 - t0) / 1000)) $(((t1 - t0) % 1000)))
-		waited="" looks=""
-		if [[ $kind == rdma-run ]]; then
+		if [[ $kind == runtime ]]; then
 			line=$(grep -m1 '^rdma-exec: GID entries ready after ' "$err") || line=""
 			[[ $line =~ ^rdma-exec:\ GID\ entries\ ready\ after\ ([0-9.]+)\ ms\ \(([0-9]+)\ look ]] ||
 				die "$engine: rdma-exec did not report its wait (RDMA_EXEC_TIMING=1): $(cat "$err")"
 			waited=${BASH_REMATCH[1]} looks=${BASH_REMATCH[2]}
 		fi
-		printf '%s,%d,%s,%d,%s,%s,%s\n' "$engine" "$pair" "$kind" "$pos" "$ms" "$waited" "$looks" >>"$work/res/rdmarun.csv"
+		printf '%s,%d,%s,%d,%s,%s,%s\n' "$engine" "$pair" "$kind" "$pos" "$ms" "$waited" "$looks" >>"$work/res/runtime.csv"
 	}
-	# Warm-up (not recorded): the CLI plugin, rdma-exec and the image in the page cache.
+	# Warm-up (not recorded): the runtime, rdma-exec and the image in the page cache.
 	for i in 1 2; do
-		DOCKER_CONFIG=$cfg/config "$cli" rdma run --rm --ip "10.$sub.1.$((10 + i))" "${fake[@]}" --memlock "$MEMLOCK" --net rmvb-rdma "$IMAGE" true >/dev/null 2>&1 ||
-			die "$engine: docker rdma run (warm-up) failed: $(DOCKER_CONFIG=$cfg/config "$cli" rdma run --rm --ip "10.$sub.1.$((10 + i))" "${fake[@]}" --memlock "$MEMLOCK" --net rmvb-rdma "$IMAGE" true 2>&1)"
-		"${plain[0]}" run --ip "10.$sub.1.$((30 + i))" "${plain[@]:2}" >/dev/null 2>&1 || die "$engine: $dry (warm-up) failed"
-	done
-	say "$engine: $RDMA_PAIRS interleaved pairs of docker rdma run --rm and docker run --rm"
-	for ((i = 1; i <= RDMA_PAIRS; i++)); do
-		if ((i % 2)); then order=(rdma-run docker-run); else order=(docker-run rdma-run); fi
-		for k in 0 1; do
-			kind=${order[k]}
-			# Addresses with GID entries in the fake table: .10-.29 for one, .30-.49 for the other.
-			if [[ $kind == rdma-run ]]; then ip=10.$sub.1.$((10 + i % 20)); else ip=10.$sub.1.$((30 + i % 20)); fi
-			rdma_timed "$kind" "$i" $((k + 1)) "$ip"
+		for kind in runtime runc runtime-none runc-none; do
+			runtime_timed "$kind" 0 0 "10.$sub.1.$((10 + i))" 2>/dev/null
 		done
-		rdma_timed prep "$i" 3 "10.$sub.1.$((10 + i % 20))"
+	done
+	sed -i '/^[^,]*,0,/d' "$work/res/runtime.csv"
+	say "$engine: $RDMA_PAIRS interleaved pairs of docker run --rm through the runtime and through runc"
+	for ((i = 1; i <= RDMA_PAIRS; i++)); do
+		if ((i % 2)); then order=(runtime runc runc-none runtime-none); else order=(runc runtime runtime-none runc-none); fi
+		for k in 0 1 2 3; do
+			runtime_timed "${order[k]}" "$i" $((k + 1)) "10.$sub.1.$((10 + i % 40))"
+		done
 		((i % 10)) || say "$engine: $i pairs"
 	done
 }
@@ -484,11 +480,11 @@ engine_bench() {
 		concurrent "$engine" "$sub"
 	fi
 
-	if [[ " $PARTS " == *" rdmarun "* ]]; then
+	if [[ " $PARTS " == *" runtime "* ]]; then
 		if [[ -z $made_dev ]] && ! fake_dev_nodes "$sysfs"; then
 			die "fake device nodes: /dev/infiniband could not be made, or exists without uverbs0 231:192 and the fake tree's rdma_cm"
 		fi
-		rdma_run "$engine" "$sub" "$sysfs"
+		runtime_run "$engine" "$sub" "$sysfs"
 	fi
 
 	if [[ " $PARTS " == *" docker "* && $engine == "${DATAPLANE_ENGINE:-debian}" ]]; then
@@ -525,8 +521,8 @@ main() {
 	local p
 	for p in $PARTS; do
 		case $p in
-		endpoints | docker | concurrent | rdmarun) ;;
-		*) die "BENCH_PARTS: unknown part '$p' (want: endpoints docker concurrent rdmarun)" ;;
+		endpoints | docker | concurrent | runtime) ;;
+		*) die "BENCH_PARTS: unknown part '$p' (want: endpoints docker concurrent runtime)" ;;
 		esac
 	done
 	if ((${#engines[@]} == 0)); then
@@ -554,7 +550,8 @@ main() {
 	(cd "$repo" && for t in endpoints tcprr report; do go build -o "$work/bin/$t" "./test/bench/cmd/$t"; done &&
 		go build -o "$work/bin/fakesysfs" ./test/fakesysfs && go build -o "$work/bin/rmvstatus" ./test/e2e/rmvstatus &&
 		CGO_ENABLED=0 go build -trimpath -o "$work/bin/docker-rdma" ./cmd/docker-rdma &&
-		CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/bin/rdma-exec" ./cmd/rdma-exec)
+		CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/bin/rdma-exec" ./cmd/rdma-exec &&
+		CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/bin/rdma-macvlan-runtime" ./cmd/rdma-macvlan-runtime)
 	{
 		printf 'date=%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
 		printf 'nproc=%s\n' "$(nproc)"
@@ -573,14 +570,14 @@ main() {
 	} >"$work/res/machine.env"
 	printf 'engine,pair,driver,position,ms\n' >"$work/res/start.csv"
 	printf 'engine,round,driver,position,n,wall_ms,errors,not_running,rm_ms,settle_ms,leaks\n' >"$work/res/conc.csv"
-	printf 'engine,pair,kind,position,ms,wait_ms,looks\n' >"$work/res/rdmarun.csv"
+	printf 'engine,pair,kind,position,ms,wait_ms,looks\n' >"$work/res/runtime.csv"
 
 	if [[ " $PARTS " == *" endpoints "* ]]; then
 		say "endpoint life cycle, restart and memory (test/bench/cmd/endpoints)"
 		"$work/bin/endpoints" -out "$work/res" -bin "$work/plugin/rootfs/rdma-macvlan" -cycles "$CYCLES"
 	fi
 
-	[[ " $PARTS " == *" docker "* || " $PARTS " == *" concurrent "* || " $PARTS " == *" rdmarun "* ]] || engines=()
+	[[ " $PARTS " == *" docker "* || " $PARTS " == *" concurrent "* || " $PARTS " == *" runtime "* ]] || engines=()
 	# Each engine's part runs in a subshell that cleans up after itself: a part that fails keeps
 	# what it measured before, the others still run, the report is written from what there is,
 	# and the run fails at the end naming the parts that did not finish.

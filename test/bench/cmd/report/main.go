@@ -61,19 +61,19 @@ type data struct {
 	tput      map[string]map[string][]float64 // engine -> net -> Gbit/s by round
 	rr        map[string]map[string][]float64 // engine -> net -> p50 us by round
 	rr99      map[string]map[string][]float64
-	conc      map[string][]concRun  // by engine, in the order run
-	rdma      map[string][]rdmaPair // by engine, in the order run
+	conc      map[string][]concRun     // by engine, in the order run
+	rdma      map[string][]runtimePair // by engine, in the order run
 }
 
-// rdmaPair is one pair of part 6 (rdmarun.csv): docker rdma run and the
-// docker run it makes without rdma-exec, in ms, the CLI plugin's
-// preparation alone (its --dry-run, after the pair; 0 when not timed), and
-// rdma-exec's wait as it reported it.
-type rdmaPair struct {
-	plain, rdma, prep float64
-	wait              float64
-	looks             int
-	rdmaFirst         bool
+// runtimePair is one pair of part 6 (runtime.csv), in ms: docker run
+// --rm --runtime rdma-macvlan of a container on the rdma-macvlan network
+// and the same with --runtime runc and its devices, CAP_IPC_LOCK and
+// memlock given by hand, then the two on --net none; rdma-exec's wait in
+// the first as it reported it.
+type runtimePair struct {
+	rt, runc, rtNone, runcNone float64
+	wait                       float64
+	looks                      int
 }
 
 // concRun is one driver's turn in a round of concurrent starts (conc.csv).
@@ -140,7 +140,7 @@ func num(s string) float64 {
 func load(in string) (*data, error) {
 	d := &data{machine: map[string]string{}, start: map[string][]pair{}, life: map[int]map[string][]float64{},
 		tput: map[string]map[string][]float64{}, rr: map[string]map[string][]float64{}, rr99: map[string]map[string][]float64{},
-		conc: map[string][]concRun{}, rdma: map[string][]rdmaPair{}}
+		conc: map[string][]concRun{}, rdma: map[string][]runtimePair{}}
 	if f, err := os.Open(filepath.Join(in, "machine.env")); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
@@ -202,9 +202,9 @@ func load(in string) (*data, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	if rows, err := readCSV(filepath.Join(in, "rdmarun.csv")); err == nil {
+	if rows, err := readCSV(filepath.Join(in, "runtime.csv")); err == nil {
 		// engine,pair,kind,position,ms,wait_ms,looks
-		byKey := map[string]*rdmaPair{}
+		byKey := map[string]*runtimePair{}
 		var order []string
 		for _, r := range rows {
 			if len(r) < 7 {
@@ -213,23 +213,24 @@ func load(in string) (*data, error) {
 			k := r[0] + "/" + r[1]
 			p, ok := byKey[k]
 			if !ok {
-				p = &rdmaPair{}
+				p = &runtimePair{}
 				byKey[k] = p
 				order = append(order, k)
 			}
 			switch r[2] {
-			case "rdma-run":
-				p.rdma, p.wait = num(r[4]), num(r[5])
+			case "runtime":
+				p.rt, p.wait = num(r[4]), num(r[5])
 				p.looks, _ = strconv.Atoi(strings.TrimSpace(r[6]))
-				p.rdmaFirst = r[3] == "1"
-			case "docker-run":
-				p.plain = num(r[4])
-			case "prep":
-				p.prep = num(r[4])
+			case "runc":
+				p.runc = num(r[4])
+			case "runtime-none":
+				p.rtNone = num(r[4])
+			case "runc-none":
+				p.runcNone = num(r[4])
 			}
 		}
 		for _, k := range order {
-			if p := byKey[k]; p.rdma > 0 && p.plain > 0 {
+			if p := byKey[k]; p.rt > 0 && p.runc > 0 && p.rtNone > 0 && p.runcNone > 0 {
 				eng, _, _ := strings.Cut(k, "/")
 				d.rdma[eng] = append(d.rdma[eng], *p)
 			}

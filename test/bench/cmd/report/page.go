@@ -119,7 +119,7 @@ func store(in, runs string, d *data, elapsed int) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	for _, name := range []string{"machine.env", "load.csv", "start.csv", "conc.csv", "rdmarun.csv", "lifecycle.csv", "restart.csv", "endpoints.json"} {
+	for _, name := range []string{"machine.env", "load.csv", "start.csv", "conc.csv", "runtime.csv", "lifecycle.csv", "restart.csv", "endpoints.json"} {
 		b, err := os.ReadFile(filepath.Join(in, name))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
@@ -253,7 +253,7 @@ func page(runs []*stored, notes string) (string, map[int]*stored) {
 	w("\n**Noise.** Other builds and Docker tests ran on this machine during the runs (the load averages above, on %s cores). Absolute times drift with that load; the paired, interleaved ratios are the figures to compare.\n\n", runs[len(runs)-1].d.machine["nproc"])
 	w("Reproduce (root, Debian 12; installs Debian's Docker, iperf3 and gnuplot when missing, uses the current engine when `scripts/engines.sh bindir` finds it built):\n\n")
 	w("    sudo make bench                        # = bash test/bench/bench.sh [debian] [current]\n")
-	w("    sudo BENCH_PARTS=rdmarun make bench    # some parts: endpoints (2, 3), docker (1, 4), concurrent (5), rdmarun (6)\n")
+	w("    sudo BENCH_PARTS=runtime make bench    # some parts: endpoints (2, 3), docker (1, 4), concurrent (5), runtime (6)\n")
 	for _, p := range parts {
 		r := src[p.n]
 		if r == nil {

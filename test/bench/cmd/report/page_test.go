@@ -34,13 +34,15 @@ func startCSV(ratio string) string {
 	return s
 }
 
-// rdmaCSV: three pairs per engine given, docker rdma run taking rdma ms
-// against docker run's 100, rdma-exec waiting 4 ms in one look.
-func rdmaCSV(rdma string, engines ...string) string {
+// runtimeCSV: three pairs per engine given, the runtime taking rt ms
+// against runc's 100 on the rdma-macvlan network and 100 against 100 on
+// --net none, rdma-exec waiting 4 ms in one look.
+func runtimeCSV(rt string, engines ...string) string {
 	s := "engine,pair,kind,position,ms,wait_ms,looks\n"
 	for _, e := range engines {
 		for _, p := range []string{"1", "2", "3"} {
-			s += e + "," + p + ",rdma-run,1," + rdma + ",4.000,1\n" + e + "," + p + ",docker-run,2,100,,\n" + e + "," + p + ",prep,3,60,,\n"
+			s += e + "," + p + ",runtime,1," + rt + ",4.000,1\n" + e + "," + p + ",runc,2,100,,\n" +
+				e + "," + p + ",runc-none,3,100,,\n" + e + "," + p + ",runtime-none,4,100,,\n"
 		}
 	}
 	return s
@@ -76,11 +78,11 @@ func TestHeadlineIsTheLatestMeasurementOfEachTarget(t *testing.T) {
 	runs := filepath.Join(docs, runsDir)
 	// Run A (older): container start on both engines and part 6 on debian.
 	writeRun(t, filepath.Join(runs, "2026-01-01T1000Z-aaaaaaa"), "2026-01-01 10:00 UTC", "aaaaaaa",
-		map[string]string{"start.csv": startCSV("110"), "rdmarun.csv": rdmaCSV("200", "debian")})
+		map[string]string{"start.csv": startCSV("110"), "runtime.csv": runtimeCSV("200", "debian")})
 	// Run B (newer): part 6 only, on both engines.
 	in := t.TempDir()
 	writeRun(t, in, "2026-01-02 10:00 UTC", "bbbbbbb",
-		map[string]string{"rdmarun.csv": rdmaCSV("102", "debian", "current"), "start.csv": "engine,pair,driver,position,ms\n"})
+		map[string]string{"runtime.csv": runtimeCSV("102", "debian", "current"), "start.csv": "engine,pair,driver,position,ms\n"})
 	d, err := load(in)
 	if err != nil {
 		t.Fatal(err)
@@ -108,15 +110,15 @@ func TestHeadlineIsTheLatestMeasurementOfEachTarget(t *testing.T) {
 	for _, want := range []struct{ row, figure, commit string }{
 		{"| 1. container start, debian |", "| 1.100 (", "| aaaaaaa |"},
 		{"| 1. container start, current |", "| 1.100 (", "| aaaaaaa |"},
-		{"| 6. docker rdma run vs docker run, debian |", "| 1.020 (", "| bbbbbbb |"},
-		{"| 6. docker rdma run vs docker run, current |", "| 1.020 (", "| bbbbbbb |"},
+		{"| 6. runtime vs runc, RDMA container, debian |", "| 1.020 (", "| bbbbbbb |"},
+		{"| 6. runtime vs runc, RDMA container, current |", "| 1.020 (", "| bbbbbbb |"},
 	} {
 		l := line(head, want.row)
 		if !strings.Contains(l, want.figure) || !strings.Contains(l, want.commit) || !strings.Contains(l, "/"+runsDir+"/2026-01") {
 			t.Errorf("headline row %s: %q, want the figure %s of commit %s and its run", want.row, l, want.figure, want.commit)
 		}
 	}
-	if n := strings.Count(head, "| 6. docker rdma run vs docker run, debian |"); n != 1 {
+	if n := strings.Count(head, "| 6. runtime vs runc, RDMA container, debian |"); n != 1 {
 		t.Errorf("the debian row of part 6 is %d times in the headline:\n%s", n, head)
 	}
 	if strings.Contains(head, "2.000") {
@@ -128,11 +130,11 @@ func TestHeadlineIsTheLatestMeasurementOfEachTarget(t *testing.T) {
 	if src[1] != all[0] || src[6] != all[1] {
 		t.Errorf("sections from %v and %v, want part 1 from run A and part 6 from run B", src[1], src[6])
 	}
-	if s := section(pg, "## 6. Starting RDMA-ready: docker rdma run against docker run"); !strings.Contains(s, "commit bbbbbbb.") || !strings.Contains(s, "| ratio docker rdma run / docker run, per pair | 1.020 |") {
+	if s := section(pg, "## 6. Starting through the runtime: rdma-macvlan-runtime against runc"); !strings.Contains(s, "commit bbbbbbb.") || !strings.Contains(s, "| ratio rdma-macvlan / runc, per pair | 1.020 |") {
 		t.Errorf("section 6 is not run B's:\n%s", s)
 	}
 	hist := section(pg, "## History")
-	if l := line(hist, "| 6. docker rdma run vs docker run, debian |"); !strings.Contains(l, "2.000") || !strings.Contains(hist, "commit aaaaaaa:") {
+	if l := line(hist, "| 6. runtime vs runc, RDMA container, debian |"); !strings.Contains(l, "2.000") || !strings.Contains(hist, "commit aaaaaaa:") {
 		t.Errorf("run A's replaced row is not under History:\n%s", hist)
 	}
 	if strings.Contains(hist, "container start") || strings.Contains(hist, "1.020") {
