@@ -424,10 +424,8 @@ mutant cdi-sets-shared-variable cdi/cdi.go ./cdi/ '' \
   'env := []string{"RDMA_MACVLAN_DEVICE=" + d.HCA + ":" + strconv.Itoa(d.Port)}'
 
 # docker rdma compose's override: only services on an rdma-macvlan network
-# (or sharing one's namespace) get it; the user's own device, IPC_LOCK and
-# memlock are kept; a new entrypoint gives the image's CMD again; the
-# service's own entrypoint replaces the image's; compose's $$ is undone
-# before the override doubles every $; every rail is in rdma-exec's --net.
+# (or sharing one's namespace) get runtime: rdma-macvlan; the override
+# doubles every $; every rail is named.
 dcompose=./cmd/docker-rdma/internal/compose/
 mutant compose-every-service cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
   '		if len(rails) == 0 {
@@ -439,24 +437,6 @@ mutant compose-every-service cmd/docker-rdma/internal/compose/override.go "$dcom
 mutant compose-network-mode-ignored cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
   'case strings.HasPrefix(mode, "service:"):' \
   'case strings.HasPrefix(mode, "service:") && false:'
-mutant compose-device-repeated cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
-  'case has[d] && !contains(so.Devices, d):' \
-  'case false:'
-mutant compose-memlock-overridden cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
-  'if _, ok := svc.Ulimits["memlock"]; ok {' \
-  'if _, ok := svc.Ulimits["memlock"]; ok && false {'
-mutant compose-cap-drop-ignored cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
-  'case hasCap(svc.CapDrop, IPCLock):' \
-  'case false:'
-mutant compose-image-cmd-dropped cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
-  '			if len(ic) > 0 {' \
-  '			if false {'
-mutant compose-image-entry-over-users cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
-  'if svc.Entrypoint == nil {' \
-  'if true {'
-mutant compose-dollar-kept-escaped cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
-  'out[i] = strings.ReplaceAll(s, "$$", "$")' \
-  'out[i] = s'
 mutant compose-dollar-interpolated cmd/docker-rdma/internal/compose/yaml.go "$dcompose" '' \
   'return strconv.Quote(strings.ToValidUTF8(strings.ReplaceAll(s, "$", "$$"), "\uFFFD"))' \
   'return strconv.Quote(strings.ToValidUTF8(s, "\uFFFD"))'
@@ -468,7 +448,7 @@ mutant compose-string-unquoted cmd/docker-rdma/internal/compose/yaml.go ./cmd/do
   'return "\"" + strings.ReplaceAll(s, "$", "$$") + "\""'
 mutant compose-comment-raw cmd/docker-rdma/internal/compose/yaml.go ./cmd/docker-rdma/internal/compose/ TestWriteKeepsValuesInTheirPlace \
   'rails[i] = escape.Controls(r)' \
-  'rails[i] = r'
+  'rails[i] = escape.Controls("") + r'
 mutant compose-memlock-unchecked cmd/docker-rdma/internal/compose/yaml.go ./cmd/docker-rdma/internal/compose/ TestWriteKeepsValuesInTheirPlace \
   'if !ok || !isLimit(soft) || !isLimit(hard) {' \
   'if false && !ok {'
@@ -487,17 +467,22 @@ mutant json-controls-raw cmd/docker-rdma/internal/commands/terminal.go ./cmd/doc
 mutant shell-quote-controls-raw cmd/docker-rdma/internal/commands/run.go ./cmd/docker-rdma/internal/commands/ 'TestShellQuoteControlCharacters|TestPrintersEscapeControlCharacters' \
   'if escape.Controls(a) != a {' \
   'if false {'
+# docker rdma run and compose: nothing runs on an engine without the
+# rdma-macvlan runtime; a --runtime of the user's own is kept.
+mutant run-without-runtime cmd/docker-rdma/internal/commands/run.go ./cmd/docker-rdma/internal/commands/ 'TestRunRefusesWithoutTheRuntime|TestComposeRefusesWithoutTheRuntime' \
+  'if _, ok := info.Runtimes[api.RuntimeName]; ok {' \
+  'if _, ok := info.Runtimes[api.RuntimeName]; ok || true {'
+mutant run-user-runtime-overridden cmd/docker-rdma/internal/runflags/build.go './cmd/docker-rdma/internal/runflags/ ./cmd/docker-rdma/internal/commands/' 'TestAdded|TestRunDryRun|TestRunRefusesWithoutTheRuntime' \
+  'if p.Runtime == "" {' \
+  'if true {'
 mutant compose-env-file-ignored cmd/docker-rdma/internal/compose/args.go ./cmd/docker-rdma/internal/compose/ TestConfigFilesFromEnvFile \
   'return fromFiles[k]' \
   'return fromFiles[""]'
-mutant compose-qos-dropped cmd/docker-rdma/internal/compose/override.go ./cmd/docker-rdma/internal/compose/ TestGenerateCarriesQoS \
-  'TrafficClass: rail.TrafficClass, ServiceLevel: rail.ServiceLevel})' \
-  '})'
 mutant compose-first-rail-only cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
-  '			if rail != nil {
+  '			if rail != "" {
 				rails = append(rails, rail)
 			}' \
-  '			if rail != nil && len(rails) == 0 {
+  '			if rail != "" && len(rails) == 0 {
 				rails = append(rails, rail)
 			}'
 mutant compose-default-files-dropped cmd/docker-rdma/internal/compose/args.go "$dcompose" '' \
@@ -508,8 +493,7 @@ mutant compose-default-files-dropped cmd/docker-rdma/internal/compose/args.go "$
 # values are exported only when they agree, a rail without one disagrees,
 # and only the user's value for both libraries settles a conflict, which
 # rdma-exec refuses; a port's CDI device carries only what its networks
-# agree on, again when one goes; doctor judges the network's own class;
-# docker rdma run hands the classes to rdma-exec.
+# agree on, again when one goes; doctor judges the network's own class.
 mutant qos-range-off-by-one driver/options.go ./driver/ TestParseNetworkOptions \
   'if !levelRE.MatchString(v) || err != nil || n < 0 || n > maxN {' \
   'if !levelRE.MatchString(v) || err != nil || n < 0 || n > maxN+1 {'
@@ -563,9 +547,6 @@ mutant cdi-qos-kept-after-delete driver/cdi.go ./driver/ TestCDISpecQoS \
 mutant doctor-ignores-network-class cmd/docker-rdma/internal/commands/doctor_lossless.go ./cmd/docker-rdma/internal/commands/ TestDoctorFabric \
   'tc := r.tc' \
   'tc := -1'
-mutant run-drops-traffic-class cmd/docker-rdma/internal/commands/wait.go ./cmd/docker-rdma/internal/commands/ 'TestRun|TestInspect' \
-  'TrafficClass: n.view.TrafficClass, ServiceLevel: n.view.ServiceLevel}' \
-  'ServiceLevel: n.view.ServiceLevel}'
 
 # The HCA found again at start: a renamed one followed, not the recorded
 # name; a device gone never replaced by whatever has the name now.

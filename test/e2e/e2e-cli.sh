@@ -6,12 +6,15 @@
 # CLI, /usr/local/bin/docker, and CDI specs read from a private directory), a veth pair as the RoCE
 # parent, a fake sysfs tree (test/fakesysfs: mlx5_0 on the veth, plus mlx5_1 as a decoy),
 # fake device nodes under /dev/infiniband (made only when the host has none, with the numbers of
-# the fake tree), the managed plugin pointed at the tree, an rdma-macvlan network, and docker-rdma
-# installed as a CLI plugin in a temporary DOCKER_CONFIG, so the real `docker rdma` runs it. Then:
-# containers get exactly the right nodes, CAP_IPC_LOCK and the memlock limit asked (this machine's
-# dockerd cannot go above 8 MiB, so the checks ask for 8 MiB or less); flags, stdin, tty and exit
-# status pass through; errors are clear; ls, inspect and doctor print what they should, as root and
-# as an unprivileged member of the docker group (who cannot reach the plugin socket).
+# the fake tree), the managed plugin pointed at the tree, an rdma-macvlan network, docker-rdma
+# installed as a CLI plugin in a temporary DOCKER_CONFIG, so the real `docker rdma` runs it, and
+# rdma-macvlan-runtime (with rdma-exec beside it) registered with `docker rdma runtime install` and
+# SIGHUP. Then: docker rdma run is docker run --runtime rdma-macvlan (refused with 125 before the
+# runtime is installed); containers get exactly the right nodes, CAP_IPC_LOCK and the memlock limit
+# asked (this machine's dockerd cannot go above 8 MiB, so the checks ask for 8 MiB or less); flags,
+# stdin, tty and exit status pass through; errors are clear; ls, inspect and doctor print what they
+# should, as root and as an unprivileged member of the docker group (who cannot reach the plugin
+# socket).
 # Traffic only between the containers it starts.
 #
 # Needs: root, Go, apt (scripts/engines.sh installs the engines), iproute2, util-linux (setpriv,
@@ -70,8 +73,6 @@ e2e() {
 	mkdir -p "$e/bin" "$e/config/cli-plugins" "$e/state" "${cdi:-$e/cdi}"
 	ln -s "$cli" "$e/bin/docker"
 	install -m 0755 "$work/bin/docker-rdma" "$e/config/cli-plugins/docker-rdma"
-	# Where docker rdma run looks for rdma-exec: ../../rdma-macvlan/ from the CLI plugin.
-	install -D -m 0755 "$work/bin/rdma-exec" "$e/rdma-macvlan/rdma-exec"
 	export PATH=$e/bin:$ORIG_PATH DOCKER_CONFIG=$e/config
 	say "docker CLI $cli ($(docker --version))"
 
@@ -97,6 +98,13 @@ e2e() {
 	run_cmd docker network create -d rdma-macvlan:latest --subnet "10.79.$sub.0/24" -o parent="$parent" "$net"
 	expect "docker network create -d rdma-macvlan:latest on the veth parent" '((rc == 0))'
 	((rc == 0)) || return
+	run_cmd docker rdma run --rm --memlock $MEMLOCK --net "$net" "$IMAGE" true
+	expect "run on an engine without the rdma-macvlan runtime: status 125, naming docker rdma runtime install" \
+		'((rc == 125)) && [[ $err == *"the engine has no rdma-macvlan runtime"* && $err == *"docker rdma runtime install"* ]]'
+	if ! out=$(runtime_up 2>&1); then
+		fail "docker rdma runtime install and SIGHUP: dockerd lists rdma-macvlan" "$out"
+		return
+	fi
 	say "set up in $((SECONDS - t0)) s"
 
 	if [[ $engine == current ]]; then
@@ -120,13 +128,16 @@ e2e() {
 	run_cmd docker rdma ls --format json
 	expect "ls --format json" '((rc == 0)) && [[ $out == *"\"hca\": \"mlx5_0\""* && $out == *"\"source\": \"daemon\""* && $out == *"\"size\": 255"* ]]'
 
-	# run: devices, IPC_LOCK, memlock.
+	# run: the runtime, its variables, memlock.
 	run_cmd docker rdma run --no-wait --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
 	expect "run --no-wait --dry-run prints the docker command" \
-		'((rc == 0)) && [[ $out == "docker run $flags --cap-add IPC_LOCK --ulimit memlock=$MEMLOCK:$MEMLOCK --net $net $IMAGE true" ]]'
+		'((rc == 0)) && [[ $out == "docker run --runtime rdma-macvlan -e RDMA_MACVLAN_NO_WAIT=1 --ulimit memlock=$MEMLOCK:$MEMLOCK --net $net $IMAGE true" ]]'
+	run_cmd docker rdma run --dry-run --gid-timeout 30s --roce-version 2 --gid-family ipv4 --accept-gid-mismatch --device-mode nodes --net "$net" "$IMAGE" true
+	expect "run --dry-run: its own flags as the runtime's variables, --device-mode ignored with a note" \
+		'((rc == 0)) && [[ $out == "docker run --runtime rdma-macvlan -e RDMA_MACVLAN_GID_TIMEOUT=30s -e RDMA_MACVLAN_ROCE_VERSION=2 -e RDMA_MACVLAN_GID_FAMILY=ipv4 -e RDMA_MACVLAN_ACCEPT_GID_MISMATCH=1 --net $net $IMAGE true" && $err == *"--device-mode is ignored"* ]]'
 	run_cmd docker rdma run --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
-	expect "run --dry-run puts rdma-exec, mounted read-only, in front of the command" \
-		'((rc == 0)) && [[ $out == "docker run $flags --cap-add IPC_LOCK --ulimit memlock=$MEMLOCK:$MEMLOCK --net $net --entrypoint /.rdma-macvlan/rdma-exec --mount type=bind,source=$e/rdma-macvlan/rdma-exec,target=/.rdma-macvlan/rdma-exec,readonly $IMAGE --net name=$net,hca=mlx5_0,port=1,subnet=10.79.$sub.0/24 --timeout 10s -- true" ]]'
+	expect "run --dry-run is docker run --runtime rdma-macvlan" \
+		'((rc == 0)) && [[ $out == "docker run --runtime rdma-macvlan --ulimit memlock=$MEMLOCK:$MEMLOCK --net $net $IMAGE true" ]]'
 	# shellcheck disable=SC2034 # used by the checks (eval)
 	local dry=$out tcp=""
 	# How it asks Docker (-D says): the engine's API on the socket DOCKER_HOST names; through the
@@ -190,7 +201,7 @@ e2e() {
 	if ((rc == 0)); then
 		pass "this engine accepts memlock=unlimited (the default)"
 	else
-		expect "the engine refusing memlock=unlimited is explained" '[[ $err == *"rlimit"* && $err == *"could not set the locked-memory limit memlock=-1:-1"* && $err == *"--memlock 8M"* ]]'
+		expect "the engine refusing memlock=unlimited (the runtime's default) is explained" '[[ $err == *"rlimit"* && $err == *"could not set the locked-memory limit memlock=unlimited"* && $err == *"--memlock 8M"* ]]'
 	fi
 	local unlimited_refused=$rc
 
@@ -355,7 +366,7 @@ e2e() {
 		expect "non-root ls: from sysfs, and says the socket cannot be read" \
 			'((rc == 0)) && grep -Eq "^$net +rdma-macvlan:latest +$parent +mlx5_0 +1 +ACTIVE" <<<"$out" && [[ $out == *"cannot read the daemon'"'"'s socket"*"as uid 65534"* ]]'
 		run_cmd as_user docker rdma run --no-wait --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
-		expect "non-root run finds the same devices without the daemon" '((rc == 0)) && [[ $out == "docker run $flags --cap-add IPC_LOCK "* ]]'
+		expect "non-root run: the same docker command" '((rc == 0)) && [[ $out == "docker run --runtime rdma-macvlan -e RDMA_MACVLAN_NO_WAIT=1 --ulimit memlock=$MEMLOCK:$MEMLOCK --net $net $IMAGE true" ]]'
 		run_cmd as_user docker rdma run --no-wait --rm --memlock $MEMLOCK --net "$net" "$IMAGE" ls /dev/infiniband
 		expect "non-root run: the container sees uverbs0 and rdma_cm" '((rc == 0)) && [[ $(tr "\n" " " <<<"$out") == "rdma_cm uverbs0 " ]]'
 		run_cmd as_user docker rdma inspect "$net-c1"
@@ -424,9 +435,10 @@ parent=rmvc${id}p
 peer=rmvc${id}q
 net=rmvcli-$id
 ORIG_PATH=$PATH
-# What every engine shares: docker-rdma, rdma-exec, fakesysfs and the plugin's rootfs.
-BUILD_VERSION=e2e-$id suite_start cli docker-rdma rdma-exec fakesysfs rdma-macvlan tcpunix
+# What every engine shares: docker-rdma, rdma-macvlan-runtime with rdma-exec beside it, fakesysfs
+# and the plugin's rootfs.
+BUILD_VERSION=e2e-$id suite_start cli docker-rdma rdma-exec rdma-macvlan-runtime fakesysfs rdma-macvlan tcpunix
 chmod 0755 "$work" # the unprivileged checks read the tree and run the plugin from here
 make_plugin_dir "$work/plugin" 2>/dev/null
-say "built docker-rdma, rdma-exec ($(stat -c %s "$work/bin/rdma-exec") bytes), fakesysfs and the plugin"
+say "built docker-rdma, rdma-macvlan-runtime, rdma-exec ($(stat -c %s "$work/bin/rdma-exec") bytes), fakesysfs and the plugin"
 run_engines e2e

@@ -9,12 +9,17 @@
 # whose two networks compose creates (driver rdma-macvlan:latest, driver_opts.parent): w1 and w2 on
 # one network (w2 with `user:` and its own `entrypoint:`), multi on both, bare (an image without a
 # shell) and plain (no rdma-macvlan network). Then:
-#   - the README's blocks: `docker rdma compose --print-override` writes the override; plain is not
+#   - before the runtime is installed, `docker rdma compose up` is refused (125), nothing created;
+#     then rdma-macvlan-runtime (rdma-exec beside it) is registered with `docker rdma runtime
+#     install` and SIGHUP;
+#   - the README's blocks: `docker rdma compose --print-override` writes the override (runtime:
+#     rdma-macvlan, and the options given as the runtime's variables and ulimits); plain is not
 #     in it and `docker compose config` shows plain the same with and without it;
 #   - `docker rdma compose up -d` (the README's block): each workload waits in rdma-exec until the
 #     fake kernel adds its entries, then runs with its own GID index, only its HCAs' devices (CDI on
 #     current, nodes on 20.10), CAP_IPC_LOCK and the memlock limit; multi gets both rails; w2 runs
-#     as uid 65534 through its own entrypoint; bare runs its image's ENTRYPOINT and CMD;
+#     as uid 65534 through its own entrypoint; bare runs its image's ENTRYPOINT and CMD; plain runs
+#     with runc, unchanged;
 #   - `docker compose down`: no macvlan on either parent, no CDI spec, no network or endpoint state;
 #   - the printed override with plain `docker compose -f compose.yaml -f OVERRIDE up -d`: the same
 #     results, and down leaves nothing again.
@@ -161,8 +166,9 @@ stack_checks() {
 	logs_of bare || true
 	expect "$how: bare (no shell) runs its image's ENTRYPOINT and CMD with its index ${idx[bare]}" \
 		'grep -qx "NCCL_IB_GID_INDEX=${idx[bare]}" <<<"$out" && grep -qx "NCCL_IB_HCA==mlx5_0:1" <<<"$out"'
-	run_cmd docker inspect -f '{{.HostConfig.CapAdd}} {{len .HostConfig.Devices}} {{len .HostConfig.DeviceRequests}} {{.Config.Entrypoint}}' "$proj-plain-1"
-	expect "$how: plain has no capability, device or entrypoint added" '((rc == 0)) && [[ $out == "[] 0 0 []" ]]'
+	run_cmd docker inspect -f '{{.HostConfig.CapAdd}} {{len .HostConfig.Devices}} {{len .HostConfig.DeviceRequests}} {{.Config.Entrypoint}} {{.HostConfig.Runtime}}' "$proj-plain-1" "$proj-w1-1"
+	expect "$how: plain has no capability, device or entrypoint added and runs with runc; w1 with rdma-macvlan" \
+		'((rc == 0)) && [[ $out == $'"'"'[] 0 0 [] runc\n[] 0 0 [] rdma-macvlan'"'"' ]]'
 }
 
 # down_clean HOW: docker compose down leaves no link, CDI spec or state.
@@ -199,7 +205,6 @@ e2e() {
 	ln -s "$cli" "$e/bin/docker"
 	install -m 0755 "$work/bin/docker-rdma" "$e/config/cli-plugins/docker-rdma"
 	ln -s "$compose_bin" "$e/config/cli-plugins/docker-compose"
-	install -D -m 0755 "$work/bin/rdma-exec" "$e/rdma-macvlan/rdma-exec"
 	export PATH=$e/bin:$ORIG_PATH DOCKER_CONFIG=$e/config
 	p0=rmvo${id}p0 p1=rmvo${id}p1
 	veth_parent "$p0" "rmvo${id}q0"
@@ -224,24 +229,29 @@ e2e() {
 	write_stack "$pdir"
 	cd "$pdir"
 	export COMPOSE_PROJECT_NAME=$proj
+	local own=(--memlock "$MEMLOCK" --gid-timeout 120s)
+	run_cmd docker rdma compose "${own[@]}" up -d
+	expect "compose up on an engine without the rdma-macvlan runtime: status 125, naming docker rdma runtime install, nothing created" \
+		'((rc == 125)) && [[ $err == *"the engine has no rdma-macvlan runtime"* && $err == *"docker rdma runtime install"* && -z $(docker ps -aq) ]]'
+	if ! out=$(runtime_up 2>&1); then
+		fail "docker rdma runtime install and SIGHUP: dockerd lists rdma-macvlan" "$out"
+		return
+	fi
 	say "set up in $((SECONDS - t0)) s; $(docker compose version)"
 	t1=$SECONDS
 
 	# The README's blocks, with this machine's memlock limit and a longer wait for the entries.
-	local own=(--memlock "$MEMLOCK" --gid-timeout 120s)
 	run_cmd bash -euo pipefail -c "$(readme_block compose-print | sed "s/docker rdma compose /docker rdma compose ${own[*]} /")"
 	expect "README block: docker rdma compose --print-override writes compose.rdma.yaml" '((rc == 0)) && [[ -s compose.rdma.yaml ]]'
-	local devs='"/dev/infiniband/uverbs0"'
-	[[ $engine == current ]] && devs='"rdma-macvlan/hca=mlx5_0"'
 	run_cmd cat compose.rdma.yaml
-	expect "the override gives w1 ${devs//\"/}, IPC_LOCK, memlock and rdma-exec; plain is not in it" \
-		'[[ $out == *"\"w1\":"*"      - $devs"*"\"IPC_LOCK\""*"soft: $MEMLOCK"*"target: \"/.rdma-macvlan/rdma-exec\""* && $out != *"\"plain\""* ]]'
+	expect "the override gives w1 runtime: rdma-macvlan, RDMA_MACVLAN_GID_TIMEOUT and memlock, nothing else; plain is not in it" \
+		'[[ $out == *"\"w1\":"*"    runtime: \"rdma-macvlan\""*"\"RDMA_MACVLAN_GID_TIMEOUT\": \"120s\""*"soft: $MEMLOCK"* && $out != *"\"plain\""* && $out != *devices* && $out != *entrypoint* && $out != *cap_add* ]]'
 	local before after
 	before=$(docker compose config --format json | jq -S '.services.plain')
 	after=$(docker rdma compose "${own[@]}" config --format json | jq -S '.services.plain')
 	run_cmd docker rdma compose "${own[@]}" config --format json
-	expect "plain's config is the same with docker rdma compose (and w1 keeps its own volumes and environment)" \
-		'[[ -n $before && $before == "$after" ]] && jq -e ".services.w1.environment.RDMA_EXEC_SYSFS_ROOT == \"/rdma-fake\" and (.services.w1.volumes | length) == 2" <<<"$out" >/dev/null'
+	expect "plain's config is the same with docker rdma compose (and w1 keeps its own volumes and environment, with the runtime's variable added)" \
+		'[[ -n $before && $before == "$after" ]] && jq -e ".services.w1.runtime == \"rdma-macvlan\" and .services.w1.environment.RDMA_EXEC_SYSFS_ROOT == \"/rdma-fake\" and .services.w1.environment.RDMA_MACVLAN_GID_TIMEOUT == \"120s\" and (.services.w1.volumes | length) == 1" <<<"$out" >/dev/null'
 
 	run_cmd bash -euo pipefail -c "$(readme_block compose-up | sed "s/docker rdma compose /docker rdma compose ${own[*]} /")"
 	expect "README block: docker rdma compose up -d" '((rc == 0))'
@@ -257,8 +267,8 @@ e2e() {
 	expect "an error of compose's own is passed on with the fix's context" '((rc != 0)) && [[ $err == *"docker rdma compose: read the project"*"missing.yml"* ]]'
 	sed -i "s/driver_opts: {parent: $p1}/driver_opts: {parent: rmvo${id}nope}/" compose.yaml
 	run_cmd docker rdma compose up -d
-	expect "a parent without an RDMA device is refused before anything is created, naming the network and the fix" \
-		'((rc == 125)) && [[ $err == *"network roce2"*"rmvo${id}nope"*"driver_opts.rdma_device"* ]] && [[ -z $(docker ps -aq) ]]'
+	expect "a parent without an RDMA device is refused (by the plugin, at network create) naming it, before any container is created" \
+		'((rc != 0)) && [[ $err == *"rmvo${id}nope"* ]] && [[ -z $(docker ps -aq) ]]'
 	cd "$work"
 	unset COMPOSE_PROJECT_NAME
 	timings+=("$engine: checks took $((SECONDS - t1)) s, $((SECONDS - t0)) s with setup")
@@ -272,6 +282,6 @@ a="" b="" ifs="" p0="" p1="" proj="" cdi="" engine=""
 ORIG_PATH=$PATH
 bash "$scripts/engines.sh" install compose
 compose_bin=$(bash "$scripts/engines.sh" compose)
-BUILD_VERSION=e2e-$id suite_start compose docker-rdma rdma-exec fakesysfs rdma-macvlan
+BUILD_VERSION=e2e-$id suite_start compose docker-rdma rdma-exec rdma-macvlan-runtime fakesysfs rdma-macvlan
 make_plugin_dir "$work/plugin" 2>/dev/null
 run_engines e2e

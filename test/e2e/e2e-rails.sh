@@ -6,7 +6,9 @@
 # creates, connects and starts; current: moby v2, CDI specs from a private directory): eight veth
 # pairs as RoCE parents, a fake sysfs tree (test/fakesysfs) with mlx5_0..mlx5_7 on them (uverbs0..7),
 # fake device nodes, the managed plugin on the tree, one network per parent; docker-rdma as a CLI
-# plugin. Then, with two, four and all eight of the networks (a training node's rails):
+# plugin, and rdma-macvlan-runtime (rdma-exec beside it) registered with `docker rdma runtime
+# install` and SIGHUP (docker rdma run is docker run --runtime rdma-macvlan). Then, with two, four
+# and all eight of the networks (a training node's rails):
 #   - (current engine) plain docker run with every rail's CDI device and the user's own
 #     -e NCCL_IB_HCA: each device's RDMA_MACVLAN_DEVICE_<hca> is there, the user's value is kept,
 #     no device sets NCCL_IB_HCA or UCX_NET_DEVICES;
@@ -186,7 +188,6 @@ e2e() {
 	mkdir -p "$e/bin" "$e/config/cli-plugins" "$e/state" "${cdi:-$e/cdi}"
 	ln -s "$cli" "$e/bin/docker"
 	install -m 0755 "$work/bin/docker-rdma" "$e/config/cli-plugins/docker-rdma"
-	install -D -m 0755 "$work/bin/rdma-exec" "$e/rdma-macvlan/rdma-exec"
 	export PATH=$e/bin:$ORIG_PATH DOCKER_CONFIG=$e/config
 
 	for ((k = 0; k < RAILS; k++)); do
@@ -208,6 +209,10 @@ e2e() {
 		expect "network $net-$k on mlx5_$k" '((rc == 0))'
 		((rc == 0)) || return
 	done
+	if ! out=$(runtime_up 2>&1); then
+		fail "docker rdma runtime install and SIGHUP: dockerd lists rdma-macvlan" "$out"
+		return
+	fi
 	say "set up in $((SECONDS - t0)) s"
 	local t1=$SECONDS
 	rails "$engine" 2
@@ -224,6 +229,6 @@ net=rmvrail-$id
 e=""
 sub=0
 ORIG_PATH=$PATH
-BUILD_VERSION=e2e-$id suite_start rails docker-rdma rdma-exec fakesysfs rdma-macvlan
+BUILD_VERSION=e2e-$id suite_start rails docker-rdma rdma-exec rdma-macvlan-runtime fakesysfs rdma-macvlan
 make_plugin_dir "$work/plugin" 2>/dev/null
 run_engines e2e

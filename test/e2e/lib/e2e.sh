@@ -8,8 +8,9 @@
 #   - the suite: select_engines, e2e_preflight, build_bins, make_plugin_dir, e2e_traps (teardown,
 #     summary, exit status), new_id;
 #   - a run: veth_parent, fake_hca, engine_up (a private dockerd of scripts/dockerd.sh with the
-#     test image), plugin_up (the managed plugin on the run's dirs), restart_dockerd, teardown
-#     (engines, links, namespaces, the run's dir), leftovers, show_logs;
+#     test image), plugin_up (the managed plugin on the run's dirs), runtime_up (the OCI runtime
+#     registered and loaded), restart_dockerd, teardown (engines, links, namespaces, the run's
+#     dir), leftovers, show_logs;
 #   - the docker CLI and the plugin: dk (the docker CLI with a deadline), status, net_line,
 #     ep_lines, field, net_endpoints, cpid, pings, running, run_c, stop_and_rm;
 #   - small predicates: link_absent, no_host_link, entries, no_endpoint_state.
@@ -189,6 +190,17 @@ dockerd_up() {
 	say "dockerd answers again after $(($(now_ms) - t0)) ms"
 }
 restart_dockerd() { dockerd_down "$1" && dockerd_up "$1"; }
+
+# runtime_up: rdma-macvlan-runtime ($work/bin/rdma-macvlan-runtime, its rdma-exec beside it, as
+# build_bins puts them) registered in the private engine's daemon.json ($ddir) with docker rdma
+# runtime install, then dockerd reloaded (SIGHUP) until docker info lists it. Needs docker rdma
+# on the docker CLI and the managed plugin up (install takes the plugin's CDI directory).
+runtime_up() {
+	docker rdma runtime install --config-file "$ddir/daemon.json" --path "$work/bin/rdma-macvlan-runtime" >/dev/null || return 1
+	kill -HUP "$(cat "$ddir/dockerd.spawned")"
+	# shellcheck disable=SC2016 # expanded by the inner bash
+	poll 20 bash -c '[[ " $(docker info -f "{{range \$k, \$v := .Runtimes}}{{\$k}} {{end}}") " == *" rdma-macvlan "* ]]'
+}
 
 # ---------------------------------------------------------------------------------------------
 # The suite.

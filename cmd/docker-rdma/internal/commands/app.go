@@ -26,12 +26,13 @@ const pluginName = "rdma"
 
 const usage = `Usage:  docker rdma [--plugin NAME] [--socket PATH] COMMAND
 
-Containers with RDMA on rdma-macvlan networks: their HCA's devices,
-CAP_IPC_LOCK and a locked-memory limit, and what the host needs.
+Containers with RDMA on rdma-macvlan networks, through the rdma-macvlan OCI
+runtime (their HCA's devices, CAP_IPC_LOCK, a locked-memory limit and
+rdma-exec), and what the host needs.
 
 Commands:
-  run       docker run with the RDMA devices, --cap-add IPC_LOCK and --ulimit memlock
-  compose   docker compose with the same for every service on an rdma-macvlan network
+  run       docker run --runtime rdma-macvlan, its options as the runtime's variables
+  compose   docker compose with runtime: rdma-macvlan on every service on an rdma-macvlan network
   ls        rdma-macvlan networks: parent, HCA, port, GID table use, device flags
   inspect   a container's or network's interfaces, GIDs, readiness and RDMA env
   doctor    check the host, the engine and the plugin; exit 1 when RDMA is blocked

@@ -83,7 +83,7 @@ func TestPluginOption(t *testing.T) {
 	if rc := w.run("rdma", "run", "--no-wait", "--dry-run", "--net", "named", "img"); rc != exitRunFailed || !strings.Contains(w.stderr.String(), "driver rdma-macvlan:latest) is not rdma-macvlan") {
 		t.Errorf("a plugin named rdma-macvlan with another manifest: status %d, stderr %s", rc, w.stderr.String())
 	}
-	if rc := w.run("rdma", "--plugin", "roce-net", "run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0") {
+	if rc := w.run("rdma", "--plugin", "roce-net", "run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), " run --runtime rdma-macvlan ") {
 		t.Errorf("--plugin before the command: status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
 	}
 	if rc := w.run("rdma", "run", "--plugin=roce-net:v2", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 {
@@ -117,7 +117,7 @@ func TestPluginByManifest(t *testing.T) {
 	w.daemon(pluginID, readFixture(t, "status.json"))
 	w.network("fabric", netRoce, "roce:latest", map[string]string{"parent": "ens3np0"}, nil)
 	w.network("plain", netOther, "bridge", map[string]string{}, nil)
-	if rc := w.run("rdma", "run", "--no-wait", "--dry-run", "--net", "fabric", "img"); rc != 0 || !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0") {
+	if rc := w.run("rdma", "run", "--no-wait", "--dry-run", "--net", "fabric", "img"); rc != 0 || !strings.Contains(w.stdout.String(), " run --runtime rdma-macvlan ") {
 		t.Errorf("run on a network of plugin roce:latest: status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
 	}
 	if rc := w.run("rdma", "ls"); rc != 0 || !strings.Contains(w.stdout.String(), "fabric") {
@@ -138,7 +138,8 @@ func TestSocketOption(t *testing.T) {
 	w.info("20.10.24")
 	sock := w.daemon("elsewhere", readFixture(t, "status.json"))
 	w.network("roce", netRoce, "rdma-macvlan", map[string]string{"parent": "ens3np0"}, nil)
-	if rc := w.run("rdma", "run", "--socket", sock, "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0") {
+	// run asks no daemon: its --socket is accepted and changes nothing.
+	if rc := w.run("rdma", "run", "--socket", sock, "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), " run --runtime rdma-macvlan ") {
 		t.Errorf("status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
 	}
 	w.vars[envSocket] = sock
@@ -174,7 +175,7 @@ func TestLegacyPlugin(t *testing.T) {
 	w.info("20.10.24")
 	w.daemonAt(filepath.Join(w.pluginsDir, "rdma-macvlan.sock"), readFixture(t, "status.json"))
 	w.network("roce", netRoce, "rdma-macvlan", map[string]string{"parent": "ens3np0"}, nil)
-	if rc := w.run("run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), "--device /dev/infiniband/uverbs0") {
+	if rc := w.run("run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), " run --runtime rdma-macvlan ") {
 		t.Errorf("status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
 	}
 	if rc := w.run("ls", "--format", "json"); rc != 0 || !strings.Contains(w.stdout.String(), `"source": "daemon"`) {
@@ -184,21 +185,22 @@ func TestLegacyPlugin(t *testing.T) {
 
 // TestRemoteEngine: when Docker runs on another host, neither the plugin
 // socket nor sysfs here are the engine's; docker rdma says so instead of
-// reading them.
+// reading them. docker rdma run needs neither: the runtime runs on the
+// engine's host.
 func TestRemoteEngine(t *testing.T) {
-	w := standardWorld(t)
-	w.docker.on([]string{"info", "--format", "{{json .}}"}, `{"Name":"otherhost","ServerVersion":"28.2.2","CDISpecDirs":[]}`, "", 0)
-	if rc := w.run("run", "--no-wait", "--net", "roce", "img"); rc != exitRunFailed {
-		t.Errorf("status %d", rc)
-	}
+	w := newWorld(t)
+	w.docker.on([]string{"info", "--format", "{{json .}}"}, `{"Name":"otherhost","ServerVersion":"28.2.2","CDISpecDirs":[],"Runtimes":{"rdma-macvlan":{"path":"/x"}}}`, "", 0)
+	w.docker.on([]string{"version", "--format", "{{.Client.APIVersion}} {{.Server.APIVersion}}"}, "1.50 1.50\n", "", 0)
+	// The plugin's socket is on the other host.
+	w.plugin("rdma-macvlan:latest", pluginID, true, map[string]string{"sysfs": "/sys"})
+	w.network("roce", netRoce, "rdma-macvlan:latest", map[string]string{"parent": "ens3np0"}, nil)
+	w.run("inspect", "roce")
 	for _, s := range []string{"the Docker daemon runs on otherhost", "whose sysfs and CDI specs cannot be read from here"} {
-		if !strings.Contains(w.stderr.String(), s) {
-			t.Errorf("stderr does not say %q:\n%s", s, w.stderr.String())
+		if !strings.Contains(w.stderr.String()+w.stdout.String(), s) {
+			t.Errorf("ls does not say %q:\n%s%s", s, w.stdout.String(), w.stderr.String())
 		}
 	}
-	// With --socket the user points at a daemon they can reach.
-	sock := w.daemon("tunnel", readFixture(t, "status.json"))
-	if rc := w.run("run", "--socket", sock, "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 {
-		t.Errorf("--socket: status %d\n%s", rc, w.stderr.String())
+	if rc := w.run("run", "--no-wait", "--dry-run", "--net", "roce", "img"); rc != 0 || !strings.Contains(w.stdout.String(), " run --runtime rdma-macvlan ") {
+		t.Errorf("run: status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
 	}
 }

@@ -99,9 +99,8 @@ const reexecEnv = "DOCKER_CLI_PLUGIN_ORIGINAL_CLI_COMMAND"
 
 // Environment variables of docker rdma's own options.
 const (
-	envPlugin     = "RDMA_MACVLAN_PLUGIN"
-	envSocket     = "RDMA_MACVLAN_SOCKET"
-	envExecHelper = "RDMA_MACVLAN_EXEC_HELPER"
+	envPlugin = "RDMA_MACVLAN_PLUGIN"
+	envSocket = "RDMA_MACVLAN_SOCKET"
 )
 
 // dockerPath returns the docker executable to run: the one that ran this

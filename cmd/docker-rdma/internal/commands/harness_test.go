@@ -156,13 +156,23 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
-// info makes docker info answer for an engine with these CDI spec dirs.
+// info makes docker info answer for an engine with these CDI spec dirs
+// and the runtimes runc and rdma-macvlan.
 func (w *world) info(version string, cdiDirs ...string) {
+	w.infoRuntimes(version, []string{"runc", "rdma-macvlan"}, cdiDirs...)
+}
+
+// infoRuntimes is info with these runtimes.
+func (w *world) infoRuntimes(version string, runtimes []string, cdiDirs ...string) {
 	if cdiDirs == nil {
 		cdiDirs = []string{}
 	}
+	rts := map[string]any{}
+	for _, r := range runtimes {
+		rts[r] = map[string]any{"path": "/usr/bin/" + r}
+	}
 	b, _ := json.Marshal(map[string]any{
-		"Name": testHost, "ServerVersion": version, "KernelVersion": "6.1.0-18-amd64", "CDISpecDirs": cdiDirs,
+		"Name": testHost, "ServerVersion": version, "KernelVersion": "6.1.0-18-amd64", "CDISpecDirs": cdiDirs, "Runtimes": rts,
 	})
 	w.docker.on([]string{"info", "--format", "{{json .}}"}, string(b)+"\n", "", 0)
 	// The API versions the CLI and the engine speak (docker version).

@@ -12,7 +12,6 @@ import (
 
 	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
-	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaenv"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaexec"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
@@ -341,15 +340,27 @@ func (s *session) inspectContainer(c docker.Container) (inspectContainer, error)
 			ic.Devices = append(ic.Devices, r.DeviceIDs...)
 		}
 	}
-	caps := &runflags.Parsed{CapAdd: c.HostConfig.CapAdd, Privileged: c.HostConfig.Privileged}
-	ic.IPCLock = caps.AddsCap(runflags.IPCLock)
+	// The rdma-macvlan runtime gives a container on rdma-macvlan networks
+	// their devices, CAP_IPC_LOCK and memlock unless its env says not to.
+	byRuntime := c.HostConfig.Runtime == api.RuntimeName && envOf(c.Config.Env, api.EnvDevices) != api.DevicesNone
+	ic.IPCLock = c.HostConfig.Privileged || addsCap(c.HostConfig.CapAdd, "IPC_LOCK") ||
+		byRuntime && envOf(c.Config.Env, api.EnvIPCLock) != "0" && !addsCap(c.HostConfig.CapDrop, "IPC_LOCK")
 	ic.Memlock = "engine default"
+	if byRuntime {
+		ic.Memlock = "the runtime's (unlimited, unless the engine sets a default)"
+	}
 	for _, u := range c.HostConfig.Ulimits {
 		if u.Name == "memlock" {
 			ic.Memlock = limitText(u.Soft) + ":" + limitText(u.Hard)
 		}
 	}
 	choice, order, accept := helperArgs(c)
+	if byRuntime {
+		if ch, err := rdmaenv.ParseChoice(envOf(c.Config.Env, api.EnvRoCEVersion), envOf(c.Config.Env, api.EnvGIDFamily)); err == nil {
+			choice = ch
+		}
+		accept = envOf(c.Config.Env, api.EnvAcceptMismatch) == "1"
+	}
 	ic.GIDChoice = choice.String()
 	ic.AcceptMismatch = accept
 	names := make([]string, 0, len(c.NetworkSettings.Networks))
@@ -368,8 +379,8 @@ func (s *session) inspectContainer(c docker.Container) (inspectContainer, error)
 			ep := s.endpoint(v, es.EndpointID, es.IPAddress, es.GlobalIPv6Address, es.MacAddress, choice)
 			ep.Container, ep.ContainerID = ic.Name, c.ID
 			in.Endpoints = append(in.Endpoints, ep)
-			if !hasDevices(ic.Devices, c.HostConfig.Privileged, v) {
-				ic.Problems = append(ic.Problems, fmt.Sprintf("no device of %s was given to the container: RDMA software in it will find no RDMA devices (run it with docker rdma run, or add %s)",
+			if !byRuntime && !hasDevices(ic.Devices, c.HostConfig.Privileged, v) {
+				ic.Problems = append(ic.Problems, fmt.Sprintf("no device of %s was given to the container: RDMA software in it will find no RDMA devices (run it with docker rdma run or docker run --runtime rdma-macvlan, or add %s)",
 					firstNonEmpty(v.HCA, "the network's HCA"), strings.Join(in.DeviceFlags, " ")))
 			}
 		}
@@ -379,7 +390,7 @@ func (s *session) inspectContainer(c docker.Container) (inspectContainer, error)
 		return ic, fmt.Errorf("container %s is on no rdma-macvlan network", ic.Name)
 	}
 	if !ic.IPCLock {
-		ic.Problems = append(ic.Problems, "no CAP_IPC_LOCK (docker rdma run adds --cap-add IPC_LOCK)")
+		ic.Problems = append(ic.Problems, "no CAP_IPC_LOCK (the rdma-macvlan runtime adds it: docker rdma run, or docker run --runtime rdma-macvlan)")
 	}
 	if ic.Memlock == "engine default" {
 		ic.Problems = append(ic.Problems, "no --ulimit memlock: pinned memory is limited to the engine's default (often 64 KiB or 8 MiB); ibv_reg_mr fails with ENOMEM above it")
@@ -658,4 +669,27 @@ func addrOnly(cidr string) string {
 		return ip.String()
 	}
 	return cidr
+}
+
+// addsCap reports whether caps (--cap-add values) give capability c:
+// by name, with or without CAP_, in any case, or ALL.
+func addsCap(caps []string, c string) bool {
+	for _, a := range caps {
+		if n := strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(a)), "CAP_"); n == c || n == "ALL" {
+			return true
+		}
+	}
+	return false
+}
+
+// envOf is the value of the variable key in env (KEY=VALUE), "" when it
+// is not set; the last one counts, as in docker run -e.
+func envOf(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
 }

@@ -114,6 +114,54 @@ func TestInspectContainerWithoutRDMASetup(t *testing.T) {
 	}
 }
 
+// TestInspectContainerOfTheRuntime: a container the rdma-macvlan runtime
+// runs (docker rdma run) has no device, capability or memlock of its own
+// in the engine's record: the runtime gives them, so inspect reports none
+// missing; its RDMA_MACVLAN_* variables say what the runtime was asked.
+func TestInspectContainerOfTheRuntime(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		env      []string
+		problems []string
+		choice   string
+	}{
+		{name: "as docker rdma run starts it", choice: "RoCE v2, auto"},
+		{name: "RoCE v1 asked", env: []string{"RDMA_MACVLAN_ROCE_VERSION=1", "RDMA_MACVLAN_GID_FAMILY=ipv6"}, choice: "RoCE v1, ipv6"},
+		{name: "RDMA_MACVLAN_DEVICES=none", env: []string{"RDMA_MACVLAN_DEVICES=none"}, choice: "RoCE v2, auto",
+			problems: []string{"problem: no device of mlx5_0", "problem: no CAP_IPC_LOCK", "problem: no --ulimit memlock"}},
+		{name: "RDMA_MACVLAN_IPC_LOCK=0", env: []string{"RDMA_MACVLAN_IPC_LOCK=0"}, choice: "RoCE v2, auto", problems: []string{"problem: no CAP_IPC_LOCK"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := standardWorld(t)
+			c := containerJSON("c2", "c2c2c2c2c2c2c2c2", "roce", netRoce, "aaaa00000001"+strings.Repeat("0", 52), "192.168.7.2", false)
+			c["HostConfig"] = map[string]any{"Runtime": "rdma-macvlan"}
+			c["Config"] = map[string]any{"Env": tc.env}
+			w.container("c2", c)
+			if rc := w.run("inspect", "--format", "json", "c2"); rc != 0 {
+				t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+			}
+			var got inspectOutput
+			if err := json.Unmarshal(w.stdout.Bytes(), &got); err != nil || len(got.Containers) != 1 {
+				t.Fatalf("%v: %s", err, w.stdout.String())
+			}
+			ic := got.Containers[0]
+			if ic.GIDChoice != tc.choice {
+				t.Errorf("GID choice %q, want %q", ic.GIDChoice, tc.choice)
+			}
+			w.run("inspect", "c2")
+			out := w.stdout.String()
+			for _, p := range tc.problems {
+				if !strings.Contains(out, p) {
+					t.Errorf("output lacks %q:\n%s", p, out)
+				}
+			}
+			if len(tc.problems) == 0 && (strings.Contains(out, "problem") || !strings.Contains(out, "IPC_LOCK   yes") || !strings.Contains(out, "memlock    the runtime's")) {
+				t.Errorf("a container of the runtime:\n%s", out)
+			}
+		})
+	}
+}
+
 func TestInspectNetwork(t *testing.T) {
 	w := standardWorld(t)
 	if rc := w.run("inspect", "roce"); rc != 0 {

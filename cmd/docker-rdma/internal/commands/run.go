@@ -3,14 +3,15 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
-	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/escape"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
-	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
 
 // exitRunFailed is docker run's status when docker itself (not the
@@ -19,53 +20,60 @@ const exitRunFailed = 125
 
 const runUsage = `Usage:  docker rdma run [OPTIONS] --network NETWORK IMAGE [COMMAND] [ARG...]
 
-Runs docker run with what RDMA needs on an rdma-macvlan network: the HCA's
-devices (its CDI device where the engine resolves CDI, else --device for its
-uverbs node and rdma_cm), --cap-add IPC_LOCK and --ulimit memlock. Every
-docker run option is passed on as given; an option of your own (--device,
---cap-add IPC_LOCK, --ulimit memlock=...) is kept and not repeated.
+Runs docker run --runtime rdma-macvlan: the rdma-macvlan runtime gives a
+container on rdma-macvlan networks what RDMA needs (its HCAs' CDI devices,
+CAP_IPC_LOCK, an unlimited locked-memory limit unless --ulimit memlock is
+given, and rdma-exec in front of its process), as it does for plain docker
+run --runtime rdma-macvlan. The options below become the runtime's
+RDMA_MACVLAN_* variables (rdma-macvlan-runtime --help); every docker run
+option is passed on as given (a --runtime of your own is kept). At least
+one --network must be rdma-macvlan. The engine must have the runtime:
+docker rdma runtime install (once per host), else status 125.
 
 Options (anywhere before IMAGE):
-      --memlock SIZE        locked-memory limit: -1/unlimited (default), bytes,
-                            or with K/M/G; SOFT:HARD sets both
-      --device-mode MODE    auto (default), cdi or nodes
+      --memlock SIZE        --ulimit memlock: bytes, or with K/M/G, or
+                            -1/unlimited; SOFT:HARD sets both (default:
+                            the runtime's, unlimited)
       --dry-run             print the docker command instead of running it
-      --plugin NAME         the rdma-macvlan plugin (default: any with
-                            rdma-macvlan's manifest; env RDMA_MACVLAN_PLUGIN)
-      --socket PATH         the daemon's socket (env RDMA_MACVLAN_SOCKET)
+      --plugin NAME         the rdma-macvlan plugin, to tell its networks
+                            (default: any with rdma-macvlan's manifest;
+                            env RDMA_MACVLAN_PLUGIN)
+      --socket PATH         accepted for older scripts; run asks no daemon
+      --device-mode MODE, --exec-helper PATH
+                            accepted for older scripts and ignored: the
+                            runtime gives the devices and rdma-exec
 
 With several --network on an engine before Docker 25 (one network at docker
 run), it runs docker create on the first, docker network connect for the
 others, then docker start (attached unless -d).
 
 The workload starts once the container's RoCE GID entries are in its HCA
-port's table, with NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME,
+ports' tables, with NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME,
 UCX_NET_DEVICES and UCX_IB_GID_INDEX set, and the networks' -o traffic_class
 and service_level as NCCL_IB_TC, UCX_IB_TRAFFIC_CLASS, NCCL_IB_SL and
 UCX_IB_SL (each unless already set; status 120 when the networks differ in
-them): the rdma-exec
-helper, mounted read-only into the container, runs first and execs the
-image's entrypoint and command (or yours). When the entries do not appear it
-exits with status 122 and says why, without starting the workload.
+them). When the entries do not appear it exits with status 122 and says
+why, without starting the workload.
       --no-wait             start the workload directly, without rdma-exec
+                            (-e RDMA_MACVLAN_NO_WAIT=1)
       --gid-timeout DURATION
-                            how long to wait (default: the plugin's
-                            RDMA_MACVLAN_GID_TIMEOUT, else 10s)
-      --roce-version 1|2    the RoCE version of the GID to use (default 2)
+                            how long to wait (-e RDMA_MACVLAN_GID_TIMEOUT;
+                            default: the plugin's gid_timeout)
+      --roce-version 1|2    the RoCE version of the GID to use (default 2;
+                            -e RDMA_MACVLAN_ROCE_VERSION)
       --gid-family auto|ipv4|ipv6
                             the address of the GID to use (default auto:
-                            IPv4 when the container has one on the network)
+                            IPv4 when the container has one on the network;
+                            -e RDMA_MACVLAN_GID_FAMILY)
       --accept-gid-mismatch start the workload even when the container's own
                             GID indexes differ per rail and no setting makes
                             NCCL and UCX use them on every rail (else rdma-exec
-                            exits with status 121 without starting it)
-      --exec-helper PATH    rdma-exec's path on the engine's host (env
-                            RDMA_MACVLAN_EXEC_HELPER; default: next to
-                            docker-rdma, else /usr/local/lib/rdma-macvlan/rdma-exec)
+                            exits with status 121 without starting it;
+                            -e RDMA_MACVLAN_ACCEPT_GID_MISMATCH=1)
 `
 
-// cmdRun is docker rdma run: it finds the rdma-macvlan networks of the run,
-// works out their devices and runs docker run with them, exiting with
+// cmdRun is docker rdma run: docker run with the rdma-macvlan runtime and
+// docker rdma run's own flags as the runtime's variables, exiting with
 // docker's status.
 func (s *session) cmdRun(args []string) int {
 	switch {
@@ -89,40 +97,94 @@ func (s *session) cmdRun(args []string) int {
 	if p.Image < 0 {
 		return s.runFail("no IMAGE: docker rdma run [OPTIONS] --network NETWORK IMAGE [COMMAND]")
 	}
-	memlock, err := runflags.ParseMemlock(p.Own.Memlock)
+	added, err := runflags.Added(p)
 	if err != nil {
-		return s.runFail("--memlock: %v", err)
+		return s.runFail("%v", err)
 	}
 	if len(p.Networks) == 0 {
 		return s.runFail("no --network: docker rdma run needs an rdma-macvlan network (--network NETWORK); list them with: docker rdma ls")
 	}
+	if p.Own.DeviceMode != "" {
+		tprintf(s.env.Stderr, "docker rdma run: note: --device-mode is ignored: the rdma-macvlan runtime gives the container its HCAs' devices\n")
+	}
+	if p.Own.ExecHelper != "" {
+		tprintf(s.env.Stderr, "docker rdma run: note: --exec-helper is ignored: the rdma-macvlan runtime mounts the rdma-exec next to it (its --exec-helper in daemon.json)\n")
+	}
 	s.prefetchRun(p)
-	devs, nets, err := s.runDevices(p)
-	if err != nil {
+	if err := s.checkNetworks(p); err != nil {
 		return s.runFail("%v", err)
 	}
-	if p.GPUs != "" {
-		s.noteNearestRails(p.GPUs, nets)
-	}
-	helper := ""
-	if !p.Own.NoWait {
-		if helper, err = s.wrapWithHelper(p, nets); err != nil {
+	if p.Runtime == "" || p.Runtime == api.RuntimeName {
+		if err := s.checkRuntime(); err != nil {
 			return s.runFail("%v", err)
 		}
 	}
-	plan := runflags.Build(p, devs, memlock)
+	run := p.WithFlags(added)
 	if len(distinctNetworks(p)) > 1 && !s.createsOnSeveralNetworks() {
-		return s.runByCreate(p, plan, memlock, helper)
+		return s.runByCreate(run)
 	}
-	argv := s.cli.Argv(plan.Argv...)
+	argv := s.cli.Argv(append([]string{"run"}, run.Args...)...)
 	if p.Own.DryRun {
-		for _, n := range plan.Notes {
-			tprintf(s.env.Stderr, "# %s\n", n)
-		}
 		tprintln(s.env.Stdout, shellJoin(append([]string{s.cli.Path}, argv...)))
 		return 0
 	}
-	return superviseDocker(s.env, s.cli.Path, argv, memlock, helper)
+	return superviseDocker(s.env, s.cli.Path, argv, memlockText(p.Own.Memlock))
+}
+
+// memlockText is the memlock limit a run asks for, for messages.
+func memlockText(given string) string {
+	if given == "" {
+		return "unlimited (the runtime's default)"
+	}
+	m, _ := runflags.ParseMemlock(given)
+	return m
+}
+
+// checkRuntime makes sure the engine has the rdma-macvlan runtime (docker
+// info's Runtimes), which gives the container what RDMA needs.
+func (s *session) checkRuntime() error {
+	info, err := s.dockerInfo()
+	if err != nil {
+		return fmt.Errorf("cannot tell whether the engine has the %s runtime: %w", api.RuntimeName, err)
+	}
+	if _, ok := info.Runtimes[api.RuntimeName]; ok {
+		return nil
+	}
+	have := slices.Sorted(maps.Keys(info.Runtimes))
+	return fmt.Errorf("the engine has no %s runtime (it has: %s), which gives containers on rdma-macvlan networks their RDMA devices: register it once per host with: sudo docker rdma runtime install, then reload dockerd (sudo systemctl reload docker, or kill -HUP its pid)",
+		api.RuntimeName, strings.Join(have, ", "))
+}
+
+// checkNetworks makes sure at least one of the run's networks is
+// rdma-macvlan: the runtime leaves a container on none as it is.
+func (s *session) checkNetworks(p *runflags.Parsed) error {
+	var others, drivers []string
+	for _, name := range distinctNetworks(p) {
+		if name == "" || name == "default" || strings.HasPrefix(name, "container:") {
+			others = append(others, fmt.Sprintf("%q", name))
+			continue
+		}
+		dn, err := s.cli.NetworkInspect(s.ctx, name)
+		if err != nil {
+			return fmt.Errorf("network %q: %w (list networks: docker network ls)", name, err)
+		}
+		if s.isRDMADriver(dn.Driver) {
+			return nil
+		}
+		others = append(others, fmt.Sprintf("%s (driver %s)", name, dn.Driver))
+		if !builtinDriver(dn.Driver) {
+			drivers = append(drivers, dn.Driver)
+		}
+	}
+	what := "networks " + strings.Join(others, ", ") + " are"
+	if len(others) == 1 {
+		what = "network " + others[0] + " is"
+	}
+	msg := fmt.Sprintf("%s not rdma-macvlan: give --network an rdma-macvlan network (list them: docker rdma ls; %s)", what, s.createHint())
+	if len(drivers) > 0 {
+		msg += "; " + pluginHint(drivers[0])
+	}
+	return errors.New(msg)
 }
 
 // distinctNetworks are the run's networks, each once.
@@ -154,17 +216,14 @@ func (s *session) createsOnSeveralNetworks() bool {
 // network connect to each other one, then docker start, attached unless
 // -d (then it prints the container's ID, as docker run -d does). The exit
 // status is the container's when attached; a container that fails to be
-// connected is removed.
-func (s *session) runByCreate(p *runflags.Parsed, plan runflags.Plan, memlock, helper string) int {
-	built := &runflags.Parsed{}
-	*built = *p
-	built.Args = plan.Argv[1:]
-	built.Image = p.Image + len(plan.Added)
-	route, err := built.SplitCreate()
+// connected is removed. The runtime sees every network: it starts the
+// container after the connects.
+func (s *session) runByCreate(p *runflags.Parsed) int {
+	route, err := p.SplitCreate()
 	if err != nil {
 		return s.runFail("%v", err)
 	}
-	for _, n := range append(plan.Notes, route.Notes...) {
+	for _, n := range route.Notes {
 		tprintf(s.env.Stderr, "# %s\n", n)
 	}
 	if p.Own.DryRun {
@@ -212,23 +271,18 @@ func (s *session) runByCreate(p *runflags.Parsed, plan runflags.Plan, memlock, h
 		tprintln(s.env.Stdout, id)
 		return 0
 	}
-	return superviseDocker(s.env, s.cli.Path, s.cli.Argv(append(append([]string{"start"}, route.Start...), id)...), memlock, helper)
+	return superviseDocker(s.env, s.cli.Path, s.cli.Argv(append(append([]string{"start"}, route.Start...), id)...), memlockText(p.Own.Memlock))
 }
 
 // prefetchRun asks the engine's API at once, side by side, what the run
-// then reads one after the other: docker info, the plugins, the networks
-// and the image's entrypoint and command (unless --pull always, which
-// pulls first). Nothing is asked when Docker is asked through the docker
-// CLI.
+// then reads one after the other: docker info, the plugins and the
+// networks. Nothing is asked when Docker is asked through the docker CLI.
 func (s *session) prefetchRun(p *runflags.Parsed) {
-	q := docker.Ahead{Info: true, Plugins: s.opts.plugin == "" || s.opts.socket == ""}
+	q := docker.Ahead{Info: true, Plugins: s.opts.plugin == ""}
 	for _, n := range p.Networks {
 		if n.Name != "" && n.Name != "default" && !strings.HasPrefix(n.Name, "container:") {
 			q.Networks = append(q.Networks, n.Name)
 		}
-	}
-	if !p.Own.NoWait && !p.EntrypointSet && !strings.EqualFold(p.Pull, "always") {
-		q.Images = append(q.Images, p.ImageName())
 	}
 	s.cli.Prefetch(s.ctx, q)
 }
@@ -236,65 +290,6 @@ func (s *session) prefetchRun(p *runflags.Parsed) {
 func (s *session) runFail(format string, a ...any) int {
 	tprintf(s.env.Stderr, "docker rdma run: "+format+"\n", a...)
 	return exitRunFailed
-}
-
-// runDevices resolves the run's networks and returns the devices its
-// rdma-macvlan networks need. At least one network must be rdma-macvlan.
-func (s *session) runDevices(p *runflags.Parsed) (runflags.Devices, []runNet, error) {
-	var devs runflags.Devices
-	var nets []runNet
-	var others, drivers []string
-	seen := map[string]bool{}
-	nRDMA := 0
-	for _, n := range p.Networks {
-		name := n.Name
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
-		if name == "" || name == "default" || strings.HasPrefix(name, "container:") {
-			others = append(others, fmt.Sprintf("%q", name))
-			continue
-		}
-		dn, err := s.cli.NetworkInspect(s.ctx, name)
-		if err != nil {
-			return devs, nil, fmt.Errorf("network %q: %w (list networks: docker network ls)", name, err)
-		}
-		if !s.isRDMADriver(dn.Driver) {
-			others = append(others, fmt.Sprintf("%s (driver %s)", name, dn.Driver))
-			if !builtinDriver(dn.Driver) {
-				drivers = append(drivers, dn.Driver)
-			}
-			continue
-		}
-		nRDMA++
-		v, err := s.resolveNetwork(dn)
-		if err != nil {
-			return devs, nil, fmt.Errorf("network %s: %w", name, err)
-		}
-		nets = append(nets, runNet{net: dn, view: v})
-		for _, pr := range v.Problems {
-			tprintf(s.env.Stderr, "docker rdma run: warning: network %s: %s\n", name, pr)
-		}
-		if v.PortState != "" && v.PortState != "ACTIVE" {
-			tprintf(s.env.Stderr, "docker rdma run: warning: network %s: port %s/%d is %s (check the cable and: rdma link show)\n", name, v.HCA, v.Port, v.PortState)
-		}
-		if err := s.addDevices(&devs, v, p.Own.DeviceMode); err != nil {
-			return devs, nil, fmt.Errorf("network %s: %w", name, err)
-		}
-	}
-	if nRDMA == 0 {
-		what := "networks " + strings.Join(others, ", ") + " are"
-		if len(others) == 1 {
-			what = "network " + others[0] + " is"
-		}
-		msg := fmt.Sprintf("%s not rdma-macvlan: give --network an rdma-macvlan network (list them: docker rdma ls; %s)", what, s.createHint())
-		if len(drivers) > 0 {
-			msg += "; " + pluginHint(drivers[0])
-		}
-		return devs, nil, errors.New(msg)
-	}
-	return devs, nets, nil
 }
 
 // builtinDriver reports whether drv is one of Docker's own network drivers
@@ -305,63 +300,6 @@ func builtinDriver(drv string) bool {
 		return true
 	}
 	return false
-}
-
-var errNoDevices = errors.New("cannot tell which RDMA devices the network needs")
-
-// addDevices adds the devices of one network: its CDI device when the
-// engine resolves it (mode auto) or when asked (cdi), else its nodes.
-func (s *session) addDevices(devs *runflags.Devices, v *netView, mode string) error {
-	useCDI := mode == "cdi"
-	if mode == "" || mode == "auto" {
-		useCDI, _ = s.cdiSpecInEngine(v)
-	}
-	if useCDI {
-		name := v.cdiDevice()
-		if name == "" {
-			return fmt.Errorf("%w: %s", errNoDevices, strings.Join(v.Missing, "; "))
-		}
-		if !contains(devs.CDI, name) {
-			devs.CDI = append(devs.CDI, name)
-		}
-		return nil
-	}
-	if len(v.Nodes) == 0 {
-		var why []string
-		for _, m := range append(append([]string{}, v.Problems...), v.Missing...) {
-			if m != missingReadiness {
-				why = append(why, m)
-			}
-		}
-		return fmt.Errorf("%w: %s (pass --device yourself, or run docker rdma as root so it can ask the daemon)", errNoDevices, strings.Join(why, "; "))
-	}
-	for _, n := range v.Nodes {
-		if !rdmaNode(n.Path) {
-			return fmt.Errorf("device %q named by %s is not an RDMA device node (%s/NAME) and is not passed to docker run: check that rdma-macvlan wrote it (docker rdma doctor), or pass --device yourself",
-				n.Path, v.nodesFrom, rdma.DevDir)
-		}
-		if !contains(devs.Nodes, n.Path) {
-			devs.Nodes = append(devs.Nodes, n.Path)
-		}
-	}
-	return nil
-}
-
-// rdmaNode reports whether path names a node directly in /dev/infiniband,
-// written cleanly (no .., no //) and with a plain name: what docker run
-// --device then reads as a host path and nothing more (a colon would start
-// a container path or permissions).
-func rdmaNode(path string) bool {
-	dir, name := filepath.Split(path)
-	if dir != rdma.DevDir+"/" || filepath.Clean(path) != path || name == "." || name == ".." || name == "" {
-		return false
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return false
-		}
-	}
-	return true
 }
 
 func contains(list []string, s string) bool {

@@ -28,7 +28,7 @@ const recordSuffix = ".rdma-macvlan"
 // option into runtimeArgs only when its value differs.
 const (
 	runtimeDefaultHost   = docker.DefaultHost
-	runtimeDefaultCDIDir = defaultCDIDir
+	runtimeDefaultCDIDir = "/var/run/cdi"
 )
 
 const runtimeUsage = `Usage:  docker rdma runtime install [--default] [--config-file PATH] [--path PATH] [--next-runtime PATH]

@@ -21,11 +21,8 @@ import (
 // be explained. Terminal signals (SIGINT, SIGQUIT, SIGHUP) reach docker from
 // the terminal itself, as it is in our process group: we ignore them rather
 // than deliver them twice. SIGTERM, which is sent to one process, is passed
-// on.
-//
-// helper is the path of rdma-exec on the engine's host ("" when not used):
-// a mount the engine refuses because it is not there is explained too.
-func superviseDocker(env *Env, path string, argv []string, memlock, helper string) int {
+// on. memlock is the limit asked, for the explanation.
+func superviseDocker(env *Env, path string, argv []string, memlock string) int {
 	cmd := exec.Command(path, argv...)
 	cmd.Stdin = env.Stdin
 	cmd.Stdout = env.Stdout
@@ -79,9 +76,6 @@ func superviseDocker(env *Env, path string, argv []string, memlock, helper strin
 	if status != 0 && memlockRefused(watch.Tail()) {
 		tprintf(env.Stderr, memlockHint, memlock)
 	}
-	if status != 0 && helper != "" && helperMissing(watch.Tail(), helper) {
-		tprintf(env.Stderr, helperHint, helper)
-	}
 	return status
 }
 
@@ -90,19 +84,6 @@ const memlockHint = `docker rdma run: the container runtime could not set the lo
   Ask for less:           docker rdma run --memlock 8M ...   (docker rdma doctor --image IMAGE shows what the engine allows)
   or raise the engine's:  LimitMEMLOCK=infinity in the docker.service and containerd.service units, then restart them.
 `
-
-const helperHint = `docker rdma run: the engine's host has no %[1]s, the rdma-exec helper docker rdma run mounts
-  into the container to wait for its GID entries. Install it on the host the engine runs on:
-    make install-cli     (in a checkout of rdma-macvlan there; or copy build/bin/rdma-exec to %[1]s)
-  or give its path there:  docker rdma run --exec-helper PATH ...   (or RDMA_MACVLAN_EXEC_HELPER=PATH)
-  or run without it:       docker rdma run --no-wait ...
-`
-
-// helperMissing reports whether docker's error says the bind mount source
-// helper does not exist on the engine's host.
-func helperMissing(stderr []byte, helper string) bool {
-	return bytes.Contains(stderr, []byte("bind source path does not exist")) && bytes.Contains(stderr, []byte(helper))
-}
 
 // memlockRefused reports whether docker's error says the runtime could not
 // set RLIMIT_MEMLOCK (runc: "error setting rlimit type 8"; crun:

@@ -3,9 +3,7 @@ package commands
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -56,12 +54,6 @@ func TestPrintersEscapeControlCharacters(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := standardWorldWith(t, b)
-	w.docker.on([]string{"image", "inspect", "--format", "{{json .Config}}", "--", "img"}, `{"Entrypoint":["/entry.sh"],"Cmd":["serve"]}`+"\n", "", 0)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "rdma-exec"), []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	w.env.Executable = func() (string, error) { return filepath.Join(dir, "docker-rdma"), nil }
 	w.network(evilName, strings.Repeat("e", 64), "rdma-macvlan:latest", map[string]string{"parent": "ens3np0"}, map[string]any{
 		"c3c3c3c3c3c3c3c3": map[string]any{"Name": "c\x1b[2Jx", "EndpointID": strings.Repeat("c", 64), "MacAddress": "02:42:c0:a8:07:09", "IPv4Address": "192.168.7.9/24"},
 	})
@@ -74,7 +66,7 @@ func TestPrintersEscapeControlCharacters(t *testing.T) {
 		{"ls", []string{"ls"}, 0, []string{evilShown + "  rdma-macvlan:latest  ens3np0", evilShown + `: problem: blink\x1b[5m problem`}},
 		// No RDMA device in this test's sysfs: doctor says it is blocked.
 		{"doctor", []string{"doctor"}, 1, []string{"FAIL  network " + evilShown + "  blink\\x1b[5m problem"}},
-		{"run --dry-run", []string{"run", "--dry-run", "--net", evilName, "img"}, 0, []string{"name=" + evilShown}},
+		{"run --dry-run", []string{"run", "--dry-run", "--net", evilName, "img"}, 0, []string{"--net $'" + evilShown + "' img"}},
 		{"inspect", []string{"inspect", evilName}, 0, []string{"network " + evilShown + " (eeeeeeeeeeee), driver rdma-macvlan:latest", `c\x1b[2Jx`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

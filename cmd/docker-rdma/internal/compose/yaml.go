@@ -4,32 +4,29 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/escape"
-	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaexec"
 )
 
 // Header starts every override file.
-const Header = "# Written by docker rdma compose: what RDMA needs for the services on rdma-macvlan networks.\n" +
+const Header = "# Written by docker rdma compose: the services on rdma-macvlan networks run with the rdma-macvlan runtime.\n" +
 	"# Use it after your own files: docker compose -f compose.yaml -f THIS_FILE up\n"
 
 // Write writes the override as a Compose file. Every string is quoted and
 // every $ doubled, so compose takes it as written (no interpolation); the
 // names in comments have their control characters escaped, so none ends
-// its comment line. What comes from a network, a container, an image or
-// the user's files can only be a value where the override puts it, never
-// a key of its own.
+// its comment line. What comes from a network, a container or the user's
+// files can only be a value where the override puts it, never a key of
+// its own.
 func (ov *Override) Write(w io.Writer) error {
 	var b bytes.Buffer
 	b.WriteString(Header)
-	names := make([]string, 0, len(ov.Services))
-	for n := range ov.Services {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(ov.Services))
 	if len(names) == 0 {
 		b.WriteString("# No service is on an rdma-macvlan network.\n")
 	}
@@ -38,44 +35,35 @@ func (ov *Override) Write(w io.Writer) error {
 		b.WriteString(" {}")
 	}
 	b.WriteString("\n")
+	var soft, hard string
+	if ov.Memlock != "" {
+		var ok bool
+		soft, hard, ok = strings.Cut(ov.Memlock, ":")
+		if !ok || !isLimit(soft) || !isLimit(hard) {
+			return fmt.Errorf("memlock %q is not SOFT:HARD in bytes (-1: unlimited)", ov.Memlock)
+		}
+	}
 	for _, n := range names {
-		so := ov.Services[n]
 		fmt.Fprintf(&b, "  %s:\n", quote(n))
-		rails := make([]string, len(so.Rails))
-		for i, r := range so.Rails {
+		rails := make([]string, len(ov.Services[n]))
+		for i, r := range ov.Services[n] {
 			rails[i] = escape.Controls(r)
 		}
 		fmt.Fprintf(&b, "    # on %s\n", strings.Join(rails, ", "))
-		list(&b, "devices", so.Devices)
-		list(&b, "cap_add", so.CapAdd)
-		if so.Memlock != "" {
-			soft, hard, ok := strings.Cut(so.Memlock, ":")
-			if !ok || !isLimit(soft) || !isLimit(hard) {
-				return fmt.Errorf("service %s: memlock %q is not SOFT:HARD in bytes (-1: unlimited)", escape.Controls(n), so.Memlock)
+		fmt.Fprintf(&b, "    runtime: %s\n", quote(api.RuntimeName))
+		if len(ov.Env) > 0 {
+			b.WriteString("    environment:\n")
+			for _, kv := range ov.Env {
+				k, v, _ := strings.Cut(kv, "=")
+				fmt.Fprintf(&b, "      %s: %s\n", quote(k), quote(v))
 			}
+		}
+		if ov.Memlock != "" {
 			fmt.Fprintf(&b, "    ulimits:\n      memlock:\n        soft: %s\n        hard: %s\n", soft, hard)
-		}
-		if so.Helper != "" {
-			fmt.Fprintf(&b, "    volumes:\n      - type: bind\n        source: %s\n        target: %s\n        read_only: true\n",
-				quote(so.Helper), quote(rdmaexec.ContainerPath))
-		}
-		list(&b, "entrypoint", so.Entrypoint)
-		if so.Command != nil {
-			list(&b, "command", so.Command)
 		}
 	}
 	_, err := w.Write(b.Bytes())
 	return err
-}
-
-func list(b *bytes.Buffer, key string, items []string) {
-	if len(items) == 0 {
-		return
-	}
-	fmt.Fprintf(b, "    %s:\n", key)
-	for _, it := range items {
-		fmt.Fprintf(b, "      - %s\n", quote(it))
-	}
 }
 
 // isLimit reports whether s is a limit as runflags.ParseMemlock writes

@@ -272,7 +272,12 @@ type Info struct {
 	// CDISpecDirs lists where the daemon reads CDI specs; empty on engines
 	// without CDI (Docker < 25) or with CDI turned off.
 	CDISpecDirs []string
-	Plugins     struct {
+	// Runtimes are the engine's OCI runtimes by name (runc, and those of
+	// daemon.json's runtimes).
+	Runtimes map[string]struct {
+		Path string `json:"path"`
+	}
+	Plugins struct {
 		Network []string
 	}
 	Warnings []string
@@ -395,6 +400,9 @@ type Container struct {
 		Pid     int
 	}
 	HostConfig struct {
+		// Runtime is the OCI runtime the container runs with (the
+		// engine's default when it named none).
+		Runtime        string
 		Privileged     bool
 		CapAdd         []string
 		CapDrop        []string

@@ -5,67 +5,69 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/api"
+	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaenv"
 )
 
-// IPCLock is the capability docker rdma run adds.
-const IPCLock = "IPC_LOCK"
-
-// Devices are the RDMA devices a run needs, in one of two forms.
-type Devices struct {
-	// CDI are CDI device names (rdma-macvlan/hca=mlx5_0), for engines that
-	// resolve CDI devices.
-	CDI []string
-	// Nodes are host device node paths (/dev/infiniband/uverbs0), for
-	// --device on any engine.
-	Nodes []string
+// Added are the flags that hand the container to the rdma-macvlan
+// runtime, to go in front of the user's arguments (WithFlags), which are
+// kept exactly as given (so a user's own -e RDMA_MACVLAN_... comes later
+// and wins): --runtime rdma-macvlan unless the user gave --runtime,
+// docker rdma run's own flags as the runtime's variables (-e
+// RDMA_MACVLAN_...) and --memlock as --ulimit memlock (only when given:
+// the runtime's default is unlimited).
+func Added(p *Parsed) ([]string, error) {
+	var out []string
+	if p.Runtime == "" {
+		out = append(out, "--runtime", api.RuntimeName)
+	}
+	env, err := Env(p.Own)
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range env {
+		out = append(out, "-e", kv)
+	}
+	if p.Own.Memlock != "" {
+		m, err := ParseMemlock(p.Own.Memlock)
+		if err != nil {
+			return nil, fmt.Errorf("--memlock: %w", err)
+		}
+		out = append(out, "--ulimit", "memlock="+m)
+	}
+	return out, nil
 }
 
-// Plan is what Build adds and why some of it was left out.
-type Plan struct {
-	// Argv is the docker command line after the docker executable and its
-	// global options: "run", the added flags, then the user's arguments.
-	Argv []string
-	// Added are the flags Build put in front of the user's arguments.
-	Added []string
-	// Notes say what was left out because the user's own flags cover it.
-	Notes []string
-}
-
-// Build returns the docker run command line: the flags RDMA needs (devices,
-// --cap-add IPC_LOCK, --ulimit memlock=...), each left out when the user's
-// arguments already have it, in front of the user's arguments, which are
-// kept exactly as given. memlock is an Ulimit value such as "-1:-1".
-func Build(p *Parsed, dev Devices, memlock string) Plan {
-	var plan Plan
-	add := func(flag, val string) { plan.Added = append(plan.Added, flag, val) }
-	for _, name := range dev.CDI {
-		if p.HasDevice("", name) {
-			plan.Notes = append(plan.Notes, "device "+name+" given already")
-			continue
+// Env are the runtime's variables (KEY=VALUE, api.Env*) that say what
+// docker rdma's own flags ask: --no-wait, --gid-timeout, --roce-version,
+// --gid-family and --accept-gid-mismatch, each only when given.
+func Env(o Own) ([]string, error) {
+	var out []string
+	env := func(k, v string) { out = append(out, k+"="+v) }
+	if o.NoWait {
+		env(api.EnvNoWait, "1")
+	}
+	if v := o.GIDTimeout; v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			return nil, fmt.Errorf("--gid-timeout %q: want a duration such as 10s or 1m", v)
 		}
-		add("--device", name)
+		env(api.EnvGIDTimeout, v)
 	}
-	for _, n := range dev.Nodes {
-		if p.HasDevice(n, "") {
-			plan.Notes = append(plan.Notes, "device "+n+" given already")
-			continue
-		}
-		add("--device", n)
+	if _, err := rdmaenv.ParseChoice(o.RoCEVersion, o.GIDFamily); err != nil {
+		return nil, err
 	}
-	switch {
-	case p.DropsCap(IPCLock):
-		plan.Notes = append(plan.Notes, "--cap-drop "+IPCLock+" given: not adding it (pinned memory then counts against the memlock limit)")
-	case p.AddsCap(IPCLock):
-	default:
-		add("--cap-add", IPCLock)
+	if v := o.RoCEVersion; v != "" {
+		env(api.EnvRoCEVersion, v)
 	}
-	if p.UlimitMemlock != "" {
-		plan.Notes = append(plan.Notes, "--ulimit "+p.UlimitMemlock+" given: keeping it")
-	} else {
-		add("--ulimit", "memlock="+memlock)
+	if v := o.GIDFamily; v != "" {
+		env(api.EnvGIDFamily, v)
 	}
-	plan.Argv = append(append([]string{"run"}, plan.Added...), p.Args...)
-	return plan
+	if o.AcceptMismatch {
+		env(api.EnvAcceptMismatch, "1")
+	}
+	return out, nil
 }
 
 // ErrMemlock marks a --memlock value that is not a limit.

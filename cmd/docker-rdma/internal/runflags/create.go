@@ -30,7 +30,7 @@ type CreateRoute struct {
 	Notes []string
 }
 
-// SplitCreate takes the run's arguments (Args, after any Wrap) apart into a
+// SplitCreate takes the run's arguments (Args, after WithFlags) apart into a
 // CreateRoute.
 func (p *Parsed) SplitCreate() (CreateRoute, error) {
 	var r CreateRoute

@@ -1,7 +1,8 @@
 // Package runflags reads the arguments of `docker rdma run` the way `docker
-// run` reads them (to find IMAGE, the networks and the user's own --device,
-// --cap-add and --ulimit memlock) and builds the `docker run` command line
-// that adds what RDMA needs, passing every other argument through as given.
+// run` reads them (to find IMAGE, the networks and the user's own --runtime)
+// and builds the `docker run` command line that names the rdma-macvlan
+// runtime and passes docker rdma run's own flags to it, every other
+// argument passed through as given.
 package runflags
 
 import (
@@ -14,23 +15,27 @@ import (
 // Own are the flags of docker rdma run itself. They may appear anywhere
 // before IMAGE and are taken out of the arguments given to docker run.
 type Own struct {
-	// Memlock is the RLIMIT_MEMLOCK to ask for ("" means unlimited).
+	// Memlock is the RLIMIT_MEMLOCK to ask for ("": the runtime's
+	// default, unlimited).
 	Memlock string
 	// DryRun prints the docker command instead of running it.
 	DryRun bool
-	// DeviceMode is how devices are given: auto (""), cdi or nodes.
+	// DeviceMode is the old --device-mode (auto, cdi or nodes): the
+	// runtime gives the devices now, so it is accepted and ignored.
 	DeviceMode string
 	// Plugin and Socket override how the rdma-macvlan daemon is found.
 	Plugin, Socket string
 	// NoWait starts the workload without rdma-exec (no wait for the GID
 	// entries, no exported GID index).
 	NoWait bool
-	// GIDTimeout, RoCEVersion and GIDFamily are rdma-exec's --timeout,
-	// --roce-version and --gid-family ("" for the defaults).
+	// GIDTimeout, RoCEVersion and GIDFamily are rdma-exec's wait, RoCE
+	// version and address family ("" for the runtime's defaults).
 	GIDTimeout, RoCEVersion, GIDFamily string
-	// ExecHelper is rdma-exec's path on the engine's host.
+	// ExecHelper is the old --exec-helper: the runtime finds rdma-exec
+	// now, so it is accepted and ignored.
 	ExecHelper string
-	// AcceptMismatch is rdma-exec's --accept-gid-mismatch.
+	// AcceptMismatch starts the workload even when its GID indexes
+	// differ per rail.
 	AcceptMismatch bool
 }
 
@@ -59,27 +64,11 @@ type Parsed struct {
 	Image int
 	// Networks are the --net/--network flags in order.
 	Networks []Network
-	// UlimitMemlock is the user's --ulimit memlock=... value, "" if none.
-	UlimitMemlock string
-	// Devices are the values of the user's --device flags.
-	Devices []string
-	// CapAdd and CapDrop are the values of --cap-add and --cap-drop.
-	CapAdd, CapDrop []string
-	// Privileged is set by --privileged.
-	Privileged bool
+	// Runtime is the user's --runtime, "" without one.
+	Runtime string
 	// Unknown are flags not in the table of docker run flags; they are
 	// passed on and assumed to take no value.
 	Unknown []string
-	// Entrypoint is the user's --entrypoint ("" resets the image's), set
-	// when EntrypointSet; entrypointAt are its positions in Args.
-	Entrypoint    string
-	EntrypointSet bool
-	entrypointAt  []int
-	// GPUs is the last --gpus value, "" without one.
-	GPUs string
-	// Pull, Platform and Quiet are --pull, --platform and -q.
-	Pull, Platform string
-	Quiet          bool
 }
 
 // ErrUsage marks an argument docker run would refuse too.
@@ -124,12 +113,6 @@ func Parse(args []string) (*Parsed, error) {
 			takes, known := TakesValue(name)
 			if !known {
 				p.Unknown = append(p.Unknown, a)
-			}
-			if name == "entrypoint" {
-				p.entrypointAt = append(p.entrypointAt, len(out))
-				if !hasVal {
-					p.entrypointAt = append(p.entrypointAt, len(out)+1)
-				}
 			}
 			out = append(out, a)
 			if takes && !hasVal {
@@ -235,32 +218,8 @@ func (p *Parsed) record(name, val string, hasVal bool) {
 	switch name {
 	case "net", "network":
 		p.Networks = append(p.Networks, Network{Value: val, Name: networkName(val)})
-	case "ulimit":
-		if strings.HasPrefix(val, "memlock=") {
-			p.UlimitMemlock = val
-		}
-	case "device":
-		p.Devices = append(p.Devices, val)
-	case "cap-add":
-		p.CapAdd = append(p.CapAdd, val)
-	case "cap-drop":
-		p.CapDrop = append(p.CapDrop, val)
-	case "privileged":
-		if b, err := parseBool(val, hasVal); err == nil {
-			p.Privileged = b
-		}
-	case "entrypoint":
-		p.Entrypoint, p.EntrypointSet = val, true
-	case "gpus":
-		p.GPUs = val
-	case "pull":
-		p.Pull = val
-	case "platform":
-		p.Platform = val
-	case "quiet":
-		if b, err := parseBool(val, hasVal); err == nil {
-			p.Quiet = b
-		}
+	case "runtime":
+		p.Runtime = val
 	}
 }
 
@@ -297,60 +256,6 @@ func networkName(v string) string {
 	return v
 }
 
-// HasDevice reports whether the user already passes the device node at
-// hostPath (--device /dev/x or --device /dev/x:/dev/y:rw) or the CDI device
-// cdiName.
-func (p *Parsed) HasDevice(hostPath, cdiName string) bool {
-	for _, d := range p.Devices {
-		if cdiName != "" && d == cdiName {
-			return true
-		}
-		host, _, _ := strings.Cut(d, ":")
-		if hostPath != "" && host == hostPath {
-			return true
-		}
-	}
-	return false
-}
-
-// capName normalises a capability: IPC_LOCK, cap_ipc_lock -> IPC_LOCK.
-func capName(c string) string {
-	return strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(c)), "CAP_")
-}
-
-// AddsCap reports whether the user's flags already give capability c
-// (--cap-add c, --cap-add ALL or --privileged).
-func (p *Parsed) AddsCap(c string) bool {
-	if p.Privileged {
-		return true
-	}
-	for _, a := range p.CapAdd {
-		if n := capName(a); n == capName(c) || n == "ALL" {
-			return true
-		}
-	}
-	return false
-}
-
-// DropsCap reports whether the user drops capability c by name (not by
-// --cap-drop ALL, which --cap-add overrides).
-func (p *Parsed) DropsCap(c string) bool {
-	for _, d := range p.CapDrop {
-		if capName(d) == capName(c) {
-			return true
-		}
-	}
-	return false
-}
-
-// Command returns IMAGE's command as given (the arguments after IMAGE).
-func (p *Parsed) Command() []string {
-	if p.Image < 0 {
-		return nil
-	}
-	return append([]string{}, p.Args[p.Image+1:]...)
-}
-
 // ImageName returns IMAGE, "" when there is none.
 func (p *Parsed) ImageName() string {
 	if p.Image < 0 {
@@ -359,32 +264,12 @@ func (p *Parsed) ImageName() string {
 	return p.Args[p.Image]
 }
 
-// Wrap replaces the user's --entrypoint by entrypoint, adds flags before
-// IMAGE and replaces IMAGE's command by command: the arguments that run
-// entrypoint with command in front of the user's own.
-func (p *Parsed) Wrap(entrypoint string, flags, command []string) {
-	drop := map[int]bool{}
-	for _, i := range p.entrypointAt {
-		drop[i] = true
+// WithFlags returns the run with flags in front of the user's arguments.
+func (p *Parsed) WithFlags(flags []string) *Parsed {
+	q := *p
+	q.Args = append(append([]string{}, flags...), p.Args...)
+	if p.Image >= 0 {
+		q.Image = p.Image + len(flags)
 	}
-	var out []string
-	for i, a := range p.Args[:p.Image] {
-		if !drop[i] {
-			out = append(out, a)
-		}
-	}
-	// A "--" before IMAGE ends the flags: ours go in front of it.
-	dashes := len(out) > 0 && out[len(out)-1] == "--"
-	if dashes {
-		out = out[:len(out)-1]
-	}
-	out = append(out, "--entrypoint", entrypoint)
-	out = append(out, flags...)
-	if dashes {
-		out = append(out, "--")
-	}
-	image := p.Args[p.Image]
-	p.Image = len(out)
-	p.Args = append(append(out, image), command...)
-	p.entrypointAt = nil
+	return &q
 }

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 )
 
 func TestParse(t *testing.T) {
@@ -17,10 +19,7 @@ func TestParse(t *testing.T) {
 		image    string   // "" means no IMAGE
 		nets     []string
 		own      Own
-		memlock  string
-		devices  []string
-		capAdd   []string
-		priv     bool
+		runtime  string
 		unknown  []string
 	}{
 		{name: "network with equals", args: []string{"--network=roce", "busybox"}, image: "busybox", nets: []string{"roce"}},
@@ -90,20 +89,19 @@ func TestParse(t *testing.T) {
 			image:    "img", nets: []string{"roce"},
 		},
 		{
-			name:  "user's ulimit memlock and devices are seen and kept",
-			args:  []string{"--ulimit", "nofile=1024", "--ulimit=memlock=1024:2048", "--device", "/dev/infiniband/uverbs0", "--device=/dev/fuse", "--net", "roce", "img"},
-			image: "img", nets: []string{"roce"},
-			memlock: "memlock=1024:2048",
-			devices: []string{"/dev/infiniband/uverbs0", "/dev/fuse"},
+			name:     "every own flag",
+			args:     []string{"--no-wait", "--gid-timeout=3s", "--roce-version", "1", "--gid-family", "ipv6", "--accept-gid-mismatch", "--exec-helper", "/x", "--net", "roce", "img"},
+			wantArgs: []string{"--net", "roce", "img"},
+			image:    "img", nets: []string{"roce"},
+			own: Own{NoWait: true, GIDTimeout: "3s", RoCEVersion: "1", GIDFamily: "ipv6", AcceptMismatch: true, ExecHelper: "/x"},
 		},
 		{
-			name:  "cap-add and privileged",
-			args:  []string{"--cap-add", "ipc_lock", "--privileged", "--net", "roce", "img"},
+			name:  "the user's runtime is seen and kept",
+			args:  []string{"--runtime", "runc", "--ulimit=memlock=1024:2048", "--net", "roce", "img"},
 			image: "img", nets: []string{"roce"},
-			capAdd: []string{"ipc_lock"},
-			priv:   true,
+			runtime: "runc",
 		},
-		{name: "privileged=false", args: []string{"--privileged=false", "img"}, image: "img"},
+		{name: "--runtime=", args: []string{"--runtime=nvidia", "img"}, image: "img", runtime: "nvidia"},
 		{name: "several networks", args: []string{"--network", "a", "--network=b", "img"}, image: "img", nets: []string{"a", "b"}},
 		{name: "no IMAGE", args: []string{"--rm", "--network", "roce"}, nets: []string{"roce"}},
 		{
@@ -143,17 +141,8 @@ func TestParse(t *testing.T) {
 			if p.Own != tt.own {
 				t.Errorf("own flags = %+v, want %+v", p.Own, tt.own)
 			}
-			if p.UlimitMemlock != tt.memlock {
-				t.Errorf("ulimit memlock = %q, want %q", p.UlimitMemlock, tt.memlock)
-			}
-			if !reflect.DeepEqual(p.Devices, tt.devices) {
-				t.Errorf("devices = %q, want %q", p.Devices, tt.devices)
-			}
-			if !reflect.DeepEqual(p.CapAdd, tt.capAdd) {
-				t.Errorf("cap-add = %q, want %q", p.CapAdd, tt.capAdd)
-			}
-			if p.Privileged != tt.priv {
-				t.Errorf("privileged = %v, want %v", p.Privileged, tt.priv)
+			if p.Runtime != tt.runtime {
+				t.Errorf("runtime = %q, want %q", p.Runtime, tt.runtime)
 			}
 			if !reflect.DeepEqual(p.Unknown, tt.unknown) {
 				t.Errorf("unknown = %q, want %q", p.Unknown, tt.unknown)
@@ -177,63 +166,35 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-func TestBuild(t *testing.T) {
-	nodes := Devices{Nodes: []string{"/dev/infiniband/uverbs0", "/dev/infiniband/rdma_cm"}}
-	cdi := Devices{CDI: []string{"rdma-macvlan/hca=mlx5_0"}}
+// TestAdded: docker rdma run's own flags become the runtime's variables
+// (named as package api names them), --memlock a --ulimit, and
+// --runtime rdma-macvlan goes first unless the user gave a runtime; the
+// user's arguments are the unchanged tail.
+func TestAdded(t *testing.T) {
 	tests := []struct {
-		name  string
-		args  []string
-		dev   Devices
-		want  []string
-		notes int
+		name string
+		args []string
+		want []string // the added flags
+		err  string
 	}{
-		{
-			name: "device nodes",
-			args: []string{"-it", "--rm", "--net", "roce", "img", "sh"},
-			dev:  nodes,
-			want: []string{"run", "--device", "/dev/infiniband/uverbs0", "--device", "/dev/infiniband/rdma_cm",
-				"--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1:-1", "-it", "--rm", "--net", "roce", "img", "sh"},
-		},
-		{
-			name: "CDI",
-			args: []string{"--net", "roce", "img"},
-			dev:  cdi,
-			want: []string{"run", "--device", "rdma-macvlan/hca=mlx5_0", "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1:-1", "--net", "roce", "img"},
-		},
-		{
-			name: "user's device, cap and ulimit are kept and not repeated",
-			args: []string{"--device", "/dev/infiniband/uverbs0:/dev/infiniband/uverbs0:rw", "--cap-add", "CAP_IPC_LOCK", "--ulimit", "memlock=65536", "--net", "roce", "img"},
-			dev:  nodes,
-			want: []string{"run", "--device", "/dev/infiniband/rdma_cm",
-				"--device", "/dev/infiniband/uverbs0:/dev/infiniband/uverbs0:rw", "--cap-add", "CAP_IPC_LOCK", "--ulimit", "memlock=65536", "--net", "roce", "img"},
-			notes: 2,
-		},
-		{
-			name:  "user's CDI device",
-			args:  []string{"--device=rdma-macvlan/hca=mlx5_0", "--net", "roce", "img"},
-			dev:   cdi,
-			want:  []string{"run", "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1:-1", "--device=rdma-macvlan/hca=mlx5_0", "--net", "roce", "img"},
-			notes: 1,
-		},
-		{
-			name: "privileged needs no cap-add",
-			args: []string{"--privileged", "--net", "roce", "img"},
-			dev:  cdi,
-			want: []string{"run", "--device", "rdma-macvlan/hca=mlx5_0", "--ulimit", "memlock=-1:-1", "--privileged", "--net", "roce", "img"},
-		},
-		{
-			name:  "cap-drop IPC_LOCK is respected",
-			args:  []string{"--cap-drop", "IPC_LOCK", "--net", "roce", "img"},
-			dev:   Devices{},
-			want:  []string{"run", "--ulimit", "memlock=-1:-1", "--cap-drop", "IPC_LOCK", "--net", "roce", "img"},
-			notes: 1,
-		},
-		{
-			name: "cap-drop ALL still gets IPC_LOCK",
-			args: []string{"--cap-drop", "ALL", "--net", "roce", "img"},
-			dev:  Devices{},
-			want: []string{"run", "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1:-1", "--cap-drop", "ALL", "--net", "roce", "img"},
-		},
+		{name: "nothing asked", args: []string{"--net", "roce", "img"}, want: []string{"--runtime", api.RuntimeName}},
+		{name: "--no-wait", args: []string{"--no-wait", "img"}, want: []string{"--runtime", "rdma-macvlan", "-e", api.EnvNoWait + "=1"}},
+		{name: "--gid-timeout", args: []string{"--gid-timeout", "1m30s", "img"}, want: []string{"--runtime", "rdma-macvlan", "-e", api.EnvGIDTimeout + "=1m30s"}},
+		{name: "--roce-version", args: []string{"--roce-version", "1", "img"}, want: []string{"--runtime", "rdma-macvlan", "-e", api.EnvRoCEVersion + "=1"}},
+		{name: "--gid-family", args: []string{"--gid-family=ipv4", "img"}, want: []string{"--runtime", "rdma-macvlan", "-e", api.EnvGIDFamily + "=ipv4"}},
+		{name: "--accept-gid-mismatch", args: []string{"--accept-gid-mismatch", "img"}, want: []string{"--runtime", "rdma-macvlan", "-e", api.EnvAcceptMismatch + "=1"}},
+		{name: "--memlock", args: []string{"--memlock", "64K:8M", "img"}, want: []string{"--runtime", "rdma-macvlan", "--ulimit", "memlock=65536:8388608"}},
+		{name: "--memlock unlimited", args: []string{"--memlock=unlimited", "img"}, want: []string{"--runtime", "rdma-macvlan", "--ulimit", "memlock=-1:-1"}},
+		{name: "the user's runtime", args: []string{"--runtime", "runc", "--no-wait", "img"}, want: []string{"-e", "RDMA_MACVLAN_NO_WAIT=1"}},
+		{name: "ignored flags add nothing", args: []string{"--device-mode", "cdi", "--exec-helper", "/x", "--dry-run", "img"}, want: []string{"--runtime", "rdma-macvlan"}},
+		{name: "every flag, in this order", args: []string{"--memlock", "8M", "--accept-gid-mismatch", "--gid-family", "ipv6", "--roce-version", "2", "--gid-timeout", "3s", "--no-wait", "img"},
+			want: []string{"--runtime", "rdma-macvlan", "-e", "RDMA_MACVLAN_NO_WAIT=1", "-e", "RDMA_MACVLAN_GID_TIMEOUT=3s", "-e", "RDMA_MACVLAN_ROCE_VERSION=2",
+				"-e", "RDMA_MACVLAN_GID_FAMILY=ipv6", "-e", "RDMA_MACVLAN_ACCEPT_GID_MISMATCH=1", "--ulimit", "memlock=8388608:8388608"}},
+		{name: "a GID timeout that is not a duration", args: []string{"--gid-timeout", "10", "img"}, err: `--gid-timeout "10"`},
+		{name: "a negative GID timeout", args: []string{"--gid-timeout", "-1s", "img"}, err: `--gid-timeout "-1s"`},
+		{name: "RoCE version 3", args: []string{"--roce-version", "3", "img"}, err: `--roce-version "3"`},
+		{name: "family ipx", args: []string{"--gid-family", "ipx", "img"}, err: `--gid-family "ipx"`},
+		{name: "memlock lots", args: []string{"--memlock", "lots", "img"}, err: `--memlock: invalid memlock limit "lots"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -241,17 +202,22 @@ func TestBuild(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan := Build(p, tt.dev, "-1:-1")
-			if !reflect.DeepEqual(plan.Argv, tt.want) {
-				t.Errorf("argv =\n  %q\nwant\n  %q", plan.Argv, tt.want)
+			added, err := Added(p)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("Added: %q, %v; want an error saying %q", added, err, tt.err)
+				}
+				return
 			}
-			if len(plan.Notes) != tt.notes {
-				t.Errorf("notes = %q, want %d", plan.Notes, tt.notes)
+			if err != nil {
+				t.Fatal(err)
 			}
-			// The user's arguments are the unchanged tail.
-			tail := plan.Argv[len(plan.Argv)-len(tt.args):]
-			if !reflect.DeepEqual(tail, tt.args) {
-				t.Errorf("user's arguments changed: %q, want %q", tail, tt.args)
+			if !reflect.DeepEqual(added, tt.want) {
+				t.Errorf("added =\n  %q\nwant\n  %q", added, tt.want)
+			}
+			run := p.WithFlags(added)
+			if want := append(append([]string{}, tt.want...), p.Args...); !reflect.DeepEqual(run.Args, want) || run.ImageName() != "img" {
+				t.Errorf("run =\n  %q (IMAGE %q)\nwant\n  %q", run.Args, run.ImageName(), want)
 			}
 		})
 	}
