@@ -49,10 +49,10 @@ e2e_traps
 # ---------------------------------------------------------------------------------------------
 # What the README tells users, run as written (with the test's names put in).
 
-# cli_install: the README's lines that copy docker rdma and rdma-exec out of the plugin's rootfs,
-# into the test's DOCKER_CONFIG/cli-plugins instead of /usr/local/lib/docker/cli-plugins (the docker
-# CLI looks there first) and /usr/local/lib/rdma-macvlan (docker rdma run looks next to itself
-# first).
+# cli_install: the README's lines that copy docker rdma, rdma-exec and the runtime out of the
+# plugin's rootfs, into the test's DOCKER_CONFIG/cli-plugins instead of /usr/local/lib/docker/cli-plugins
+# (the docker CLI looks there first) and /usr/local/lib/rdma-macvlan (the runtime looks for rdma-exec
+# next to itself first).
 cli_install() {
 	local block
 	block=$(readme_block cli-install)
@@ -196,16 +196,23 @@ doctor_names_driver() {
 	grep -F "docker network create -d $PLUGIN" <<<"$out" || { echo "$out"; return 1; }
 }
 
-# alias_recognised: a network of the plugin installed as roce:latest is rdma-macvlan to docker rdma.
+# alias_recognised: a network of the plugin installed as roce:latest is rdma-macvlan to docker rdma
+# (ls) and to the release's runtime, copied out by the README's lines with rdma-exec beside it and
+# registered for this plugin: a container on the network gets the HCA's nodes.
 alias_recognised() {
 	local out
 	out=$(dk rdma ls 2>&1) || { echo "$out"; return 1; }
 	grep -qE "^$net-roce +roce:latest " <<<"$out" || { echo "$out"; echo "(no line for $net-roce, driver roce:latest)"; return 1; }
-	out=$(dk rdma run --dry-run --device-mode nodes --network "$net-roce" "$IMAGE" true 2>&1) || { echo "$out"; return 1; }
+	out=$(dk rdma --plugin roce:latest runtime install --config-file "$ddir/daemon.json" --path "$DOCKER_CONFIG/cli-plugins/rdma-macvlan-runtime" 2>&1) ||
+		{ echo "$out"; return 1; }
+	kill -HUP "$(cat "$ddir/dockerd.spawned")"
+	# shellcheck disable=SC2016 # a Go template, for docker
+	poll 20 bash -c '[[ $(docker info -f "{{range \$k, \$v := .Runtimes}}{{\$k}} {{end}}") == *"rdma-macvlan "* ]]' ||
+		{ echo "dockerd does not list the runtime after SIGHUP"; return 1; }
+	# This machine refuses a memlock above 8 MiB: the container asks for that (the runtime keeps it).
+	out=$(dk run --rm --runtime rdma-macvlan -e RDMA_MACVLAN_NO_WAIT=1 --ulimit memlock=8388608:8388608 --network "$net-roce" "$IMAGE" ls /dev/infiniband 2>&1)
 	printf '%s\n' "$out"
-	grep -qF -- "--device /dev/infiniband/uverbs0" <<<"$out" || return 1
-	# rdma-exec, copied out of the plugin next to docker-rdma, is found and mounted.
-	grep -qF -- "source=$DOCKER_CONFIG/cli-plugins/rdma-exec," <<<"$out" || { echo "(rdma-exec from $DOCKER_CONFIG/cli-plugins not used)"; return 1; }
+	[[ $(grep -v 'IPv4 forwarding' <<<"$out" | tr '\n' ' ') == "rdma_cm uverbs0 " ]]
 }
 
 rm_roce() { dk network rm "$net-roce" >/dev/null && dk plugin rm -f roce:latest >/dev/null; }
@@ -298,7 +305,7 @@ rel_run() {
 		state.source="$rdir/state-roce" cdi.source="$rdir/cdi-roce" sysfs.source="$rdir/sysfs/sys"
 	check "docker network create -d roce:latest" \
 		dk network create -d roce:latest --subnet "10.234.$((0x${id:0:2})).0/24" -o parent="$parent" "$net-roce"
-	check_v "docker rdma recognises roce:latest by its manifest: ls lists $net-roce, run --dry-run gives its devices" \
+	check_v "docker rdma recognises roce:latest by its manifest: ls lists $net-roce; the release's runtime gives a container on it its devices" \
 		alias_recognised
 	check "network and plugin roce removed" rm_roce
 
@@ -309,11 +316,11 @@ rel_run() {
 		same_manifest rmv-arm64:latest "$repo_ref:$vx-amd64"
 	check "$repo_ref:$vx and $repo_ref:$vx-amd64 are the same plugin (same layers), $vx-arm64 another" same_layers
 	root=$(plugin_root rmv-arm64:latest)
-	check_v "the arm64 plugin's daemon, CLI and rdma-exec are static arm64 ELF executables" \
-		elf_ok arm64 "$root/rdma-macvlan" "$root/cli-plugins/docker-rdma" "$root/cli-plugins/rdma-exec"
+	check_v "the arm64 plugin's daemon, CLI, runtime and rdma-exec are static arm64 ELF executables" \
+		elf_ok arm64 "$root/rdma-macvlan" "$root/cli-plugins/docker-rdma" "$root/cli-plugins/rdma-exec" "$root/cli-plugins/rdma-macvlan-runtime"
 	root=$(plugin_root "$PLUGIN")
-	check_v "the amd64 plugin's daemon, CLI and rdma-exec are static amd64 ELF executables" \
-		elf_ok amd64 "$root/rdma-macvlan" "$root/cli-plugins/docker-rdma" "$root/cli-plugins/rdma-exec"
+	check_v "the amd64 plugin's daemon, CLI, runtime and rdma-exec are static amd64 ELF executables" \
+		elf_ok amd64 "$root/rdma-macvlan" "$root/cli-plugins/docker-rdma" "$root/cli-plugins/rdma-exec" "$root/cli-plugins/rdma-macvlan-runtime"
 	check_v "the arm64 plugin installed on this amd64 host without complaint, and enabling it fails: exec format error in dockerd's log (mounts set to existing dirs)" \
 		arm64_fails
 	check "the arm64 and amd64 pulls removed" dk plugin rm -f rmv-arm64:latest "$repo_ref:$vx-amd64"
