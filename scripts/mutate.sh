@@ -648,6 +648,18 @@ mutant runtime-view-lists-every-hca internal/ociruntime/view.go "$rt" 'TestSysfs
 mutant runtime-asks-for-builtin-networks internal/ociruntime/find.go "$rt" 'TestContainerOnNoRDMANetwork' \
   'if len(nets) == 0 && !needPorts {' \
   'if len(nets) == 0 && needPorts {'
+mutant runtime-exec-untouched internal/ociruntime/runtime.go "$rt" 'TestExecGetsTheCreatesCapAndMemlock' \
+  'x.Apply(&p)' \
+  '_ = x'
+mutant runtime-exec-no-memlock internal/ociruntime/edit.go "$rt" 'TestExecGetsTheCreatesCapAndMemlock' \
+  'if x.Memlock != nil && !hasRlimit(p.Rlimits, "RLIMIT_MEMLOCK") {' \
+  'if false {'
+mutant runtime-bad-variable-stops-all internal/ociruntime/runtime.go "$rt" 'TestBadVariableOnlyForRDMAContainers' \
+  'choice, choiceErr := ParseChoice(spec.Process.Env)' \
+  'choice, choiceErr := ParseChoice(spec.Process.Env)
+	if choiceErr != nil {
+		return choiceErr
+	}'
 mutant runtime-dead-plugin-ignored internal/ociruntime/find.go "$rt" 'TestEngineOrPluginTrouble' \
   'if len(dead) > 0 && len(unserved) > 0 {' \
   'if false && len(dead) > 0 && len(unserved) > 0 {'

@@ -248,42 +248,82 @@ type Edit struct {
 	View string
 }
 
+// ExecEdits are what the processes docker exec starts in a container get
+// too: the create's CAP_IPC_LOCK and memlock, so that they can use RDMA as
+// the workload does, and read its /proc (the kernel lets a process read
+// another's environ or trace it only if it holds every capability the
+// other has). The engine builds an exec's process from the container's
+// configuration, which never saw the runtime's edits.
+type ExecEdits struct {
+	IPCLock bool               `json:"ipc_lock,omitempty"`
+	Memlock *specs.POSIXRlimit `json:"memlock,omitempty"`
+}
+
+// Apply gives process p the edits, as Apply gave the container's own.
+func (x ExecEdits) Apply(p *specs.Process) {
+	if x.IPCLock {
+		addIPCLock(p.Capabilities)
+	}
+	if x.Memlock != nil && !hasRlimit(p.Rlimits, "RLIMIT_MEMLOCK") {
+		p.Rlimits = append(p.Rlimits, *x.Memlock)
+	}
+}
+
+func hasRlimit(rl []specs.POSIXRlimit, typ string) bool {
+	for _, r := range rl {
+		if r.Type == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// addIPCLock adds CAP_IPC_LOCK to the bounding set and to the effective and
+// permitted sets where they hold anything (a non-root user's are empty);
+// it reports whether it added it.
+func addIPCLock(caps *specs.LinuxCapabilities) bool {
+	if caps == nil || len(caps.Bounding) == 0 {
+		return false
+	}
+	const ipcLock = "CAP_IPC_LOCK"
+	caps.Bounding = addCap(caps.Bounding, ipcLock)
+	if len(caps.Effective) > 0 {
+		caps.Effective = addCap(caps.Effective, ipcLock)
+	}
+	if len(caps.Permitted) > 0 {
+		caps.Permitted = addCap(caps.Permitted, ipcLock)
+	}
+	return true
+}
+
 // memlockUnlimited is RLIM_INFINITY.
 const memlockUnlimited = math.MaxUint64
 
-// Apply edits spec for plan.
-func Apply(spec *specs.Spec, plan *Plan, c Choice, e Edit) error {
+// Apply edits spec for plan; it returns what docker exec's processes must
+// get too.
+func Apply(spec *specs.Spec, plan *Plan, c Choice, e Edit) (ExecEdits, error) {
+	var x ExecEdits
 	if spec.Process == nil {
-		return fmt.Errorf("config.json has no process")
+		return x, fmt.Errorf("config.json has no process")
 	}
 	cache, err := cdi.NewCache(cdi.WithSpecDirs(e.CDIDir), cdi.WithAutoRefresh(false))
 	if err != nil && cache == nil {
-		return fmt.Errorf("CDI specs in %s: %w", e.CDIDir, err)
+		return x, fmt.Errorf("CDI specs in %s: %w", e.CDIDir, err)
 	}
 	if unresolved, err := cache.InjectDevices(spec, plan.Ports...); err != nil {
 		if len(unresolved) > 0 {
-			return fmt.Errorf("the CDI devices %s are not in %s: the runtime's --cdi-dir must be the plugin's cdi mount source (docker rdma runtime install sets it)", strings.Join(unresolved, ", "), e.CDIDir)
+			return x, fmt.Errorf("the CDI devices %s are not in %s: the runtime's --cdi-dir must be the plugin's cdi mount source (docker rdma runtime install sets it)", strings.Join(unresolved, ", "), e.CDIDir)
 		}
-		return fmt.Errorf("CDI devices %s: %w", strings.Join(plan.Ports, ", "), err)
+		return x, fmt.Errorf("CDI devices %s: %w", strings.Join(plan.Ports, ", "), err)
 	}
-	memlock := false
-	for _, r := range spec.Process.Rlimits {
-		if r.Type == "RLIMIT_MEMLOCK" {
-			memlock = true
-		}
-	}
+	memlock := hasRlimit(spec.Process.Rlimits, "RLIMIT_MEMLOCK")
 	if !memlock {
-		spec.Process.Rlimits = append(spec.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_MEMLOCK", Hard: memlockUnlimited, Soft: memlockUnlimited})
+		rl := specs.POSIXRlimit{Type: "RLIMIT_MEMLOCK", Hard: memlockUnlimited, Soft: memlockUnlimited}
+		spec.Process.Rlimits = append(spec.Process.Rlimits, rl)
+		x.Memlock = &rl
 	}
-	if caps := spec.Process.Capabilities; caps != nil && len(caps.Bounding) > 0 && !c.NoIPCLock {
-		const ipcLock = "CAP_IPC_LOCK"
-		caps.Bounding = addCap(caps.Bounding, ipcLock)
-		if len(caps.Effective) > 0 {
-			caps.Effective = addCap(caps.Effective, ipcLock)
-		}
-		if len(caps.Permitted) > 0 {
-			caps.Permitted = addCap(caps.Permitted, ipcLock)
-		}
+	if !c.NoIPCLock {
+		x.IPCLock = addIPCLock(spec.Process.Capabilities)
 	}
 	if c.Limit != nil {
 		if spec.Linux == nil {
@@ -325,7 +365,7 @@ func Apply(spec *specs.Spec, plan *Plan, c Choice, e Edit) error {
 		}
 		spec.Process.Args = append(append(args, "--"), spec.Process.Args...)
 	}
-	return nil
+	return x, nil
 }
 
 func addCap(set []string, c string) []string {

@@ -148,7 +148,7 @@ func (f *Finder) Find(ctx context.Context, spec *specs.Spec, id string, needPort
 			unserved = append(unserved, nid)
 			continue
 		}
-		if n.HCA == "" {
+		if n.HCA == "" || n.CDIDevice == "" {
 			why := "the plugin knows no RDMA device for it"
 			if len(n.Problems) > 0 {
 				why = strings.Join(n.Problems, "; ")

@@ -137,6 +137,11 @@ func Main(args []string, sys *Sys) int {
 			inv.fail(sys, err)
 			return 1
 		}
+	case "exec":
+		if err := editExec(inv); err != nil {
+			inv.fail(sys, err)
+			return 1
+		}
 	case "delete":
 		// A container with a view: the view goes once the container is
 		// gone (a delete that fails, of a running container, must leave
@@ -200,10 +205,9 @@ func prepare(inv *Invocation, sys *Sys) error {
 	if spec.Process == nil {
 		return nil
 	}
-	choice, err := ParseChoice(spec.Process.Env)
-	if err != nil {
-		return err
-	}
+	// An invalid variable matters only to a container the runtime would
+	// change: it is reported once the container is known to be one.
+	choice, choiceErr := ParseChoice(spec.Process.Env)
 	if choice.None {
 		return nil
 	}
@@ -233,6 +237,9 @@ func prepare(inv *Invocation, sys *Sys) error {
 	if len(found.Rails) == 0 && choice.Devices == nil {
 		return nil
 	}
+	if choiceErr != nil {
+		return choiceErr
+	}
 	plan, err := Decide(choice, found)
 	if err != nil {
 		return err
@@ -256,7 +263,11 @@ func prepare(inv *Invocation, sys *Sys) error {
 			return err
 		}
 	}
-	if err := Apply(&spec, plan, choice, edit); err != nil {
+	x, err := Apply(&spec, plan, choice, edit)
+	if err == nil {
+		err = writeExecEdits(root, id, x)
+	}
+	if err != nil {
 		_ = RemoveView(root, id)
 		return err
 	}
@@ -274,6 +285,87 @@ func prepare(inv *Invocation, sys *Sys) error {
 		return err
 	}
 	return nil
+}
+
+// execFile is the record, in a container's directory under the state dir,
+// of what docker exec's processes get too (ExecEdits).
+const execFile = "exec.json"
+
+func writeExecEdits(root, id string, x ExecEdits) error {
+	if !validID(id) {
+		return fmt.Errorf("container ID %q", id)
+	}
+	dir := filepath.Join(root, id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(x)
+	return atomicfile.WriteUnsynced(filepath.Join(dir, execFile), b, 0o644, nil)
+}
+
+// execValueFlags are exec's options that take a value.
+var execValueFlags = map[string]bool{"console-socket": true, "pidfd-socket": true, "cwd": true, "env": true, "e": true,
+	"user": true, "u": true, "additional-gids": true, "g": true, "process": true, "p": true, "apparmor": true,
+	"process-label": true, "pid-file": true, "cap": true, "c": true, "preserve-fds": true, "cgroup": true}
+
+// editExec gives the process of an exec (its --process file, as containerd
+// runs it) in a container the runtime made RDMA-ready the create's
+// capability and memlock (ExecEdits). Other containers' execs are not
+// touched.
+func editExec(inv *Invocation) error {
+	var proc, id string
+	a := inv.CommandArgs
+	for i := 0; i < len(a); i++ {
+		if !strings.HasPrefix(a[i], "-") {
+			if id == "" {
+				id = a[i]
+			}
+			continue
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a[i], "-"), "=")
+		if !execValueFlags[name] {
+			continue
+		}
+		if !hasVal && i+1 < len(a) {
+			i++
+			val = a[i]
+		}
+		if name == "process" || name == "p" {
+			proc = val
+		}
+	}
+	if proc == "" || !validID(id) {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(viewRoot(inv.Own.StateDir, inv.Root), id, execFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var x ExecEdits
+	if err := json.Unmarshal(b, &x); err != nil {
+		return fmt.Errorf("%s: %w", execFile, err)
+	}
+	raw, err := os.ReadFile(proc)
+	if err != nil {
+		return err
+	}
+	var p specs.Process
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return fmt.Errorf("%s: %w", proc, err)
+	}
+	x.Apply(&p)
+	out, err := json.Marshal(&p)
+	if err != nil {
+		return err
+	}
+	mode := fs.FileMode(0o644)
+	if fi, err := os.Stat(proc); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	return atomicfile.WriteUnsynced(proc, out, mode, nil)
 }
 
 // ownNetns reports whether the container gets a network namespace of its

@@ -541,3 +541,64 @@ func TestPassThrough(t *testing.T) {
 		t.Errorf("a missing next runtime: status 0")
 	}
 }
+
+// TestExecGetsTheCreatesCapAndMemlock: docker exec's processes in an RDMA
+// container get the CAP_IPC_LOCK and memlock its create got (without the
+// capability they could not even read PID 1's environ); an exec in another
+// container is not touched.
+func TestExecGetsTheCreatesCapAndMemlock(t *testing.T) {
+	w := newWorld(t)
+	w.rdmaNet(t, "n1", "roce", "mlx5_0", 0)
+	b, _ := w.bundle(t)
+	if got, code, stderr := w.run(t, b, "/nonexistent"); got == nil || code != 0 {
+		t.Fatalf("create: %s", stderr)
+	}
+	proc := filepath.Join(w.dir, "process.json")
+	raw, _ := json.Marshal(specs.Process{Args: []string{"sh"}, Capabilities: &specs.LinuxCapabilities{
+		Bounding: []string{"CAP_CHOWN"}, Effective: []string{"CAP_CHOWN"}, Permitted: []string{"CAP_CHOWN"}}})
+	exec := func(id string) {
+		t.Helper()
+		_ = os.WriteFile(proc, raw, 0o600)
+		sys := &Sys{Stderr: &bytes.Buffer{}, Now: time.Now, Exec: func(string, []string, []string) error { return nil }}
+		if code := Main([]string{"--next-runtime", "/bin/true", "--state-dir", filepath.Join(w.dir, "state"), "--root", "/run/x/runtime-runc/moby",
+			"exec", "--process", proc, "--detach", "--pid-file", "/p.pid", id}, sys); code != 0 {
+			t.Fatalf("exec: status %d: %s", code, sys.Stderr)
+		}
+	}
+	exec(cid)
+	var p specs.Process
+	now, _ := os.ReadFile(proc)
+	if err := json.Unmarshal(now, &p); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(p.Capabilities.Effective, "CAP_IPC_LOCK") || !slices.Contains(p.Capabilities.Permitted, "CAP_IPC_LOCK") {
+		t.Errorf("exec's capabilities %+v lack CAP_IPC_LOCK", p.Capabilities)
+	}
+	if want := []specs.POSIXRlimit{{Type: "RLIMIT_MEMLOCK", Hard: memlockUnlimited, Soft: memlockUnlimited}}; !reflect.DeepEqual(p.Rlimits, want) {
+		t.Errorf("exec's rlimits %+v, want %+v", p.Rlimits, want)
+	}
+	exec("another")
+	if now, _ := os.ReadFile(proc); !bytes.Equal(now, raw) {
+		t.Errorf("an exec in a container the runtime did not change was rewritten: %s", now)
+	}
+}
+
+// TestBadVariableOnlyForRDMAContainers: an invalid RDMA_MACVLAN_* value
+// (from an image, say) stops a container on an rdma-macvlan network, with
+// its name, and no other container.
+func TestBadVariableOnlyForRDMAContainers(t *testing.T) {
+	w := newWorld(t)
+	w.rdmaNet(t, "n1", "roce", "mlx5_0", 0)
+	b, _ := w.bundle(t, "RDMA_MACVLAN_IPC_LOCK=off")
+	if got, code, stderr := w.run(t, b, "/nonexistent"); got != nil || code == 0 || !strings.Contains(stderr, "RDMA_MACVLAN_IPC_LOCK") {
+		t.Errorf("an RDMA container with a bad variable: exec %v status %d %s", got, code, stderr)
+	}
+	w.record = map[string]string{"none": ""}
+	b, raw := w.bundle(t, "RDMA_MACVLAN_IPC_LOCK=off")
+	if got, code, stderr := w.run(t, b, "/nonexistent"); got == nil || code != 0 {
+		t.Errorf("a --net none container with a bad variable did not start: %d %s", code, stderr)
+	}
+	if now, _ := os.ReadFile(filepath.Join(b, "config.json")); !bytes.Equal(now, raw) {
+		t.Errorf("config.json changed")
+	}
+}

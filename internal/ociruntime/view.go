@@ -72,6 +72,9 @@ func MakeView(sysRoot, root, id string, hcas []string) (string, error) {
 		}
 		links = append(links, link{"infiniband_verbs", v.Name(), t})
 	}
+	if !validID(id) {
+		return "", fmt.Errorf("sysfs view: container ID %q", id)
+	}
 	dir := filepath.Join(root, id)
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("sysfs view: %w", err)
@@ -98,6 +101,11 @@ func MakeView(sysRoot, root, id string, hcas []string) (string, error) {
 	return dir, nil
 }
 
+// validID reports whether id can name a directory of root's own.
+func validID(id string) bool {
+	return id != "" && id != "." && id != ".." && !strings.ContainsRune(id, '/')
+}
+
 // exists reports whether path is there (a link counts, followed or not).
 func exists(path string) bool {
 	_, err := os.Lstat(path)
@@ -106,7 +114,7 @@ func exists(path string) bool {
 
 // RemoveView removes container id's view, if any.
 func RemoveView(root, id string) error {
-	if id == "" || strings.ContainsAny(id, "/") || id == "." || id == ".." {
+	if !validID(id) {
 		return nil
 	}
 	return os.RemoveAll(filepath.Join(root, id))

@@ -187,8 +187,9 @@ e2e() {
 	dk run -d --name live --restart always --runtime rdma-macvlan --net ra --ip "$ipa" "${fake[@]}" "$IMAGE" \
 		sh -c 'echo "gid=$NCCL_IB_GID_INDEX"; trap "exit 0" TERM; sleep 3600 & wait' >/dev/null
 	run_cmd poll 30 bash -c '[[ $(docker logs live 2>&1) == *gid=* ]]'
-	run_cmd dk exec live sh -c 'ls /dev/infiniband | tr "\n" " "'
-	expect "docker exec into it sees its nodes" '((rc == 0)) && [[ $out == "rdma_cm uverbs0 " ]]'
+	run_cmd dk exec live sh -c 'ls /dev/infiniband | tr "\n" " "; c=$(sed -n "s/^CapEff:\t//p" /proc/self/status); echo "ipc_lock=$(( (0x$c >> 14) & 1 ))"; tr "\0" "\n" </proc/1/environ | grep "^NCCL_IB_GID_INDEX="'
+	expect "docker exec into it: its nodes, CAP_IPC_LOCK as the workload holds it, and so the workload's environment readable (NCCL_IB_GID_INDEX=$nra)" \
+		'((rc == 0)) && [[ $out == "rdma_cm uverbs0 ipc_lock=1"*"NCCL_IB_GID_INDEX=$nra" ]]'
 	dk restart -t 3 live >/dev/null
 	run_cmd poll 30 bash -c '(( $(docker logs live 2>&1 | grep -c "^gid=$0$") == 2 ))' "$nra"
 	expect "docker restart: rdma-exec runs again and gives the same index" '((rc == 0))'
