@@ -101,6 +101,8 @@ remove_as_written() {
 	block=${block//sudo /}
 	block=${block//\/usr\/local\/lib\/docker\/cli-plugins/$DOCKER_CONFIG\/cli-plugins}
 	block=${block//\/usr\/local\/lib\/rdma-macvlan/$DOCKER_CONFIG\/cli-plugins}
+	# The engine's own config file, where the test registered the runtime.
+	block=${block//docker rdma runtime uninstall/docker rdma runtime uninstall --config-file $ddir\/daemon.json}
 	[[ $block != */usr/local/* ]] || { echo "the README's lines touch elsewhere under /usr/local:"; echo "$block"; return 1; }
 	printf '%s\n' "$block"
 	P=$PLUGIN bash -euo pipefail -c "$block"
@@ -120,7 +122,7 @@ removal_blocked() {
 # removed: nothing of the plugin is left in the engine or in the CLI's directory.
 removed() {
 	local out
-	out=$(dk plugin ls -q; dk network ls -q --filter driver="$PLUGIN"; ls "$DOCKER_CONFIG/cli-plugins")
+	out=$(dk plugin ls -q; dk network ls -q --filter driver="$PLUGIN"; ls "$DOCKER_CONFIG/cli-plugins"; jq -r '.runtimes // {} | keys[]' "$ddir/daemon.json")
 	[[ -z $out ]] || { echo "left: $out"; return 1; }
 }
 
@@ -353,7 +355,7 @@ rel_run() {
 	check "the README's removal stops at a network with a container on it, removing nothing" removal_blocked
 	check "containers removed (docker rm -f)" dk rm -f "$net-a" "$net-b"
 	check_v "the README's removal, as written: networks, plugin, CLI" remove_as_written
-	check_v "nothing of the plugin is left: no plugin, no network, no docker rdma or rdma-exec" removed
+	check_v "nothing of the plugin is left: no plugin, no network, no docker rdma, rdma-exec or runtime (binary or daemon.json entry)" removed
 	check "no macvlan child of $parent is left" bash -c "! ip -o link show type macvlan | grep -F '@$parent:'"
 
 	unset DOCKER_CONFIG
@@ -363,7 +365,7 @@ rel_run() {
 
 # ---------------------------------------------------------------------------------------------
 select_engines "$@"
-e2e_preflight ss:iproute2
+e2e_preflight ss:iproute2 jq:jq
 tag=release
 suite_start relz fakesysfs elfcheck
 regbin=$(registry_bin) || die "no docker-registry: $regbin"
