@@ -480,7 +480,7 @@ func unixMinor(dev uint64) uint64 { return dev&0xff | (dev>>12)&^0xff }
 func (d *doctor) checkCDI() {
 	info, _ := d.s.dockerInfo()
 	if len(info.CDISpecDirs) == 0 {
-		d.add("CDI", statusInfo, fmt.Sprintf("Docker %s does not resolve CDI devices: docker rdma run passes device paths (--device) instead", info.ServerVersion),
+		d.add("CDI", statusInfo, fmt.Sprintf("Docker %s does not resolve CDI devices: rdma-macvlan-runtime injects the CDI edits itself (docker run --device rdma-macvlan/hca=... needs Docker 25 or later)", info.ServerVersion),
 			"nothing to do; for --device rdma-macvlan/hca=NAME use Docker >= 28.2 (or 25-28.1 with \"features\": {\"cdi\": true})")
 		return
 	}

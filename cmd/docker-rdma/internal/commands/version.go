@@ -117,7 +117,7 @@ func renderVersion(w io.Writer, o versionOutput) {
 	} else if o.CDI {
 		tprintf(tw, "engine:\tDocker %s, reads CDI specs from %s\n", o.Engine, strings.Join(o.CDIDirs, ", "))
 	} else {
-		tprintf(tw, "engine:\tDocker %s, no CDI (docker rdma run passes device paths)\n", o.Engine)
+		tprintf(tw, "engine:\tDocker %s, no CDI (the runtime injects the CDI edits itself)\n", o.Engine)
 	}
 	if len(o.Plugins) == 0 && o.Engine != "" {
 		tprintf(tw, "plugin:\tnone installed (%s)\n", installHint)
