@@ -81,3 +81,78 @@ func TestDriftShownInStatusAndLoggedOnce(t *testing.T) {
 		t.Fatalf("the move is logged %d times, want once", logged)
 	}
 }
+
+// A start slower than the GID timeout: the watch, begun at Join, ends
+// before the addresses come. The first status read that finds the entries
+// records the endpoint as ready at them, so that a later move is reported
+// as for any other endpoint (the VM's bond failover found it so).
+func TestLateReadyEndpointsDriftIsReported(t *testing.T) {
+	links := drivertest.NewLinks("p0")
+	root := mlx5Root(t, rdmatest.MLX5Options{TableSize: 16})
+	log, hook := logtest.NewNullLogger()
+	dd, err := New(Config{StateDir: t.TempDir(), Links: links, Log: log, Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
+		GIDTimeout: 50 * time.Millisecond, GIDPoll: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dd.Close)
+	d := testDriver{Driver: dd, root: root}
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateEndpoint(ep("n1", "e1", "10.5.0.2/24")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Join("n1", "e1", "/sb/e1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := links.MoveToSandbox(LinkName("e1")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for d.gids.Watching("e1") {
+		if time.Now().After(deadline) {
+			t.Fatal("the watch did not time out")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	d.mu.Lock()
+	timedOut := !d.endpoints["e1"].RDMAReady
+	d.mu.Unlock()
+	if !timedOut {
+		t.Fatal("the watch found entries that are not there")
+	}
+	if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "10.5.0.2", "eth0"); err != nil { // 2, 3
+		t.Fatal(err)
+	}
+	st := waitStatus(t, d, "e1", time.Second, func(e api.Endpoint) bool { return e.RDMAReady })
+	if len(st.GIDDrift) != 0 {
+		t.Fatalf("drift %+v before anything moved", st.GIDDrift)
+	}
+	d.mu.Lock()
+	rec := *d.endpoints["e1"]
+	d.mu.Unlock()
+	if !rec.RDMAReady || len(rec.GIDs) != 2 || rec.GIDs[0].Index != 2 || rec.GIDs[1].Index != 3 {
+		t.Fatalf("after the status read the endpoint is recorded as %+v, want ready at 2 and 3", rec)
+	}
+	if _, err := rdmatest.RemoveAddress(root, "mlx5_0", 1, "10.5.0.2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, ip := range []string{"10.9.0.1", "10.5.0.2"} {
+		if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, ip, "eth0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := rdmatest.IPv4GID("10.5.0.2")
+	want := []api.GIDMove{{GID: g, Type: rdma.GIDTypeRoCEv1, GivenIndex: 2, Index: 4}, {GID: g, Type: rdma.GIDTypeRoCEv2, GivenIndex: 3, Index: 5}}
+	if st = waitStatus(t, d, "e1", time.Second, func(api.Endpoint) bool { return true }); !slices.Equal(st.GIDDrift, want) {
+		t.Fatalf("status drift %+v, want %+v", st.GIDDrift, want)
+	}
+	found := false
+	for _, e := range hook.AllEntries() {
+		found = found || strings.Contains(e.Message, "found by a status read after its watch timed out")
+	}
+	if !found {
+		t.Error("the late readiness is not logged")
+	}
+}

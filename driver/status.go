@@ -5,11 +5,13 @@ import (
 	"net"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/cdi"
 	"github.com/rdma-macvlan/rdma-macvlan/driver/gid"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
+	"github.com/sirupsen/logrus"
 )
 
 // Status reports every network and endpoint, sorted by ID, with the live
@@ -34,6 +36,8 @@ func (d *Driver) Status() api.Status {
 	}
 	d.mu.Unlock()
 
+	readAt := time.Now() // no table below is read earlier
+	var late []lateReady
 	mode, _, modeErr := rdma.NetnsMode(d.netnsMode, d.rdma)
 	tables := map[gid.Port]rdma.GIDTable{}
 	rooms := map[gid.Port]int{} // what admission would give new containers, per port
@@ -100,6 +104,8 @@ func (d *Driver) Status() api.Status {
 			es.RDMAReady = e.Sandbox != "" && len(want.Required) > 0 && len(missing) == 0
 			if e.RDMAReady {
 				es.GIDDrift = driftOf(e.GIDs, found)
+			} else if es.RDMAReady && !watching[e.ID] {
+				late = append(late, lateReady{id: e.ID, sandbox: e.Sandbox, found: found})
 			}
 			switch {
 			case es.RDMAReady:
@@ -120,7 +126,57 @@ func (d *Driver) Status() api.Status {
 		sort.Slice(eps, func(a, b int) bool { return eps[a].ID < eps[b].ID })
 	}
 	sort.Slice(st.Networks, func(i, j int) bool { return st.Networks[i].ID < st.Networks[j].ID })
+	d.recordLateReady(late, readAt)
 	return st
+}
+
+// lateReady is an endpoint whose watch ended before its entries came,
+// found in the table since.
+type lateReady struct {
+	id, sandbox string
+	found       []gid.Entry
+}
+
+// recordLateReady records as ready the endpoints whose GID watch ended
+// before their entries came and a status read found since (a start slower
+// than --gid-timeout: the watch begins at Join, the engine sets the
+// addresses after it has set up the whole container), so that their
+// entries' moves are reported from now on, against the index found now:
+// the one rdma-exec, which waits on its own, gave the workload unless the
+// entry moved in between. An endpoint that a call holds, that left or
+// joined again, or that is watched again meanwhile is left for the next
+// read. Called without d.mu.
+func (d *Driver) recordLateReady(late []lateReady, at time.Time) {
+	for _, l := range late {
+		d.mu.Lock()
+		e, ok := d.endpoints[l.id]
+		if _, busy := d.busy[l.id]; busy || !ok || e.Sandbox != l.sandbox || e.RDMAReady || d.gids.Watching(l.id) {
+			d.mu.Unlock()
+			continue
+		}
+		d.claim(l.id)
+		rec := *e
+		rec.GIDs, rec.RDMAReady, rec.RDMAReason, rec.GIDNeed = fromEntries(l.found), true, "", len(l.found)
+		d.mu.Unlock()
+		err := d.store.saveEndpointUnsynced(&rec)
+		d.mu.Lock()
+		if err == nil {
+			e.GIDs, e.RDMAReady, e.RDMAReason, e.GIDNeed = rec.GIDs, rec.RDMAReady, rec.RDMAReason, rec.GIDNeed
+			d.gids.Ready(l.id, l.found, at)
+		}
+		d.release(l.id)
+		d.mu.Unlock()
+		log := d.logFor("gid-watch", logrus.Fields{"eid": ShortID(l.id)})
+		if err != nil {
+			log.WithError(err).Error("could not record the endpoint's GIDs")
+			continue
+		}
+		idx := make([]string, 0, len(l.found))
+		for _, g := range l.found {
+			idx = append(idx, fmt.Sprintf("%d(%s)", g.Index, g.Type))
+		}
+		log.WithField("gids", strings.Join(idx, " ")).Info("endpoint rdma ready (found by a status read after its watch timed out)")
+	}
 }
 
 // Brief is the status without anything read from the kernel (api.BriefQuery):

@@ -399,6 +399,12 @@ mutant conn-caps-overrun-fds internal/connlimit/budget.go ./internal/connlimit/ 
   'caps[i] = f + int(uint64(w-f)*(room-floors)/(total-floors))' \
   'caps[i] = w'
 
+# An endpoint whose watch timed out before its entries came is recorded
+# ready by the first status read that finds them, so its moves are reported.
+mutant late-ready-never-recorded driver/status.go ./driver/ 'TestLateReady' \
+  '} else if es.RDMAReady && !watching[e.ID] {' \
+  '} else if false && es.RDMAReady && !watching[e.ID] {'
+
 # Several rails: NCCL's own choice honours NCCL_IB_ADDR_RANGE; a range is
 # exported only when it takes the container's entry on every rail; UCX's
 # own choice is checked; rdma-exec refuses a mismatch; the CLI connects the
