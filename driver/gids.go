@@ -127,7 +127,7 @@ func (d *Driver) gidsMoved(dr gid.Drift) {
 	}
 	d.logFor("gid-watch", logrus.Fields{"ibdev": dr.Port.HCA, "port": dr.Port.Port, "eid": ShortID(dr.ID)}).
 		WithField("moves", strings.Join(moves, ", ")).
-		Warn("the endpoint's GID entries moved after it was ready (-1: gone): its workload keeps the index it was given; restart the container to give it the new one")
+		Warn("the endpoint's GID entries moved after it was ready (-1: gone): its workload keeps the index it was given; restart the container to give it the new one (NCCL 2.21 and later follow a moved entry in a container started with -e NCCL_IB_GID_INDEX=-1)")
 }
 
 func toEntries(gs []endpointGID) []gid.Entry {

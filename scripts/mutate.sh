@@ -417,8 +417,35 @@ mutant nccl-range-unchecked internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ '' \
   'if wrong := ncclWrong(ports, a); wrong == "" {' \
   'if wrong := ncclWrong(ports, a); wrong == "" || true {'
 mutant ucx-choice-unchecked internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ '' \
-  'if wrong := ucxWrong(ports); wrong != "" {' \
-  'if wrong := ucxWrong(ports); false && wrong != "" {'
+  'case wrong == "":' \
+  'case wrong == "" || true:'
+# NCCL picks a GID on every connection: a range that holds a neighbour's
+# address is never exported; UCX gets the container's own addresses as
+# UCX_IB_ROCE_SUBNETS, checked, and never next to UCX_IB_GID_INDEX; UCX
+# 1.21 takes a global IPv6 entry before a link-local one; -1 asks NCCL to
+# find the entry itself on one rail too.
+mutant nccl-range-holds-neighbours internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ '' \
+  'if why := holdsOthers(r, ports); why != "" {' \
+  'if why := holdsOthers(r, ports); false && why != "" {'
+mutant nccl-range-unknown-subnets-trusted internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ 'TestVarsDifferentIndexes' \
+  'if p.Subnets == nil {' \
+  'if p.Subnets == nil && false {'
+mutant ucx-subnets-unchecked internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ '' \
+  'case wrongOwn == "":' \
+  'case true:'
+mutant ucx-subnets-next-to-index internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ 'TestVarsDifferentIndexes' \
+  '	case same:
+		plan.Vars = append(plan.Vars, Var{UCXGIDIndex, strconv.Itoa(index)})
+	case ucxGiven:' \
+  '	case same:
+		plan.Vars = append(plan.Vars, Var{UCXGIDIndex, strconv.Itoa(index)})
+	case ucxGiven && false:'
+mutant ucx-link-local-first internal/rdmaenv/libs.go ./internal/rdmaenv/ 'TestUCXPickPrefersGlobalIPv6' \
+  'if !usableGID(e.GID) {' \
+  'if false && !usableGID(e.GID) {'
+mutant nccl-minus-one-ignored internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ 'TestVarsNCCLFindsItselfOnOneRail' \
+  'ncclSelf := findsItself(given)' \
+  'ncclSelf := findsItself(nil)'
 mutant gid-mismatch-starts-anyway internal/rdmaexec/main.go ./internal/rdmaexec/ '' \
   'if !cfg.AcceptMismatch {' \
   'if false {'

@@ -64,15 +64,36 @@ func NCCLPick(entries []Entry, slots int, a NCCLAuto) int {
 // UCXPick returns the index UCX takes on a port when UCX_IB_GID_INDEX is
 // not set: the lowest-index RoCE v2 IPv4 entry, else RoCE v2 IPv6, else
 // RoCE v1 IPv4, else RoCE v1 IPv6 (each also has to accept an address
-// handle, which every populated entry does here), else index 0.
-func UCXPick(entries []Entry) int {
+// handle, which every populated entry does here), else index 0. Among the
+// IPv6 entries of one version a global address goes before a link-local
+// one, as UCX 1.21 does (older UCX takes the lowest index). subnets is
+// UCX_IB_ROCE_SUBNETS (UCX 1.18 and later), nil when unset: an entry whose
+// address is in none of them is passed over.
+func UCXPick(entries []Entry, subnets []netip.Prefix) int {
+	allowed := func(g netip.Addr) bool {
+		if subnets == nil {
+			return true
+		}
+		for _, s := range subnets {
+			if s.Contains(g.Unmap()) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, p := range []struct {
 		version int
 		ipv6    bool
 	}{{2, false}, {2, true}, {1, false}, {1, true}} {
-		best := -1
+		best, bestLocal := -1, -1
 		for _, e := range entries {
-			if !e.GID.IsValid() || e.GID.IsUnspecified() || versionOf(e.Type) != p.version || gidFamily(e.GID) != familyOf6(p.ipv6) {
+			if !e.GID.IsValid() || e.GID.IsUnspecified() || versionOf(e.Type) != p.version || gidFamily(e.GID) != familyOf6(p.ipv6) || !allowed(e.GID) {
+				continue
+			}
+			if !usableGID(e.GID) {
+				if bestLocal < 0 || e.Index < bestLocal {
+					bestLocal = e.Index
+				}
 				continue
 			}
 			if best < 0 || e.Index < best {
@@ -82,8 +103,32 @@ func UCXPick(entries []Entry) int {
 		if best >= 0 {
 			return best
 		}
+		if bestLocal >= 0 {
+			return bestLocal
+		}
 	}
 	return 0
+}
+
+// parseUCXSubnets reads UCX_IB_ROCE_SUBNETS as an allow-list of prefixes;
+// ok is false for what this model does not follow (an exclude list, "^",
+// or an entry that is not a prefix), which is then not checked.
+func parseUCXSubnets(v string) (subnets []netip.Prefix, ok bool) {
+	v = strings.TrimSpace(v)
+	if strings.EqualFold(v, "all") {
+		return nil, true
+	}
+	if v == "" || strings.HasPrefix(v, "^") {
+		return nil, false
+	}
+	for _, f := range strings.Split(v, ",") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(f))
+		if err != nil {
+			return nil, false
+		}
+		subnets = append(subnets, p.Masked())
+	}
+	return subnets, true
 }
 
 const (

@@ -37,7 +37,7 @@ func TestNCCLAndUCXPickOnRealMLX5Dump(t *testing.T) {
 			t.Errorf("NCCL, %s: index %d, want %d", tc.name, got, tc.want)
 		}
 	}
-	if got := UCXPick(table); got != 3 {
+	if got := UCXPick(table, nil); got != 3 {
 		t.Errorf("UCX: index %d, want 3 (the lowest RoCE v2 IPv4 entry)", got)
 	}
 }
@@ -58,7 +58,7 @@ func TestNCCLPickV1OnlyPort(t *testing.T) {
 	if got := NCCLPick(table, 128, NCCLAuto{Version: 2, Range: netip.MustParsePrefix("10.10.10.0/24")}); got != 2 {
 		t.Errorf("NCCL with a range: index %d, want 2", got)
 	}
-	if got := UCXPick(table); got != 1 {
+	if got := UCXPick(table, nil); got != 1 {
 		t.Errorf("UCX: index %d, want 1", got)
 	}
 }
@@ -70,10 +70,16 @@ func TestNCCLPickV1OnlyPort(t *testing.T) {
 // mlx5 pairs (v1 then v2).
 func rails(r *rand.Rand, n int) []Port {
 	ports := make([]Port, n)
+	adjacent := r.Intn(3) == 0
 	for k := range ports {
 		subnet := func(rail int) string { return fmt.Sprintf("10.%d.%d", 10+r.Intn(2), rail) }
 		own := netip.MustParseAddr(fmt.Sprintf("%s.%d", subnet(k), 100+r.Intn(50)))
-		if r.Intn(4) == 0 {
+		switch {
+		case adjacent:
+			// One subnet, the container's addresses side by side: a range
+			// of its own addresses only exists for 1, 2, 4 and 8 rails.
+			own = netip.MustParseAddr(fmt.Sprintf("10.10.0.%d", 16+k))
+		case r.Intn(4) == 0:
 			// Rails in one subnet (one L2 fabric, addresses per rail).
 			own = netip.MustParseAddr(fmt.Sprintf("10.10.0.%d", 10+k*20+r.Intn(20)))
 		}
@@ -118,7 +124,9 @@ func rails(r *rand.Rand, n int) []Port {
 		if index < 0 {
 			index = pair(own, "eth"+strconv.Itoa(k))
 		}
-		ports[k] = Port{HCA: "mlx5_" + strconv.Itoa(k), Port: 1, Ifname: "eth" + strconv.Itoa(k), Index: index, Addr: own, Table: table, Slots: 255}
+		sub, _ := own.Prefix(24)
+		ports[k] = Port{HCA: "mlx5_" + strconv.Itoa(k), Port: 1, Ifname: "eth" + strconv.Itoa(k), Index: index, Addr: own, Table: table, Slots: 255,
+			Subnets: []netip.Prefix{sub}}
 	}
 	return ports
 }
@@ -149,13 +157,55 @@ func ncclIndexes(ports []Port, env map[string]string) []int {
 	return out
 }
 
+// holdsOther reports whether rng holds an address of a port's subnet that
+// is none of the ports' own: counted, not listed.
+func holdsOther(rng netip.Prefix, ports []Port) bool {
+	for _, p := range ports {
+		for _, s := range p.Subnets {
+			if !s.Overlaps(rng) {
+				continue
+			}
+			inner := rng
+			if s.Bits() > rng.Bits() {
+				inner = s
+			}
+			own := map[netip.Addr]bool{}
+			for _, q := range ports {
+				if inner.Contains(q.Addr) {
+					own[q.Addr] = true
+				}
+			}
+			if 1<<(32-inner.Bits()) > len(own) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ucxSubnets is UCX_IB_ROCE_SUBNETS of env as prefixes; nil when unset.
+func ucxSubnets(t *testing.T, env map[string]string) []netip.Prefix {
+	v, ok := env[UCXRoCESubnets]
+	if !ok {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, f := range strings.Split(v, ",") {
+		out = append(out, netip.MustParsePrefix(f))
+	}
+	return out
+}
+
 // The environment exported for 1 to 8 rails after churn, applied to NCCL's
 // and UCX's own rules on every rail's table: each rail takes the
 // container's own entry, or the plan says which library does not (and then
-// no NCCL_IB_ADDR_RANGE at all would make NCCL take them on every rail).
+// no NCCL_IB_ADDR_RANGE that holds no neighbour's address would make NCCL
+// take them on every rail). A range exported holds no address of the
+// rails' subnets but the container's own: NCCL picks on every connection,
+// and a neighbour may come later.
 func TestVarsEveryRailTakesItsOwnEntry(t *testing.T) {
 	r := rand.New(rand.NewSource(22))
-	var ok, refused, viaRange int
+	var ok, refused, viaRange, viaSubnets int
 	for iter := 0; iter < 3000; iter++ {
 		ports := rails(r, 1+iter%8)
 		plan := Vars(ports, DefaultChoice, nil)
@@ -170,7 +220,7 @@ func TestVarsEveryRailTakesItsOwnEntry(t *testing.T) {
 			if !ncclBad && got[i] != p.Index {
 				t.Fatalf("iteration %d: NCCL with %q takes index %d on %s, not the container's %d (table %v)", iter, names(plan.Vars), got[i], p.HCA, p.Index, p.Table)
 			}
-			ucx := UCXPick(p.Table)
+			ucx := UCXPick(p.Table, ucxSubnets(t, env))
 			if v, set := env[UCXGIDIndex]; set {
 				ucx, _ = strconv.Atoi(v)
 			}
@@ -179,22 +229,30 @@ func TestVarsEveryRailTakesItsOwnEntry(t *testing.T) {
 			}
 		}
 		if ncclBad {
-			// No range holding every address, nor none, would have done.
+			// No range holding the container's addresses and no other
+			// one would have done.
 			for bits := 0; bits <= 32; bits++ {
 				rng, _ := ports[0].Addr.Prefix(bits)
-				for _, a := range []NCCLAuto{{Version: 2, Range: rng}, {Version: 2}} {
-					all := true
-					for _, p := range ports {
-						all = all && NCCLPick(p.Table, p.Slots, a) == p.Index
-					}
-					if all {
-						t.Fatalf("iteration %d: refused, yet %+v takes the container's entry on every rail", iter, a)
-					}
+				if holdsOther(rng, ports) {
+					continue
+				}
+				all := true
+				for _, p := range ports {
+					all = all && rng.Contains(p.Addr) && NCCLPick(p.Table, p.Slots, NCCLAuto{Version: 2, Range: rng}) == p.Index
+				}
+				if all {
+					t.Fatalf("iteration %d: refused, yet %s takes the container's entry on every rail and holds no other address", iter, rng)
 				}
 			}
 		}
-		if _, set := env[NCCLAddrRange]; set && !ncclBad {
+		if v, set := env[NCCLAddrRange]; set && !ncclBad {
+			if holdsOther(netip.MustParsePrefix(v), ports) {
+				t.Fatalf("iteration %d: %s=%s holds a neighbour's address", iter, NCCLAddrRange, v)
+			}
 			viaRange++
+		}
+		if _, set := env[UCXRoCESubnets]; set && !ucxBad {
+			viaSubnets++
 		}
 		if len(plan.Mismatch) == 0 {
 			ok++
@@ -203,10 +261,10 @@ func TestVarsEveryRailTakesItsOwnEntry(t *testing.T) {
 		}
 	}
 	// The generator must produce each case, or the test shows nothing.
-	if ok < 100 || refused < 100 || viaRange < 100 {
-		t.Fatalf("cases: %d accepted, %d refused, %d through a range: too few of one kind", ok, refused, viaRange)
+	if ok < 100 || refused < 100 || viaRange < 100 || viaSubnets < 100 {
+		t.Fatalf("cases: %d accepted, %d refused, %d through a range, %d through UCX's subnets: too few of one kind", ok, refused, viaRange, viaSubnets)
 	}
-	t.Logf("%d accepted, %d refused, %d through NCCL_IB_ADDR_RANGE", ok, refused, viaRange)
+	t.Logf("%d accepted, %d refused, %d through NCCL_IB_ADDR_RANGE, %d through UCX_IB_ROCE_SUBNETS", ok, refused, viaRange, viaSubnets)
 }
 
 // The user's own NCCL variables are kept: the search works within them,
@@ -215,23 +273,28 @@ func TestVarsKeepsTheUsersNCCLVariables(t *testing.T) {
 	a := netip.MustParseAddr
 	e := func(i int, ip, typ string) Entry { return Entry{Index: i, GID: GIDOf(a(ip)), Type: typ, Ndev: "eth0"} }
 	ports := []Port{
-		{HCA: "mlx5_0", Port: 1, Ifname: "eth0", Index: 3, Addr: a("10.0.0.3"), Table: []Entry{e(2, "10.0.0.3", TypeV1), e(3, "10.0.0.3", TypeV2)}},
-		{HCA: "mlx5_1", Port: 1, Ifname: "eth1", Index: 5, Addr: a("10.0.1.3"), Table: []Entry{e(4, "10.0.1.3", TypeV1), e(5, "10.0.1.3", TypeV2)}},
+		{HCA: "mlx5_0", Port: 1, Ifname: "eth0", Index: 3, Addr: a("10.0.0.3"), Table: []Entry{e(2, "10.0.0.3", TypeV1), e(3, "10.0.0.3", TypeV2)},
+			Subnets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}},
+		{HCA: "mlx5_1", Port: 1, Ifname: "eth1", Index: 5, Addr: a("10.0.1.3"), Table: []Entry{e(4, "10.0.1.3", TypeV1), e(5, "10.0.1.3", TypeV2)},
+			Subnets: []netip.Prefix{netip.MustParsePrefix("10.0.1.0/24")}},
 	}
 	given := map[string]string{NCCLAddrRange: "10.0.0.0/24"}
 	plan := Vars(ports, DefaultChoice, func(n string) (string, bool) { v, ok := given[n]; return v, ok })
 	if len(plan.Mismatch) != 1 || !strings.Contains(plan.Mismatch[0], "NCCL_IB_ADDR_RANGE=10.0.0.0/24 (given)") || !strings.Contains(plan.Mismatch[0], "on mlx5_1:1 (this container's: index 5)") {
 		t.Errorf("a range given that misses mlx5_1: %q", plan.Mismatch)
 	}
-	// Without the range given, the most specific one is found.
-	if plan := Vars(ports, DefaultChoice, nil); len(plan.Mismatch) != 0 || !strings.Contains(strings.Join(names(plan.Vars), " "), "NCCL_IB_ADDR_RANGE=10.0.0.0/23") {
+	// Without the range given, the one that takes both today (the /23)
+	// holds every neighbour: not exported.
+	if plan := Vars(ports, DefaultChoice, nil); len(plan.Mismatch) != 1 || strings.Contains(strings.Join(names(plan.Vars), " "), NCCLAddrRange) {
 		t.Errorf("no range given: %q %q", names(plan.Vars), plan.Mismatch)
 	}
 	// NCCL_IB_GID_INDEX given: NCCL is the user's choice; UCX is still
-	// checked (its own choice is the container's entry on both rails here).
+	// checked: its own choice is 10.9.9.9's entry on mlx5_1, so it gets the
+	// container's addresses as UCX_IB_ROCE_SUBNETS.
 	ports[1].Table = append([]Entry{e(2, "10.9.9.9", TypeV1), e(3, "10.9.9.9", TypeV2)}, ports[1].Table...)
 	given = map[string]string{NCCLGIDIndex: "7"}
-	if plan := Vars(ports, DefaultChoice, func(n string) (string, bool) { v, ok := given[n]; return v, ok }); len(plan.Mismatch) != 1 || !strings.HasPrefix(plan.Mismatch[0], "UCX: ") {
-		t.Errorf("NCCL_IB_GID_INDEX given: NCCL is the user's choice, only UCX is checked: %q", plan.Mismatch)
+	if plan := Vars(ports, DefaultChoice, func(n string) (string, bool) { v, ok := given[n]; return v, ok }); len(plan.Mismatch) != 0 ||
+		!strings.Contains(strings.Join(names(plan.Vars), " "), "UCX_IB_ROCE_SUBNETS=10.0.0.3/32,10.0.1.3/32") {
+		t.Errorf("NCCL_IB_GID_INDEX given: NCCL is the user's choice, UCX is set: %q %q", names(plan.Vars), plan.Mismatch)
 	}
 }

@@ -7,10 +7,12 @@
 package rdmaenv
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -154,6 +156,10 @@ type Port struct {
 	Slots int
 	// QoS is what the port's network asks workloads to send with.
 	QoS QoS
+	// Subnets are the subnets of the port's network; nil when not known.
+	// Every address another container (or the host) may bring to the
+	// port's table later is taken to be in one of them.
+	Subnets []netip.Prefix
 }
 
 // Var is one environment variable.
@@ -171,6 +177,7 @@ const (
 	NCCLSocketIf    = "NCCL_SOCKET_IFNAME"
 	UCXNetDevices   = "UCX_NET_DEVICES"
 	UCXGIDIndex     = "UCX_IB_GID_INDEX"
+	UCXRoCESubnets  = "UCX_IB_ROCE_SUBNETS"
 )
 
 // Lookup reads a variable already in the container's environment (set
@@ -213,12 +220,18 @@ type Plan struct {
 //   - NCCL_IB_TC, UCX_IB_TRAFFIC_CLASS, NCCL_IB_SL and UCX_IB_SL from the
 //     ports' networks (see QoSVars).
 //
-// When the indexes differ, NCCL (2.21 and later) is told how to find each
-// device's entry itself: NCCL_IB_ROCE_VERSION_NUM, NCCL_IB_ADDR_FAMILY and
+// When the indexes differ (or NCCL_IB_GID_INDEX=-1 is given: find it
+// yourself), NCCL (2.21 and later) is told how to find each device's entry
+// itself: NCCL_IB_ROCE_VERSION_NUM, NCCL_IB_ADDR_FAMILY and
 // NCCL_IB_ADDR_RANGE, the most specific prefix holding the container's
 // addresses with which NCCL's own rule (NCCLPick) takes the container's
-// entry on every port; UCX gets no index when its own rule (UCXPick)
-// already takes them. When no setting does, Plan.Mismatch says so. A
+// entry on every port. NCCL applies that rule on every connection, for the
+// job's whole life, so a range is taken only when it holds no address of
+// the ports' subnets but the container's own: an entry a neighbour brings
+// later cannot be taken instead. UCX gets no index when its own rule
+// (UCXPick) already takes the container's entries, else UCX_IB_ROCE_SUBNETS
+// with the container's addresses (UCX 1.18 and later; UCX refuses it next
+// to UCX_IB_GID_INDEX). When no setting does, Plan.Mismatch says so. A
 // library whose GID index variable is already set is the user's choice and
 // is not checked.
 func Vars(ports []Port, c Choice, given Lookup) Plan {
@@ -251,11 +264,12 @@ func Vars(ports []Port, c Choice, given Lookup) Plan {
 	list := strings.Join(hcas, ",")
 	plan.Vars = append(plan.Vars, Var{NCCLHCA, "=" + list})
 	_, ncclGiven := givenIndex(given, NCCLGIDIndex)
+	ncclSelf := findsItself(given)
 	_, ucxGiven := givenIndex(given, UCXGIDIndex)
 	switch {
 	case !known:
 		plan.Notes = append(plan.Notes, NCCLGIDIndex+" not known: the container's own GID entry is not in the table (yet: look again once it is RDMA-ready)")
-	case same:
+	case same && !ncclSelf:
 		plan.Vars = append(plan.Vars, Var{NCCLGIDIndex, strconv.Itoa(index)})
 	case ncclGiven:
 		plan.Notes = append(plan.Notes, fmt.Sprintf("the GID indexes differ per device (%s): NCCL uses the %s given", indexes(ports), NCCLGIDIndex))
@@ -266,7 +280,11 @@ func Vars(ports []Port, c Choice, given Lookup) Plan {
 			if auto.Range.IsValid() {
 				plan.Vars = append(plan.Vars, Var{NCCLAddrRange, auto.Range.String()})
 			}
-			plan.Notes = append(plan.Notes, fmt.Sprintf("the GID indexes differ per device (%s): NCCL (2.21 or later) finds each device's own entry itself with %s", indexes(ports), describeAuto(auto)))
+			why := fmt.Sprintf("the GID indexes differ per device (%s)", indexes(ports))
+			if same {
+				why = NCCLGIDIndex + "=-1 given"
+			}
+			plan.Notes = append(plan.Notes, fmt.Sprintf("%s: NCCL (2.21 or later) finds each device's own entry itself, on every connection, with %s, and follows it when the kernel moves it (a bond failover, a device reset); NCCL 2.20 and older do not read these and need %s", why, describeAuto(auto), NCCLGIDIndex))
 		} else {
 			plan.Mismatch = append(plan.Mismatch, fmt.Sprintf("NCCL: %s takes one index for every device, and its own choice (2.21 or later) %s",
 				NCCLGIDIndex, tried))
@@ -276,16 +294,34 @@ func Vars(ports []Port, c Choice, given Lookup) Plan {
 		plan.Vars = append(plan.Vars, Var{NCCLSocketIf, "=" + strings.Join(ifnames, ",")})
 	}
 	plan.Vars = append(plan.Vars, Var{UCXNetDevices, list})
+	subnets, subnetsGiven := given.get(UCXRoCESubnets)
 	switch {
 	case !known:
+	case subnetsGiven:
+		// UCX refuses UCX_IB_GID_INDEX next to it: its own choice, within
+		// the subnets given, is checked.
+		if ucxGiven {
+			plan.Mismatch = append(plan.Mismatch, fmt.Sprintf("UCX: %s and %s are both given, and UCX refuses to start with both (set one)", UCXGIDIndex, UCXRoCESubnets))
+		} else if subs, ok := parseUCXSubnets(subnets); !ok {
+			plan.Notes = append(plan.Notes, fmt.Sprintf("%s=%s given: not checked (only a list of prefixes is)", UCXRoCESubnets, subnets))
+		} else if wrong := ucxWrong(ports, subs); wrong != "" {
+			plan.Mismatch = append(plan.Mismatch, fmt.Sprintf("UCX: with %s=%s (given) its own choice takes %s", UCXRoCESubnets, subnets, wrong))
+		}
 	case same:
 		plan.Vars = append(plan.Vars, Var{UCXGIDIndex, strconv.Itoa(index)})
 	case ucxGiven:
 	default:
-		if wrong := ucxWrong(ports); wrong != "" {
-			plan.Mismatch = append(plan.Mismatch, fmt.Sprintf("UCX: %s takes one index for every device, and its own choice takes %s", UCXGIDIndex, wrong))
-		} else {
+		own := ownPrefixes(ports)
+		switch wrong, wrongOwn := ucxWrong(ports, nil), ucxWrong(ports, own); {
+		case wrong == "":
 			plan.Notes = append(plan.Notes, UCXGIDIndex+" left out: UCX's own choice is this container's entry on every device")
+		case wrongOwn == "":
+			plan.Vars = append(plan.Vars, Var{UCXRoCESubnets, prefixList(own)})
+			plan.Notes = append(plan.Notes, fmt.Sprintf("the GID indexes differ per device (%s): UCX (1.18 or later) takes this container's own entry on every device with %s=%s; older UCX does not read it and takes %s",
+				indexes(ports), UCXRoCESubnets, prefixList(own), wrong))
+		default:
+			plan.Mismatch = append(plan.Mismatch, fmt.Sprintf("UCX: %s takes one index for every device, and its own choice takes %s, even within %s=%s: %s",
+				UCXGIDIndex, wrong, UCXRoCESubnets, prefixList(own), wrongOwn))
 		}
 	}
 	qos := make([]QoS, 0, len(ports))
@@ -297,6 +333,13 @@ func Vars(ports []Port, c Choice, given Lookup) Plan {
 	plan.Notes = append(plan.Notes, q.Notes...)
 	plan.QoSConflict = q.Conflict
 	return plan
+}
+
+// findsItself reports whether NCCL_IB_GID_INDEX=-1 is given: NCCL (2.21
+// and later) is asked to find the entry itself.
+func findsItself(given Lookup) bool {
+	v, ok := given.get(NCCLGIDIndex)
+	return ok && strings.TrimSpace(v) == "-1"
 }
 
 // givenIndex reports whether a GID index variable is set to an index (-1
@@ -330,12 +373,21 @@ func ncclSetting(ports []Port, c Choice, given Lookup) (auto NCCLAuto, found boo
 	case hasRange:
 		candidates = append(candidates, parseNCCLAuto(version, family, rng))
 	default:
+		// No range holds every address (NCCL's default): not a candidate.
+		var unsafe string
 		for _, r := range coveringPrefixes(ports) {
+			if why := holdsOthers(r, ports); why != "" {
+				unsafe = cmp.Or(unsafe, why)
+				continue
+			}
 			a := base
 			a.Range = r
 			candidates = append(candidates, a)
 		}
-		candidates = append(candidates, base)
+		if len(candidates) == 0 {
+			return base, false, fmt.Sprintf("has no %s holding this container's addresses and no other one: %s (NCCL picks a GID on every connection, so it would take a neighbour's entry that comes before this container's)",
+				NCCLAddrRange, cmp.Or(unsafe, "the rails' addresses are of two families"))
+		}
 	}
 	for _, p := range ports {
 		if p.Table == nil {
@@ -392,6 +444,79 @@ func coveringPrefixes(ports []Port) []netip.Prefix {
 	return out
 }
 
+// holdsOthers says why range r holds an address of the ports' subnets
+// other than the container's own ones (ports' Addr); "" when it holds none.
+// A port whose subnets are not known makes every range of more than one
+// address suspect.
+func holdsOthers(r netip.Prefix, ports []Port) string {
+	own := map[netip.Addr]bool{}
+	for _, p := range ports {
+		own[p.Addr.Unmap()] = true
+	}
+	if _, ok := otherIn(r, own); !ok {
+		return ""
+	}
+	for _, p := range ports {
+		if p.Subnets == nil {
+			return fmt.Sprintf("%s holds more than this container's addresses, and the subnets of the network on %s:%d are not known", r, p.HCA, max(p.Port, 1))
+		}
+		for _, s := range p.Subnets {
+			s = s.Masked()
+			if s.Addr().BitLen() != r.Addr().BitLen() || !s.Overlaps(r) {
+				continue
+			}
+			inner := r
+			if s.Bits() > r.Bits() {
+				inner = s
+			}
+			if x, ok := otherIn(inner, own); ok {
+				return fmt.Sprintf("%s also holds %s, an address of subnet %s", r, x, s)
+			}
+		}
+	}
+	return ""
+}
+
+// otherIn returns an address of p that is not in own, if p has one. Of
+// p's first len(own)+1 addresses one is not in own, if p has that many.
+func otherIn(p netip.Prefix, own map[netip.Addr]bool) (netip.Addr, bool) {
+	a := p.Masked().Addr()
+	for range len(own) + 1 {
+		if !a.IsValid() || !p.Contains(a) {
+			return netip.Addr{}, false
+		}
+		if !own[a] {
+			return a, true
+		}
+		a = a.Next()
+	}
+	return netip.Addr{}, false
+}
+
+// ownPrefixes are the ports' addresses as single-address prefixes, once
+// each: UCX_IB_ROCE_SUBNETS that allows the container's own entries only.
+func ownPrefixes(ports []Port) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ports {
+		a := p.Addr.Unmap()
+		if !a.IsValid() {
+			continue
+		}
+		if q := netip.PrefixFrom(a, a.BitLen()); !slices.Contains(out, q) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+func prefixList(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
 // ncclWrong names the ports where NCCL's own choice with a is not the
 // container's entry, and what it takes there; "" when it is on every port.
 func ncclWrong(ports []Port, a NCCLAuto) string {
@@ -404,14 +529,14 @@ func ncclWrong(ports []Port, a NCCLAuto) string {
 	return strings.Join(wrong, ", ")
 }
 
-// ucxWrong is ncclWrong for UCX's own choice.
-func ucxWrong(ports []Port) string {
+// ucxWrong is ncclWrong for UCX's own choice within subnets (nil: all).
+func ucxWrong(ports []Port, subnets []netip.Prefix) string {
 	var wrong []string
 	for _, p := range ports {
 		if p.Table == nil {
 			return "an entry that cannot be checked (the GID tables were not read)"
 		}
-		if got := UCXPick(p.Table); got != p.Index {
+		if got := UCXPick(p.Table, subnets); got != p.Index {
 			wrong = append(wrong, fmt.Sprintf("%s on %s:%d (this container's: index %d)", describeEntry(p.Table, got), p.HCA, max(p.Port, 1), p.Index))
 		}
 	}

@@ -154,39 +154,72 @@ func TestVars(t *testing.T) {
 	}
 }
 
-// Two devices with different indexes: NCCL finds each one's entry through
-// a range, when the range picks the container's entry on both tables.
+// Two devices with different indexes. NCCL picks a GID on every
+// connection, so a range is exported only when it holds no address of the
+// rails' subnets but the container's own; UCX is given the container's
+// addresses as UCX_IB_ROCE_SUBNETS when its own choice is another entry.
 func TestVarsDifferentIndexes(t *testing.T) {
 	a := netip.MustParseAddr
+	sub := netip.MustParsePrefix
 	e := func(i int, ip, typ string) Entry { return Entry{Index: i, GID: GIDOf(a(ip)), Type: typ, Ndev: "eth0"} }
 	t0 := []Entry{e(2, "10.0.0.3", TypeV1), e(3, "10.0.0.3", TypeV2)}
 	t1 := []Entry{e(2, "192.168.9.9", TypeV1), e(3, "192.168.9.9", TypeV2), e(4, "10.0.1.3", TypeV1), e(5, "10.0.1.3", TypeV2)}
 	ports := []Port{
-		{HCA: "mlx5_0", Port: 1, Ifname: "eth0", Index: 3, Addr: a("10.0.0.3"), Table: t0},
-		{HCA: "mlx5_1", Port: 1, Ifname: "eth1", Index: 5, Addr: a("10.0.1.3"), Table: t1},
+		{HCA: "mlx5_0", Port: 1, Ifname: "eth0", Index: 3, Addr: a("10.0.0.3"), Table: t0, Subnets: []netip.Prefix{sub("10.0.0.0/24")}},
+		{HCA: "mlx5_1", Port: 1, Ifname: "eth1", Index: 5, Addr: a("10.0.1.3"), Table: t1, Subnets: []netip.Prefix{sub("10.0.1.0/24")}},
 	}
+	// 10.0.0.0/23 takes the container's entries on both tables today, but
+	// holds every neighbour of both rails: a mismatch, naming one.
 	plan := Vars(ports, DefaultChoice, nil)
-	want := []string{"NCCL_IB_HCA==mlx5_0:1,mlx5_1:1", "NCCL_IB_ROCE_VERSION_NUM=2", "NCCL_IB_ADDR_FAMILY=AF_INET", "NCCL_IB_ADDR_RANGE=10.0.0.0/23",
-		"NCCL_SOCKET_IFNAME==eth0,eth1", "UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1"}
-	// UCX's own choice on mlx5_1 is 192.168.9.9's entry: a mismatch.
-	if !reflect.DeepEqual(names(plan.Vars), want) || len(plan.Mismatch) != 1 || !strings.HasPrefix(plan.Mismatch[0], "UCX: ") ||
-		!strings.Contains(plan.Mismatch[0], "index 3 (192.168.9.9 on eth0) on mlx5_1:1 (this container's: index 5)") {
-		t.Errorf("range found, UCX elsewhere: %q %q %q, want %q", names(plan.Vars), plan.Notes, plan.Mismatch, want)
+	want := []string{"NCCL_IB_HCA==mlx5_0:1,mlx5_1:1", "NCCL_SOCKET_IFNAME==eth0,eth1", "UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1", "UCX_IB_ROCE_SUBNETS=10.0.0.3/32,10.0.1.3/32"}
+	if !reflect.DeepEqual(names(plan.Vars), want) || len(plan.Mismatch) != 1 ||
+		!strings.Contains(plan.Mismatch[0], "NCCL: NCCL_IB_GID_INDEX takes one index for every device, and its own choice (2.21 or later) has no NCCL_IB_ADDR_RANGE holding this container's addresses and no other one: 10.0.0.0/23 also holds 10.0.0.0, an address of subnet 10.0.0.0/24") {
+		t.Errorf("a range over two rails' subnets: %q %q, want %q and NCCL's mismatch", names(plan.Vars), plan.Mismatch, want)
 	}
-	// The user's own UCX_IB_GID_INDEX is theirs: not checked.
+	// UCX's own choice on mlx5_1 is 192.168.9.9's entry; the note says what
+	// UCX older than 1.18 takes.
+	if !strings.Contains(strings.Join(plan.Notes, "\n"), "older UCX does not read it and takes index 3 (192.168.9.9 on eth0) on mlx5_1:1 (this container's: index 5)") {
+		t.Errorf("UCX note: %q", plan.Notes)
+	}
+	// Subnets not known: no range of two addresses can be trusted.
+	ports[0].Subnets, ports[1].Subnets = nil, nil
+	if plan := Vars(ports, DefaultChoice, nil); len(plan.Mismatch) != 1 || !strings.Contains(plan.Mismatch[0], "the subnets of the network on mlx5_0:1 are not known") {
+		t.Errorf("subnets unknown: %q", plan.Mismatch)
+	}
+	// Two rails in one subnet, the container's addresses side by side:
+	// 10.0.0.2/31 holds them and nothing else.
+	ports[0].Addr, ports[1].Addr = a("10.0.0.2"), a("10.0.0.3")
+	ports[0].Subnets = []netip.Prefix{sub("10.0.0.0/24")}
+	ports[1].Subnets = ports[0].Subnets
+	ll := func(i int, typ string) Entry { return Entry{Index: i, GID: a("fe80::1"), Type: typ, Ndev: "ens1"} }
+	ports[0].Table = []Entry{ll(0, TypeV1), ll(1, TypeV2), e(2, "10.0.0.9", TypeV2), e(3, "10.0.0.2", TypeV2)}
+	ports[1].Table = []Entry{ll(0, TypeV1), ll(1, TypeV2), e(2, "10.0.0.9", TypeV2), e(4, "10.0.0.3", TypeV1), e(5, "10.0.0.3", TypeV2)}
+	plan = Vars(ports, DefaultChoice, nil)
+	if !strings.Contains(strings.Join(names(plan.Vars), " "), "NCCL_IB_ADDR_RANGE=10.0.0.2/31") || len(plan.Mismatch) != 0 {
+		t.Errorf("a range of the container's addresses only: %q %q", names(plan.Vars), plan.Mismatch)
+	}
+	// The user's own UCX_IB_GID_INDEX is theirs: not checked, and no
+	// UCX_IB_ROCE_SUBNETS next to it (UCX refuses both).
 	given := func(n string) (string, bool) { return "3", n == UCXGIDIndex }
-	if plan := Vars(ports, DefaultChoice, given); len(plan.Mismatch) != 0 {
-		t.Errorf("UCX index given: %q", plan.Mismatch)
+	if plan := Vars(ports, DefaultChoice, given); len(plan.Mismatch) != 0 || strings.Contains(strings.Join(names(plan.Vars), " "), UCXRoCESubnets) {
+		t.Errorf("UCX index given: %q %q", names(plan.Vars), plan.Mismatch)
+	}
+	// The user's UCX_IB_ROCE_SUBNETS: no UCX_IB_GID_INDEX next to it even
+	// when the indexes agree, and its choice within them is checked.
+	one := ports[:1]
+	given = func(n string) (string, bool) { return "10.0.0.0/24", n == UCXRoCESubnets }
+	plan = Vars(one, DefaultChoice, given)
+	if strings.Contains(strings.Join(names(plan.Vars), " "), UCXGIDIndex) || len(plan.Mismatch) != 1 ||
+		!strings.Contains(plan.Mismatch[0], "UCX: with UCX_IB_ROCE_SUBNETS=10.0.0.0/24 (given) its own choice takes index 2 (10.0.0.9 on eth0) on mlx5_0:1 (this container's: index 3)") {
+		t.Errorf("UCX subnets given: %q %q", names(plan.Vars), plan.Mismatch)
 	}
 
-	// Another container's 10.0.1.2 sits below ours in every range on
-	// mlx5_1: NCCL would pick it, so no setting works, and the mismatch
-	// names the rail, the index NCCL takes and the container's own.
-	ports[1].Table = append([]Entry{e(0, "10.0.1.2", TypeV2)}, t1...)
+	// The container's other address has an entry below its own on mlx5_1
+	// (both parents on one device): the /31 takes it there, a mismatch.
+	ports[1].Table = append([]Entry{e(3, "10.0.0.2", TypeV2)}, ports[1].Table...)
 	plan = Vars(ports, DefaultChoice, nil)
-	joined := strings.Join(plan.Mismatch, "\n")
-	if strings.Contains(strings.Join(names(plan.Vars), " "), NCCLAddrRange) || len(plan.Mismatch) != 2 ||
-		!strings.Contains(joined, "NCCL: NCCL_IB_GID_INDEX takes one index for every device, and its own choice (2.21 or later) with NCCL_IB_ROCE_VERSION_NUM=2 NCCL_IB_ADDR_FAMILY=AF_INET NCCL_IB_ADDR_RANGE=10.0.0.0/23 takes index 0 (10.0.1.2 on eth0) on mlx5_1:1 (this container's: index 5)") {
+	if strings.Contains(strings.Join(names(plan.Vars), " "), NCCLAddrRange) || len(plan.Mismatch) == 0 ||
+		!strings.Contains(strings.Join(plan.Mismatch, "\n"), "NCCL_IB_ADDR_RANGE=10.0.0.2/31 takes index 3 (10.0.0.2 on eth0) on mlx5_1:1 (this container's: index 5)") {
 		t.Errorf("no range: %q %q", names(plan.Vars), plan.Mismatch)
 	}
 	// Without the tables nothing tells a range works.
@@ -194,5 +227,50 @@ func TestVarsDifferentIndexes(t *testing.T) {
 	plan = Vars(ports, DefaultChoice, nil)
 	if strings.Contains(strings.Join(names(plan.Vars), " "), NCCLAddrRange) || len(plan.Mismatch) == 0 {
 		t.Errorf("range without tables: %q %q", names(plan.Vars), plan.Mismatch)
+	}
+}
+
+// NCCL_IB_GID_INDEX=-1 asks NCCL (2.21 and later) to find the entry itself,
+// on one rail too: it gets the container's own address as a /32 range,
+// which follows the entry when the kernel moves it; without it, the index.
+func TestVarsNCCLFindsItselfOnOneRail(t *testing.T) {
+	a := netip.MustParseAddr
+	e := func(i int, ip, typ string) Entry { return Entry{Index: i, GID: GIDOf(a(ip)), Type: typ, Ndev: "eth0"} }
+	ports := []Port{{HCA: "mlx5_0", Port: 1, Ifname: "eth0", Index: 5, Addr: a("10.0.0.3"), Subnets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")},
+		Table: []Entry{e(2, "10.0.0.2", TypeV1), e(3, "10.0.0.2", TypeV2), e(4, "10.0.0.3", TypeV1), e(5, "10.0.0.3", TypeV2)}}}
+	plan := Vars(ports, DefaultChoice, nil)
+	if got := strings.Join(names(plan.Vars), " "); !strings.Contains(got, "NCCL_IB_GID_INDEX=5") || strings.Contains(got, NCCLAddrRange) {
+		t.Errorf("one rail: %s", got)
+	}
+	given := func(n string) (string, bool) { return "-1", n == NCCLGIDIndex }
+	plan = Vars(ports, DefaultChoice, given)
+	got := strings.Join(names(plan.Vars), " ")
+	for _, w := range []string{"NCCL_IB_ROCE_VERSION_NUM=2", "NCCL_IB_ADDR_FAMILY=AF_INET", "NCCL_IB_ADDR_RANGE=10.0.0.3/32"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("NCCL_IB_GID_INDEX=-1: %s lacks %s", got, w)
+		}
+	}
+	if strings.Contains(got, "NCCL_IB_GID_INDEX=") || len(plan.Mismatch) != 0 || !strings.Contains(strings.Join(plan.Notes, " "), "NCCL 2.20 and older do not read these") {
+		t.Errorf("NCCL_IB_GID_INDEX=-1: %s %q %q", got, plan.Notes, plan.Mismatch)
+	}
+}
+
+// UCX 1.21 takes a global RoCE v2 IPv6 entry before a link-local one of
+// the same version, whatever their order.
+func TestUCXPickPrefersGlobalIPv6(t *testing.T) {
+	table := []Entry{
+		{Index: 0, GID: netip.MustParseAddr("fe80::1"), Type: TypeV1},
+		{Index: 1, GID: netip.MustParseAddr("fe80::1"), Type: TypeV2},
+		{Index: 2, GID: netip.MustParseAddr("2001:db8::5"), Type: TypeV1},
+		{Index: 3, GID: netip.MustParseAddr("2001:db8::5"), Type: TypeV2},
+	}
+	if got := UCXPick(table, nil); got != 3 {
+		t.Errorf("UCX: index %d, want 3 (the global RoCE v2 entry)", got)
+	}
+	if got := UCXPick(table[:2], nil); got != 1 {
+		t.Errorf("UCX with link-local entries only: index %d, want 1", got)
+	}
+	if got := UCXPick(table, []netip.Prefix{netip.MustParsePrefix("fe80::/64")}); got != 1 {
+		t.Errorf("UCX within fe80::/64: index %d, want 1", got)
 	}
 }

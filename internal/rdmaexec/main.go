@@ -35,8 +35,10 @@ const EnvTiming = "RDMA_EXEC_TIMING"
 const Usage = `Usage: rdma-exec [OPTIONS] -- COMMAND [ARG...]
 
 Waits until the container's RoCE GID entries are in its HCA ports' GID
-tables, exports NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME,
-UCX_NET_DEVICES and UCX_IB_GID_INDEX, and the networks' traffic class and
+tables, exports NCCL_IB_HCA, NCCL_IB_GID_INDEX (or, when the indexes differ
+per rail or NCCL_IB_GID_INDEX=-1 is set, NCCL_IB_ADDR_RANGE with the RoCE
+version and family), NCCL_SOCKET_IFNAME, UCX_NET_DEVICES and
+UCX_IB_GID_INDEX (or UCX_IB_ROCE_SUBNETS), and the networks' traffic class and
 service level as NCCL_IB_TC, UCX_IB_TRAFFIC_CLASS, NCCL_IB_SL and UCX_IB_SL
 (each unless already set) and execs COMMAND. docker rdma run starts it; it
 is not meant to be run by hand.
@@ -190,8 +192,9 @@ func (e *MismatchError) Error() string {
 		rails = append(rails, fmt.Sprintf("%s:%d (%s %s, index %d)", p.HCA, max(p.Port, 1), p.Ifname, p.Addr, p.Index))
 	}
 	return fmt.Sprintf("the container's own GID entries have different indexes on its rails %s, and no setting makes every library use them:\n  %s\n"+
-		"The workload was not started. To start it anyway, knowing NCCL or UCX may then use the host's or another container's address on those rails: "+
-		"docker rdma run --accept-gid-mismatch (rdma-exec --accept-gid-mismatch); or set %s / %s yourself (-e) for a workload that uses one rail",
+		"The workload was not started. To start it anyway, knowing the library named above may then use the host's or another container's address on those rails "+
+		"(a workload that does not use it, e.g. one on UCX alone when only NCCL is named, loses nothing): "+
+		"docker rdma run --accept-gid-mismatch (RDMA_MACVLAN_ACCEPT_GID_MISMATCH=1 with the runtime; rdma-exec --accept-gid-mismatch); or set %s / %s yourself (-e) for a workload that uses one rail",
 		strings.Join(rails, ", "), strings.Join(e.Mismatch, "\n  "), rdmaenv.NCCLGIDIndex, rdmaenv.UCXGIDIndex)
 }
 

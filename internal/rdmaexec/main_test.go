@@ -297,6 +297,13 @@ func TestExecReportsWait(t *testing.T) {
 // first. hostIPv4 gives each parent an address in its rail's subnet.
 func twoRails(t *testing.T, hostIPv4 bool) (root string, sys *Sys, execed *[]string, stderr *bytes.Buffer) {
 	t.Helper()
+	return twoRailsAt(t, hostIPv4, "10.0.1.5", "10.0.2.5")
+}
+
+// twoRailsAt is twoRails with the container's addresses ip0 (eth0, on
+// mlx5_0) and ip1 (eth1, on mlx5_1), each in a /24.
+func twoRailsAt(t *testing.T, hostIPv4 bool, ip0, ip1 string) (root string, sys *Sys, execed *[]string, stderr *bytes.Buffer) {
+	t.Helper()
 	root = t.TempDir()
 	for i, hca := range []string{"mlx5_0", "mlx5_1"} {
 		o := rdmatest.MLX5Options{HCA: hca, Netdev: fmt.Sprintf("ens%d", i), MAC: fmt.Sprintf("02:00:00:00:00:0%d", i+1),
@@ -309,7 +316,7 @@ func twoRails(t *testing.T, hostIPv4 bool) (root string, sys *Sys, execed *[]str
 		}
 	}
 	for _, a := range []struct{ hca, ip, ndev string }{
-		{"mlx5_0", "fe80::1:2", "eth0"}, {"mlx5_0", "10.0.1.5", "eth0"}, {"mlx5_1", "10.0.2.5", "eth1"},
+		{"mlx5_0", "fe80::1:2", "eth0"}, {"mlx5_0", ip0, "eth0"}, {"mlx5_1", ip1, "eth1"},
 	} {
 		if _, err := rdmatest.AddAddress(root, a.hca, 1, a.ip, a.ndev); err != nil {
 			t.Fatal(err)
@@ -320,7 +327,7 @@ func twoRails(t *testing.T, hostIPv4 bool) (root string, sys *Sys, execed *[]str
 	sys = &Sys{
 		Stderr:  stderr,
 		Environ: []string{EnvSysfsRoot + "=" + root, "PATH=/bin:/usr/bin"},
-		Ifaces:  ifaces(lo, iface("eth0", "10.0.1.5/24"), iface("eth1", "10.0.2.5/24")),
+		Ifaces:  ifaces(lo, iface("eth0", ip0+"/24"), iface("eth1", ip1+"/24")),
 		Exec: func(argv0 string, argv, env []string) error {
 			*execed = env
 			return errors.New("exec stopped by the test")
@@ -331,14 +338,19 @@ func twoRails(t *testing.T, hostIPv4 bool) (root string, sys *Sys, execed *[]str
 
 var twoRailArgs = []string{"--net", "name=a,hca=mlx5_0,port=1,subnet=10.0.1.0/24", "--net", "name=b,hca=mlx5_1,port=1,subnet=10.0.2.0/24", "--timeout", "2s"}
 
+// oneSubnetArgs are two rails in one subnet, where the container's
+// addresses 10.0.1.4 and 10.0.1.5 make a range of their own (10.0.1.4/31).
+var oneSubnetArgs = []string{"--net", "name=a,hca=mlx5_0,port=1,subnet=10.0.1.0/24", "--net", "name=b,hca=mlx5_1,port=1,subnet=10.0.1.0/24", "--timeout", "2s"}
+
 // Indexes that differ per rail with nothing lower in the way: NCCL is
-// given a range that takes each rail's own entry and UCX no index (its own
-// choice is right), and the workload starts.
+// given a range that takes each rail's own entry and holds no other
+// address of the subnet, UCX no index (its own choice is right), and the
+// workload starts.
 func TestExecDifferentIndexesFoundSetting(t *testing.T) {
-	_, sys, env, stderr := twoRails(t, false)
-	Main(append(append([]string{}, twoRailArgs...), "--", "true"), sys)
+	_, sys, env, stderr := twoRailsAt(t, false, "10.0.1.4", "10.0.1.5")
+	Main(append(append([]string{}, oneSubnetArgs...), "--", "true"), sys)
 	got := strings.Join(*env, "\n")
-	for _, want := range []string{"NCCL_IB_HCA==mlx5_0:1,mlx5_1:1", "NCCL_IB_ADDR_RANGE=10.0.0.0/22", "NCCL_IB_ROCE_VERSION_NUM=2",
+	for _, want := range []string{"NCCL_IB_HCA==mlx5_0:1,mlx5_1:1", "NCCL_IB_ADDR_RANGE=10.0.1.4/31", "NCCL_IB_ROCE_VERSION_NUM=2",
 		"NCCL_IB_ADDR_FAMILY=AF_INET", "NCCL_SOCKET_IFNAME==eth0,eth1", "UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1"} {
 		if !strings.Contains(got+"\n", want+"\n") {
 			t.Errorf("the workload's environment lacks %s:\n%s\nstderr: %s", want, got, stderr)
@@ -349,10 +361,26 @@ func TestExecDifferentIndexesFoundSetting(t *testing.T) {
 	}
 }
 
+// Rails in two subnets: the only range that takes both entries today
+// (10.0.0.0/22) holds every neighbour of both rails, and NCCL picks a GID
+// on every connection: status 121, naming a neighbour's address.
+func TestExecDifferentIndexesNoRangeOfItsOwn(t *testing.T) {
+	_, sys, env, stderr := twoRails(t, false)
+	code := Main(append(append([]string{}, twoRailArgs...), "--", "true"), sys)
+	if code != ExitGIDMismatch || *env != nil {
+		t.Fatalf("status %d (want %d), workload started: %v; stderr %s", code, ExitGIDMismatch, *env != nil, stderr)
+	}
+	if msg := stderr.String(); !strings.Contains(msg, "has no NCCL_IB_ADDR_RANGE holding this container's addresses and no other one: 10.0.0.0/22 also holds 10.0.1.0, an address of subnet 10.0.1.0/24") ||
+		strings.Contains(msg, "UCX: ") {
+		t.Errorf("stderr: %s", msg)
+	}
+}
+
 // With the host's own address in each rail's subnet below the container's
-// entries, no setting makes NCCL or UCX take them: status 121, the
-// workload not started, the rails, indexes and the option named; with
-// --accept-gid-mismatch it starts, with a warning.
+// entries, no setting makes NCCL take them (UCX takes them within
+// UCX_IB_ROCE_SUBNETS): status 121, the workload not started, the rails,
+// indexes and the option named; with --accept-gid-mismatch it starts, with
+// a warning, and UCX is set.
 func TestExecDifferentIndexesRefused(t *testing.T) {
 	_, sys, env, stderr := twoRails(t, true)
 	code := Main(append(append([]string{}, twoRailArgs...), "--", "true"), sys)
@@ -363,8 +391,7 @@ func TestExecDifferentIndexesRefused(t *testing.T) {
 	for _, want := range []string{
 		"different indexes on its rails mlx5_0:1 (eth0 10.0.1.5, index 7), mlx5_1:1 (eth1 10.0.2.5, index 5)",
 		"NCCL: NCCL_IB_GID_INDEX takes one index for every device",
-		"takes index 3 (10.0.1.1 on ens0) on mlx5_0:1 (this container's: index 7)",
-		"UCX: UCX_IB_GID_INDEX takes one index for every device",
+		"10.0.0.0/22 also holds 10.0.1.0",
 		"The workload was not started", "docker rdma run --accept-gid-mismatch",
 	} {
 		if !strings.Contains(msg, want) {
@@ -376,5 +403,8 @@ func TestExecDifferentIndexesRefused(t *testing.T) {
 	Main(append(append([]string{"--accept-gid-mismatch"}, twoRailArgs...), "--", "true"), sys)
 	if *env == nil || !strings.Contains(stderr.String(), "warning: --accept-gid-mismatch given") {
 		t.Fatalf("--accept-gid-mismatch: workload started %v; stderr %s", *env != nil, stderr)
+	}
+	if got := strings.Join(*env, "\n") + "\n"; !strings.Contains(got, "UCX_IB_ROCE_SUBNETS=10.0.1.5/32,10.0.2.5/32\n") || strings.Contains(got, "UCX_IB_GID_INDEX") {
+		t.Errorf("--accept-gid-mismatch: UCX is not set to the container's own entries:\n%s", got)
 	}
 }

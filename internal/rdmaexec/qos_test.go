@@ -5,9 +5,10 @@ import (
 	"testing"
 )
 
-// qosArgs are two rails' --net flags with the QoS fields given.
+// qosArgs are two rails' --net flags with the QoS fields given: one
+// subnet, for twoRailsAt's 10.0.1.4 and 10.0.1.5 (a range of their own).
 func qosArgs(a, b string) []string {
-	return []string{"--net", "name=a,hca=mlx5_0,port=1,subnet=10.0.1.0/24" + a, "--net", "name=b,hca=mlx5_1,port=1,subnet=10.0.2.0/24" + b, "--timeout", "2s"}
+	return []string{"--net", "name=a,hca=mlx5_0,port=1,subnet=10.0.1.0/24" + a, "--net", "name=b,hca=mlx5_1,port=1,subnet=10.0.1.0/24" + b, "--timeout", "2s"}
 }
 
 // The networks' traffic class and service level reach the workload as the
@@ -35,7 +36,7 @@ func TestExecQoSExported(t *testing.T) {
 			user: []string{"NCCL_IB_TC=98", "UCX_IB_TRAFFIC_CLASS=98"}, want: []string{"NCCL_IB_TC=98", "UCX_IB_TRAFFIC_CLASS=98"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, sys, env, stderr := twoRails(t, false)
+			_, sys, env, stderr := twoRailsAt(t, false, "10.0.1.4", "10.0.1.5")
 			sys.Environ = append(sys.Environ, tt.user...)
 			Main(append(qosArgs(tt.a, tt.b), "--", "true"), sys)
 			if *env == nil {
@@ -77,7 +78,7 @@ func TestExecQoSConflictRefused(t *testing.T) {
 			want: []string{"traffic_class differs per network (a 106, b 96), and UCX_IB_TRAFFIC_CLASS takes one value"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, sys, env, stderr := twoRails(t, false)
+			_, sys, env, stderr := twoRailsAt(t, false, "10.0.1.4", "10.0.1.5")
 			sys.Environ = append(sys.Environ, tt.user...)
 			sys.Ifaces = func() ([]Iface, error) {
 				t.Error("the interfaces were looked at: a conflict is refused before any wait")

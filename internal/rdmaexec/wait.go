@@ -217,7 +217,7 @@ func find(cfg Config, n Network, ifaces []Iface) (rdmaenv.Port, bool) {
 				continue
 			}
 			if e, a, ok := rdmaenv.Pick(table, addrs, ifc.Name, cfg.Choice); ok {
-				return rdmaenv.Port{HCA: hp.hca, Port: hp.port, Ifname: ifc.Name, Index: e.Index, Addr: a, Table: table, Slots: size, QoS: n.QoS()}, true
+				return rdmaenv.Port{HCA: hp.hca, Port: hp.port, Ifname: ifc.Name, Index: e.Index, Addr: a, Table: table, Slots: size, QoS: n.QoS(), Subnets: n.Subnets}, true
 			}
 		}
 	}

@@ -52,6 +52,8 @@ type inspectEndpoint struct {
 type inspectNetwork struct {
 	lsNetwork
 	Endpoints []inspectEndpoint `json:"endpoints"`
+	// subnets are the network's subnets as the engine has them.
+	subnets []netip.Prefix
 }
 
 // inspectContainer is one container and its rdma-macvlan networks.
@@ -150,6 +152,11 @@ func (s *session) cmdInspect(args []string) int {
 func (s *session) describeNetwork(n docker.Network) (inspectNetwork, *netView) {
 	in := inspectNetwork{lsNetwork: lsNetwork{Name: n.Name, ID: n.ID, Driver: n.Driver, Parent: n.Options["parent"],
 		Containers: len(n.Containers), DeviceFlags: []string{}}, Endpoints: []inspectEndpoint{}}
+	for _, c := range n.IPAM.Config {
+		if p, err := netip.ParsePrefix(c.Subnet); err == nil {
+			in.subnets = append(in.subnets, p.Masked())
+		}
+	}
 	v, err := s.resolveNetwork(n)
 	if err != nil {
 		in.Problems = append(in.Problems, err.Error())
@@ -433,7 +440,7 @@ func containerEnv(nets []inspectNetwork, choice rdmaenv.Choice, own []string) (e
 		}
 		ep := n.Endpoints[0]
 		p := rdmaenv.Port{HCA: n.HCA, Port: n.Port, Ifname: ep.Ifname, Index: -1, Addr: ep.addr, Table: ep.table,
-			QoS: rdmaenv.QoS{Network: n.Name, TrafficClass: n.TrafficClass, ServiceLevel: n.ServiceLevel}}
+			QoS: rdmaenv.QoS{Network: n.Name, TrafficClass: n.TrafficClass, ServiceLevel: n.ServiceLevel}, Subnets: n.subnets}
 		if n.GIDTable != nil {
 			p.Slots = n.GIDTable.Size
 		}
@@ -610,7 +617,7 @@ func renderEndpoint(w io.Writer, ep inspectEndpoint) {
 		tprintf(w, "%s%d  %-10s  %s\n", label, g.Index, g.Type, g.GID)
 	}
 	if len(ep.GIDDrift) > 0 {
-		tprintf(w, "  moved      %s (given->now, -1: gone): the workload keeps the index it was given; restart the container to give it the new one\n", movedCell(ep.GIDDrift))
+		tprintf(w, "  moved      %s (given->now, -1: gone): the workload keeps the index it was given; restart the container to give it the new one (NCCL 2.21 and later follow it when started with -e NCCL_IB_GID_INDEX=-1)\n", movedCell(ep.GIDDrift))
 	}
 	tprintf(w, "  RDMA       %s\n", readiness(ep))
 }
