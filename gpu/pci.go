@@ -42,6 +42,10 @@ type Device struct {
 
 var (
 	bdfRE    = regexp.MustCompile(`^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+	// auxRE is an auxiliary device's name, MODULE.DEVICE.ID: an mlx5
+	// sub-function's RDMA device hangs off mlx5_core.sf.N below its PCI
+	// function.
+	auxRE = regexp.MustCompile(`^[a-z0-9_]+\.[a-z0-9_]+\.[0-9]+$`)
 	pciBusRE = regexp.MustCompile(`^pci[0-9a-f]{4,}:[0-9a-f]{2}$`)
 )
 
@@ -72,14 +76,20 @@ func place(root, name, link string) (Device, error) {
 		return Device{}, fmt.Errorf("%s: %s is not below a PCI host bridge (pciDDDD:BB)", name, real)
 	}
 	d := Device{Name: name, HostBridge: strings.Join(parts[:host+1], "/"), NUMA: -1}
-	for _, p := range parts[host+1:] {
+	fn := real
+	for i, p := range parts[host+1:] {
 		if !bdfRE.MatchString(p) {
+			if len(d.Path) > 0 && auxRE.MatchString(p) && i == len(parts)-host-2 {
+				// A sub-function: it shares its PCI function's link.
+				fn = filepath.Dir(real)
+				break
+			}
 			return Device{}, fmt.Errorf("%s: %q in %s is not a PCI address", name, p, real)
 		}
 		d.Path = append(d.Path, p)
 	}
 	d.BDF = d.Path[len(d.Path)-1]
-	if b, err := os.ReadFile(filepath.Join(real, "numa_node")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(fn, "numa_node")); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 			d.NUMA = n
 		}
@@ -124,7 +134,9 @@ func GPUs(root string) ([]Device, error) {
 }
 
 // HCA places the RDMA device name (its sys/class/infiniband entry's device
-// link). A virtual device (Soft-RoCE) has no PCI function: ErrVirtual.
+// link); an mlx5 sub-function (an auxiliary device below its PCI function)
+// is placed at that function. A virtual device (Soft-RoCE) has no PCI
+// function: ErrVirtual.
 func HCA(root, name string) (Device, error) {
 	link := filepath.Join(root, "sys/class/infiniband", name, "device")
 	if _, err := os.Lstat(link); errors.Is(err, os.ErrNotExist) {

@@ -2,6 +2,8 @@ package gpu
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -118,5 +120,55 @@ func TestNoGPUs(t *testing.T) {
 	gpus, err := GPUs(t.TempDir())
 	if err != nil || len(gpus) != 0 {
 		t.Errorf("empty tree: %v %v", gpus, err)
+	}
+}
+
+// An mlx5 sub-function's RDMA device hangs off an auxiliary device below
+// its PCI function (.../0000:17:00.0/mlx5_core.sf.2): it is placed at that
+// function, with its NUMA node, so the matrix has it where the port is.
+func TestSubFunctionHCA(t *testing.T) {
+	root := gputest.Host8x8(t, gputest.Options{})
+	pf, err := HCA(root, "mlx5_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := filepath.Join(append([]string{root, "sys/devices", pf.HostBridge}, pf.Path...)...)
+	sf := filepath.Join(fn, "mlx5_core.sf.2")
+	if err := os.MkdirAll(filepath.Join(root, "sys/class/infiniband/mlx5_8"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(sf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(sf, filepath.Join(root, "sys/class/infiniband/mlx5_8/device")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := HCA(root, "mlx5_8")
+	if err != nil {
+		t.Fatalf("a sub-function: %v", err)
+	}
+	if d.BDF != pf.BDF || d.HostBridge != pf.HostBridge || d.NUMA != pf.NUMA || strings.Join(d.Path, "/") != strings.Join(pf.Path, "/") {
+		t.Errorf("sub-function placed at %+v, want its function's place %+v", d, pf)
+	}
+	gpus, err := GPUs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Link(gpus[0], d); got != PIX {
+		t.Errorf("GPU0 to mlx5_0's sub-function: %s, want PIX", got)
+	}
+	// Anything else that is not a PCI address is still refused.
+	other := filepath.Join(fn, "not-a-function")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "sys/class/infiniband/odd0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, filepath.Join(root, "sys/class/infiniband/odd0/device")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := HCA(root, "odd0"); err == nil || !strings.Contains(err.Error(), "is not a PCI address") {
+		t.Errorf("odd0: %v", err)
 	}
 }

@@ -405,6 +405,15 @@ mutant late-ready-never-recorded driver/status.go ./driver/ 'TestLateReady' \
   '} else if es.RDMAReady && !watching[e.ID] {' \
   '} else if false && es.RDMAReady && !watching[e.ID] {'
 
+# GPU placement as NCCL decides GPUDirect RDMA: beyond PXB (its default
+# NCCL_NET_GDR_LEVEL) a warning; an mlx5 sub-function sits at its function.
+mutant gdr-beyond-pxb-fine cmd/docker-rdma/internal/commands/doctor_lossless.go ./cmd/docker-rdma/internal/commands/ 'TestDoctorGPU' \
+  'case gpu.PIX, gpu.PXB:' \
+  'case gpu.PIX, gpu.PXB, gpu.PHB, gpu.NODE:'
+mutant sub-function-unplaced gpu/pci.go ./gpu/ '' \
+  'if len(d.Path) > 0 && auxRE.MatchString(p) && i == len(parts)-host-2 {' \
+  'if false && len(d.Path) > 0 && auxRE.MatchString(p) && i == len(parts)-host-2 {'
+
 # Several rails: NCCL's own choice honours NCCL_IB_ADDR_RANGE; a range is
 # exported only when it takes the container's entry on every rail; UCX's
 # own choice is checked; rdma-exec refuses a mismatch; the CLI connects the

@@ -250,14 +250,21 @@ func (d *doctor) checkGPUs(rails []rail) {
 		}
 		detail := fmt.Sprintf("%s, NUMA node %s: nearest %s %s", dev.BDF, numaText(dev.NUMA), strings.Join(desc, ", "), link)
 		name := "GPU topology " + dev.Name
+		// NCCL uses GPUDirect RDMA up to NCCL_NET_GDR_LEVEL, PXB by default;
+		// it has no NODE level (a path between host bridges of one node is
+		// its PHB).
 		switch link {
 		case gpu.PIX, gpu.PXB:
 			d.add(name, statusOK, detail, "")
 		case gpu.SYS:
-			d.add(name, statusWarn, detail+": every one of "+what+" is on another NUMA node, so GPUDirect traffic crosses the sockets' interconnect",
+			d.add(name, statusWarn, detail+": every one of "+what+" is on another NUMA node. NCCL turns GPUDirect RDMA off beyond its NCCL_NET_GDR_LEVEL (PXB by default) and copies through host memory, "+
+				"unless it reaches one of those HCAs through a GPU nearer it over NVLink (PXN, on by default since NCCL 2.12; NCCL_PXN_DISABLE=1 turns it off)",
 				"put an rdma-macvlan network on an HCA of NUMA node "+numaText(dev.NUMA)+", or run this GPU's workloads on GPUs near the networks' HCAs")
 		default:
-			d.add(name, statusInfo, detail+": no HCA shares a PCIe switch with it", "")
+			d.add(name, statusWarn, detail+": no HCA shares a PCIe switch with it. NCCL's NCCL_NET_GDR_LEVEL is PXB by default, and NCCL counts "+link+" as PHB (it has no NODE level): "+
+				"it turns GPUDirect RDMA off for this GPU and copies through host memory",
+				"put an rdma-macvlan network on an HCA under this GPU's PCIe switch; or allow GPUDirect RDMA through the host bridge with -e NCCL_NET_GDR_LEVEL=PHB, "+
+					"and compare with and without it (the root complex's peer-to-peer throughput decides which is faster)")
 		}
 	}
 }

@@ -132,6 +132,9 @@ func TestDoctorGPUFarFromEveryRail(t *testing.T) {
 	if c, _ := checkOf(out, "GPU topology GPU3"); !strings.Contains(c.Detail, "nearest mlx5_2 (network rail2) PIX") {
 		t.Errorf("GPU3: %+v", c)
 	}
+	if !strings.Contains(c.Detail, "PXN, on by default since NCCL 2.12") {
+		t.Errorf("GPU5 (SYS): what NCCL does is not said: %+v", c)
+	}
 	if len(out.GPUTopology.HCAs) != 3 {
 		t.Errorf("matrix of %d HCAs, want the 3 behind networks", len(out.GPUTopology.HCAs))
 	}
@@ -144,6 +147,23 @@ func TestDoctorGPUFarFromEveryRail(t *testing.T) {
 		if strings.HasPrefix(c.Name, "GPU") && c.Status == statusFail {
 			t.Errorf("GPU checks warn, never fail: %+v", c)
 		}
+	}
+}
+
+// NCCL's NCCL_NET_GDR_LEVEL is PXB by default and it has no NODE level: a
+// GPU whose nearest rail is NODE or PHB away gets no GPUDirect RDMA from
+// NCCL unless told, a warning naming the variable.
+func TestDoctorGPUBeyondNCCLsGDRLevel(t *testing.T) {
+	w, root := railWorld(t, gputest.Options{}, mlx5Rails(), 2, 3)
+	_, out := runDoctor(t, w, "--sysfs-root", root)
+	c, _ := checkOf(out, "GPU topology GPU0")
+	if c.Status != statusWarn || !strings.Contains(c.Detail, "nearest mlx5_2 (network rail2), mlx5_3 (network rail3) NODE") ||
+		!strings.Contains(c.Detail, "NCCL counts NODE as PHB") || !strings.Contains(c.Detail, "turns GPUDirect RDMA off") ||
+		!strings.Contains(c.Fix, "NCCL_NET_GDR_LEVEL=PHB") {
+		t.Errorf("GPU0 (NODE): %+v", c)
+	}
+	if c, _ := checkOf(out, "GPU topology GPU2"); c.Status != statusOK {
+		t.Errorf("GPU2 (PIX to mlx5_2): %+v", c)
 	}
 }
 
