@@ -54,13 +54,23 @@ type Report struct {
 	Driver string `json:"driver,omitempty"`
 	// QoSTrust is the trust state MLNX_OFED's mlx5 shows in
 	// sys/class/net/DCBNetdev/qos/trust ("pcp" or "dscp"); "" without it.
-	QoSTrust string    `json:"qos_trust,omitempty"`
-	ECN      *ECN      `json:"ecn,omitempty"`
+	QoSTrust string `json:"qos_trust,omitempty"`
+	ECN      *ECN   `json:"ecn,omitempty"`
+	// Bond is set when DCBNetdev is a bond (RoCE LAG: mlx5_bond_0): the
+	// settings are its ports', each in Ports, and they should agree.
+	Bond     bool      `json:"bond,omitempty"`
+	Ports    []Report  `json:"ports,omitempty"`
 	Findings []Finding `json:"-"`
+	// name is what the findings are named after: the parent, or "PARENT
+	// port PORT" for a bond's port.
+	name string
 }
 
 func (r *Report) add(what, status, detail, fix string) {
-	r.Findings = append(r.Findings, Finding{Name: what + " " + r.Parent, Status: status, Detail: detail, Fix: fix})
+	if r.name == "" {
+		r.name = r.Parent
+	}
+	r.Findings = append(r.Findings, Finding{Name: what + " " + r.name, Status: status, Detail: detail, Fix: fix})
 }
 
 // Check reads parent's MTU, DCB and ECN settings through k (and sysfs under
@@ -74,18 +84,105 @@ func Check(k Kernel, parent string, o Options) Report {
 	}
 	// The real device under every VLAN (a VLAN on a VLAN: QinQ) carries
 	// the DCB settings and bounds the MTU.
-	maxMTU := l.MaxMTU
+	maxMTU, real := l.MaxMTU, l
 	for low, depth := l, 0; low.Lower != "" && depth < maxVLANDepth; depth++ {
 		r.DCBNetdev = low.Lower
 		next, err := k.Link(low.Lower)
 		if err != nil {
 			break
 		}
-		maxMTU, low = next.MaxMTU, next
+		maxMTU, low, real = next.MaxMTU, next, next
 	}
 	r.MTU, r.MaxMTU, r.RoCEMTU = l.MTU, maxMTU, RoCEMTU(l.MTU)
 	r.checkMTU()
+	if real.Name == r.DCBNetdev && len(real.Ports) > 0 {
+		r.checkBond(k, real.Ports, o)
+		return r
+	}
+	r.checkDCB(k, o)
+	return r
+}
 
+// checkBond checks each port of bond r.DCBNetdev as a parent's real device,
+// and whether the ports agree: RoCE LAG sends on either port, so a setting
+// one port lacks makes half the traffic lossy or unmarked.
+func (r *Report) checkBond(k Kernel, ports []string, o Options) {
+	r.Bond = true
+	for _, p := range ports {
+		pr := Report{Parent: r.Parent, DCBNetdev: p, name: r.Parent + " port " + p}
+		pr.checkDCB(k, o)
+		r.Findings = append(r.Findings, pr.Findings...)
+		pr.Findings = nil
+		r.Ports = append(r.Ports, pr)
+	}
+	var differ []string
+	for _, s := range []struct {
+		what string
+		of   func(Report) string
+	}{
+		{"PFC", func(p Report) string {
+			if p.DCB == nil || p.DCB.PFC == nil {
+				return "not reported"
+			}
+			return "on for priority " + joinIntsOrNone(p.DCB.PFC.EnabledPriorities())
+		}},
+		{"trust", func(p Report) string {
+			if p.DCB == nil {
+				return "not reported"
+			}
+			if dscp, _ := p.trustsDSCP(); dscp {
+				return "dscp"
+			}
+			return "pcp"
+		}},
+		{"DSCP map", func(p Report) string {
+			if p.DCB == nil || len(p.DCB.DSCP) == 0 {
+				return "none"
+			}
+			return dscpMap(p.DCB.DSCP)
+		}},
+		{"ECN", func(p Report) string {
+			if p.ECN == nil {
+				return "not exposed"
+			}
+			return fmt.Sprintf("roce_np %s, roce_rp %s", ecnPrios(p.ECN.NP), ecnPrios(p.ECN.RP))
+		}},
+	} {
+		var vals []string
+		seen := map[string]bool{}
+		for _, p := range r.Ports {
+			v := s.of(p)
+			seen[v] = true
+			vals = append(vals, p.DCBNetdev+": "+v)
+		}
+		if len(seen) > 1 {
+			differ = append(differ, s.what+" ("+strings.Join(vals, "; ")+")")
+		}
+	}
+	what := fmt.Sprintf("bond %s (ports %s): a bond has no DCB of its own, its ports' settings apply", r.DCBNetdev, strings.Join(ports, ", "))
+	if len(differ) > 0 {
+		r.add("bond ports", StatusWarn, what+"; they disagree on "+strings.Join(differ, ", ")+": RoCE LAG sends on either port, so part of the traffic gets the other settings",
+			"set every port of "+r.DCBNetdev+" alike (dcb pfc/app, ecn), and the switch ports too")
+		return
+	}
+	r.add("bond ports", StatusOK, what+"; they agree", "")
+}
+
+func ecnPrios(on *[Priorities]bool) string {
+	if on == nil {
+		return "not exposed"
+	}
+	var prios []int
+	for p, v := range on {
+		if v {
+			prios = append(prios, p)
+		}
+	}
+	return joinIntsOrNone(prios)
+}
+
+// checkDCB reads and judges r.DCBNetdev's DCB and ECN settings.
+func (r *Report) checkDCB(k Kernel, o Options) {
 	// The ECN switches are read first: the traffic class doctor suggests
 	// sets ECT(0) where ECN is on for its priority.
 	e, ecnErr := ReadECN(o.Root, r.DCBNetdev)
@@ -118,7 +215,6 @@ func Check(k Kernel, parent string, o Options) Report {
 	default:
 		r.checkECN()
 	}
-	return r
 }
 
 func (r *Report) checkMTU() {
@@ -246,13 +342,23 @@ func (r *Report) checkTrafficClass(tc int) {
 // Options.TrafficClass, and returns its finding, also added to r.Findings.
 // ok is false when Check did not read the parent's DCB settings: it said
 // why, and there is nothing to judge the class against.
-func (r *Report) CheckTrafficClass(tc int) (f Finding, ok bool) {
+func (r *Report) CheckTrafficClass(tc int) (fs []Finding, ok bool) {
+	if r.Bond {
+		for i := range r.Ports {
+			f, ok := r.Ports[i].CheckTrafficClass(tc)
+			fs = append(fs, f...)
+			if ok {
+				r.Findings = append(r.Findings, f...)
+			}
+		}
+		return fs, len(fs) > 0
+	}
 	if r.DCB == nil || tc < 0 {
-		return Finding{}, false
+		return nil, false
 	}
 	n := len(r.Findings)
 	r.checkTrafficClass(tc)
-	return r.Findings[n], true
+	return r.Findings[n:], true
 }
 
 func (r *Report) checkECN() {

@@ -294,3 +294,48 @@ func TestExampleTrafficClass(t *testing.T) {
 		})
 	}
 }
+
+// A bond (RoCE LAG, mlx5_bond_0) has no DCB of its own: each port is
+// checked under the VLAN and the bond, and ports that disagree are a
+// warning naming what differs.
+func TestBondParentChecksEachPort(t *testing.T) {
+	kernel := func(p1 fabrictest.ReplyOpts) *fabrictest.Kernel {
+		return &fabrictest.Kernel{
+			Links: map[string]fabric.Link{
+				"bond0":     {Name: "bond0", Kind: "bond", MTU: 9000, MaxMTU: 65535, Ports: []string{"ens1f0np0", "ens1f1np1"}},
+				"bond0.100": {Name: "bond0.100", Kind: "vlan", MTU: 9000, MaxMTU: 65535, Lower: "bond0"},
+				"ens1f0np0": {Name: "ens1f0np0", Kind: "device", MTU: 9000, MaxMTU: 9978},
+				"ens1f1np1": {Name: "ens1f1np1", Kind: "device", MTU: 9000, MaxMTU: 9978},
+			},
+			Replies: map[string][]byte{"ens1f0np0": fabrictest.MLX5Reply(fabrictest.ReplyOpts{PFCEn: 8}), "ens1f1np1": fabrictest.MLX5Reply(p1)},
+			Errs:    map[string]error{"bond0": syscall.EOPNOTSUPP},
+		}
+	}
+	r := fabric.Check(kernel(fabrictest.ReplyOpts{PFCEn: 8}), "bond0.100", fabric.Options{TrafficClass: 106, Root: t.TempDir()})
+	if !r.Bond || len(r.Ports) != 2 || r.DCBNetdev != "bond0" {
+		t.Fatalf("report %+v", r)
+	}
+	for _, name := range []string{"PFC bond0.100 port ens1f0np0", "PFC bond0.100 port ens1f1np1", "traffic class bond0.100 port ens1f1np1", "bond ports bond0.100"} {
+		if f, ok := findingOf(r, name); !ok || f.Status != fabric.StatusOK {
+			t.Errorf("%s: %+v (findings %+v)", name, f, r.Findings)
+		}
+	}
+	if _, ok := findingOf(r, "DCB bond0.100"); ok {
+		t.Errorf("the bond's own (missing) DCB is reported: %+v", r.Findings)
+	}
+	// PFC off and another DSCP map on the second port.
+	r = fabric.Check(kernel(fabrictest.ReplyOpts{DSCP: map[int]int{26: 5}}), "bond0.100", fabric.Options{TrafficClass: 106, Root: t.TempDir()})
+	f, _ := findingOf(r, "bond ports bond0.100")
+	if f.Status != fabric.StatusWarn || !strings.Contains(f.Detail, "they disagree on PFC (ens1f0np0: on for priority 3; ens1f1np1: on for priority none)") ||
+		!strings.Contains(f.Detail, "DSCP map (") || strings.Contains(f.Detail, "trust (") || !strings.Contains(f.Fix, "set every port of bond0 alike") {
+		t.Errorf("bond ports: %+v", f)
+	}
+	if f, _ := findingOf(r, "PFC bond0.100 port ens1f1np1"); f.Status != fabric.StatusWarn {
+		t.Errorf("the port without PFC: %+v", f)
+	}
+	// Another class is judged on every port.
+	fs, ok := r.CheckTrafficClass(104)
+	if !ok || len(fs) != 2 || fs[1].Name != "traffic class bond0.100 port ens1f1np1" || fs[1].Status != fabric.StatusWarn {
+		t.Errorf("traffic class 104 on the ports: %+v", fs)
+	}
+}

@@ -86,6 +86,9 @@ type Link struct {
 	// Lower is the netdev a VLAN sits on (its DCB settings are the lower
 	// device's); "" for others.
 	Lower string
+	// Ports are a bond's ports, sorted: a bond has no DCB of its own (no
+	// dcbnl_ops), its ports' settings apply. nil for others.
+	Ports []string
 }
 
 // ErrNotReported says the netdev's driver does not implement DCB (veth,

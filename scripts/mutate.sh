@@ -414,6 +414,14 @@ mutant sub-function-unplaced gpu/pci.go ./gpu/ '' \
   'if len(d.Path) > 0 && auxRE.MatchString(p) && i == len(parts)-host-2 {' \
   'if false && len(d.Path) > 0 && auxRE.MatchString(p) && i == len(parts)-host-2 {'
 
+# A bond parent is checked on its ports, and ports that disagree are said.
+mutant bond-ports-unchecked fabric/check.go ./fabric/ 'TestBond' \
+  'if real.Name == r.DCBNetdev && len(real.Ports) > 0 {' \
+  'if false && real.Name == r.DCBNetdev && len(real.Ports) > 0 {'
+mutant bond-ports-disagree-unseen fabric/check.go ./fabric/ 'TestBond' \
+  'if len(seen) > 1 {' \
+  'if len(seen) > 2 {'
+
 # Several rails: NCCL's own choice honours NCCL_IB_ADDR_RANGE; a range is
 # exported only when it takes the container's entry on every rail; UCX's
 # own choice is checked; rdma-exec refuses a mismatch; the CLI connects the

@@ -4,6 +4,7 @@
 # on the real kernel, each check against what the kernel shows.
 #   - bond0: an active-backup bond of two veths with Soft-RoCE (rxeb) on the
 #     bond, as RoCE LAG gives a bond its own RDMA device: a network on it,
+#     docker rdma doctor checking the bond's ports (a bond has no DCB),
 #     two containers whose GID index is the kernel's; a failover; then a
 #     re-registration of the device (what a firmware reset or devlink reload
 #     does), which adds every entry again in the kernel's order; after each,
@@ -180,6 +181,15 @@ bond_checks() {
     pass "rb: the plugin found $BHCA port 1 in the kernel's RDMA netlink view (rdma link show: netdev bond0)"
   else
     fail "rb: the plugin found $BHCA port 1 in the kernel's RDMA netlink view" "log: '$nl'" "$(rdma link show)"
+  fi
+  # doctor walks the bond down to its ports (a bond has no DCB of its own): each port's DCB is
+  # read (veths: not reported), and the ports agree.
+  out=$(dk rdma doctor 2>&1)
+  if grep -Eq '^OK +bond ports bond0 +bond bond0 \(ports b0s1, b0s2\): a bond has no DCB of its own, its ports.* they agree' <<<"$out" &&
+    grep -Eq '^INFO +DCB bond0 port b0s1 ' <<<"$out" && grep -Eq '^INFO +DCB bond0 port b0s2 ' <<<"$out"; then
+    pass "docker rdma doctor: rb's parent bond0 is checked on its ports b0s1 and b0s2, which agree"
+  else
+    fail "docker rdma doctor: rb's parent bond0 is checked on its ports b0s1 and b0s2" "$(grep -i 'bond0' <<<"$out")"
   fi
   check "docker rdma run b1 on rb" dk rdma run -d --name b1 --net rb --ip 10.60.0.11 "$IMAGE" sleep infinity
   # A host address on the bond between the two: after a re-registration the kernel adds the host's

@@ -79,6 +79,19 @@ func (k kernelAt) Link(name string) (fabric.Link, error) {
 	if out.MaxMTU, err = k.h.LinkMaxMTU(name); err != nil {
 		return fabric.Link{}, err
 	}
+	if l.Kind == "bond" {
+		// Its ports: the links enslaved to it.
+		links, err := k.h.Links()
+		if err != nil {
+			return fabric.Link{}, fmt.Errorf("ports of bond %s: %w", name, err)
+		}
+		for _, p := range links {
+			if p.MasterIndex == l.Index {
+				out.Ports = append(out.Ports, p.Name)
+			}
+		}
+		sort.Strings(out.Ports)
+	}
 	if l.Kind == "vlan" && l.ParentIndex > 0 {
 		lower, err := k.h.LinkByIndex(l.ParentIndex)
 		if err != nil {
@@ -163,15 +176,17 @@ func (d *doctor) checkFabric(rails []rail) {
 		}
 		r := fabric.Check(k, p, fabric.Options{TrafficClass: first, Root: d.root})
 		for _, f := range r.Findings {
-			if f.Name == "traffic class "+p && first >= 0 {
+			if (f.Name == "traffic class "+p || strings.HasPrefix(f.Name, "traffic class "+p+" port ")) && first >= 0 {
 				d.add(f.Name, f.Status, f.Detail+whose(first), f.Fix)
 				continue
 			}
 			d.add(f.Name, f.Status, f.Detail+" (network "+strings.Join(byParent[p], ", ")+")", f.Fix)
 		}
 		for _, tc := range tcs[min(1, len(tcs)):] {
-			if f, ok := r.CheckTrafficClass(tc); ok {
-				d.add(f.Name, f.Status, f.Detail+whose(tc), f.Fix)
+			if fs, ok := r.CheckTrafficClass(tc); ok {
+				for _, f := range fs {
+					d.add(f.Name, f.Status, f.Detail+whose(tc), f.Fix)
+				}
 			}
 		}
 		d.out.Fabric = append(d.out.Fabric, r)
