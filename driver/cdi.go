@@ -37,6 +37,9 @@ func (d *Driver) writeCDI(r networkRDMA, adding *network, except string, log *lo
 	if err != nil {
 		return fmt.Errorf("write CDI spec for %s in %s: %w (check --cdi-dir, or the plugin's cdi mount)", name, d.cdiDir, err)
 	}
+	d.mu.Lock()
+	d.cdiNodes[name] = nodes
+	d.mu.Unlock()
 	log.WithFields(logrus.Fields{"ibdev": r.HCA, "port": r.Port, "cdi_device": name, "file": path}).Debug("cdi spec written")
 	return nil
 }
@@ -158,6 +161,9 @@ func (d *Driver) removeCDIUnlessUsed(name, except string, log *logrus.Entry) {
 		log.WithError(err).Warn("could not remove CDI spec")
 		return
 	}
+	d.mu.Lock()
+	delete(d.cdiNodes, name)
+	d.mu.Unlock()
 	log.Info("cdi spec removed")
 }
 

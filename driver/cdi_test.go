@@ -139,3 +139,65 @@ func TestCDISpecQoS(t *testing.T) {
 	step("a restart", nil, "106", "3")
 	step("n4 without QoS on the same port", d.CreateNetwork(netReq("n4", "parent", "p0.30")), "", "")
 }
+
+// specNodes are the device nodes the CDI spec of name lists.
+func specNodes(t *testing.T, dir, name string) []string {
+	t.Helper()
+	spec, ok, err := cdi.ReadSpec(dir, name)
+	if err != nil || !ok {
+		t.Fatalf("spec %s: %v %v", name, ok, err)
+	}
+	var nodes []string
+	for _, n := range spec.Devices[0].ContainerEdits.DeviceNodes {
+		nodes = append(nodes, fmt.Sprintf("%s %d:%d", n.Path, n.Major, n.Minor))
+	}
+	return nodes
+}
+
+// A device registered again while the daemon runs comes back with another
+// uverbs node: the next status read says so (a problem of the network) and
+// rewrites the spec, and so does the next container's CreateEndpoint,
+// before the engine asks the runtime to create the container.
+func TestReregisteredDeviceRewritesItsSpec(t *testing.T) {
+	links := drivertest.NewLinks("p0")
+	root := mlx5Root(t, rdmatest.MLX5Options{Uverbs: 2})
+	d := newTestDriverAt(t, links, t.TempDir(), root)
+	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
+		t.Fatal(err)
+	}
+	if got := specNodes(t, d.cdiDir, "mlx5_0"); got[0] != "/dev/infiniband/uverbs2 231:194" {
+		t.Fatalf("spec at create: %v", got)
+	}
+	if err := rdmatest.Reregister(root, "mlx5_0", 5); err != nil {
+		t.Fatal(err)
+	}
+	problems := func() []string {
+		for _, n := range d.Status().Networks {
+			if n.ID == "n1" {
+				return n.Problems
+			}
+		}
+		t.Fatal("n1 not in the status")
+		return nil
+	}
+	p := strings.Join(problems(), "\n")
+	if !strings.Contains(p, "the CDI spec of rdma-macvlan/hca=mlx5_0 lists /dev/infiniband/uverbs2 (231:194)") || !strings.Contains(p, "mlx5_0 has /dev/infiniband/uverbs5 (231:197)") {
+		t.Fatalf("status problems after the re-registration: %q", p)
+	}
+	if got := specNodes(t, d.cdiDir, "mlx5_0"); got[0] != "/dev/infiniband/uverbs5 231:197" {
+		t.Fatalf("spec after the status read: %v", got)
+	}
+	if p := problems(); len(p) != 0 {
+		t.Fatalf("problems once the spec is rewritten: %q", p)
+	}
+	// Again, and a container starts: its CreateEndpoint rewrites the spec.
+	if err := rdmatest.Reregister(root, "mlx5_0", 7); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateEndpoint(ep("n1", "e1", "10.5.0.2/24")); err != nil {
+		t.Fatal(err)
+	}
+	if got := specNodes(t, d.cdiDir, "mlx5_0"); got[0] != "/dev/infiniband/uverbs7 231:199" {
+		t.Fatalf("spec after CreateEndpoint: %v", got)
+	}
+}

@@ -149,6 +149,10 @@ type Driver struct {
 	// d.netsMu and d.mu held (at start, and by DeleteNetwork), read with
 	// either.
 	hcaProblems map[string]string
+	// cdiNodes are the device nodes each CDI spec this process wrote
+	// lists, by CDI device name: a device registered again while running
+	// has others (recheckHCA).
+	cdiNodes map[string][]rdma.DeviceNode
 	ifnames     map[string]string // link name -> endpoint ID, reserved ones too; guarded by mu
 	// resumed are the endpoints whose GID watch this process resumed for a
 	// container that was already running (at start, or when a missing HCA
@@ -232,6 +236,7 @@ func New(cfg Config) (*Driver, error) {
 
 		strictNotes: make(map[string]string),
 		hcaProblems: make(map[string]string),
+		cdiNodes:    make(map[string][]rdma.DeviceNode),
 		resumed:     make(map[string]bool),
 		ifnames:     make(map[string]string),
 		stopping:    make(chan struct{}),

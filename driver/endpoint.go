@@ -68,6 +68,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (CreateEndpointRespon
 		return resp, err
 	}
 	d.refindHCA(req.NetworkID, d.logFor("CreateEndpoint", logrus.Fields{"nid": ShortID(req.NetworkID)}))
+	d.recheckHCA(req.NetworkID, d.logFor("CreateEndpoint", nil))
 
 	log := d.logFor("CreateEndpoint", logrus.Fields{"nid": ShortID(req.NetworkID), "eid": ShortID(req.EndpointID)})
 	eid := req.EndpointID

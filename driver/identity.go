@@ -1,7 +1,9 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -204,4 +206,105 @@ func (d *Driver) hcaProblem(nid string) string { return d.hcaProblems[nid] }
 // found.
 func errHCAProblem(n *network, problem string) error {
 	return hostSetupf("network %s cannot take containers: %s", ShortID(n.ID), problem)
+}
+
+// A device registered again while the daemon runs (a RoCE LAG toggle, a
+// devlink or driver reload, a firmware reset) can come back with another
+// uverbs number, and with another name or port: the CDI spec written for it
+// then gives new containers a node of another device, or none. It is
+// noticed before each container's endpoint is created and at each status
+// read, by the device nodes and identity of the recorded HCA against those
+// the spec lists.
+
+// specCurrent reports whether the CDI spec written for r (nodes written)
+// still matches the device: its nodes and its identity.
+func (d *Driver) specCurrent(r networkRDMA, written []rdma.DeviceNode) bool {
+	nodes, err := d.rdma.DeviceNodes(r.HCA)
+	if err != nil && !errors.Is(err, rdma.ErrNoRdmaCM) || !slices.Equal(nodes, written) {
+		return false
+	}
+	if !r.identity().Known() {
+		return true
+	}
+	id, err := d.rdma.Identity(r.HCA)
+	return err == nil && id.Same(r.identity())
+}
+
+// recheckHCA finds network nid's HCA again when its CDI spec no longer
+// matches the device (see specCurrent): the network takes the port as
+// resolveHCA finds it now (the record saved when it moved), and its spec is
+// rewritten (a spec under the old name is removed, or rewritten for the
+// networks still on it). A device not found is left to the status's
+// problem and the next look. Called without locks.
+func (d *Driver) recheckHCA(nid string, log *logrus.Entry) {
+	d.mu.Lock()
+	n, ok := d.networks[nid]
+	var r networkRDMA
+	var written []rdma.DeviceNode
+	known := false
+	if ok && n.RDMA != nil && d.hcaProblems[nid] == "" {
+		r = *n.RDMA
+		written, known = d.cdiNodes[r.cdiName()]
+	}
+	d.mu.Unlock()
+	if !known || d.specCurrent(r, written) {
+		return
+	}
+	d.netsMu.Lock()
+	defer d.netsMu.Unlock()
+	n, ok = d.networks[nid] // the map changes only with d.netsMu held too
+	if !ok || n.RDMA == nil || d.hcaProblem(nid) != "" || *n.RDMA != r {
+		return // changed meanwhile: the next look sees it as it is
+	}
+	l := log.WithFields(logrus.Fields{"nid": ShortID(nid), "parent": n.Parent})
+	found := *n
+	res := d.resolveHCA(&found)
+	if res.problem != "" {
+		l.WithField("problem", res.problem).Debug("the network's RDMA device changed while running and is not found again yet: its CDI spec is stale")
+		return
+	}
+	found.RDMA = res.r
+	if *res.r != r {
+		if err := d.store.saveNetwork(&found); err != nil {
+			l.WithError(err).Error("the network's RDMA device moved while running, but its record could not be saved; its CDI spec stays stale")
+			return
+		}
+	}
+	if err := d.writeCDI(*found.RDMA, &found, "", l); err != nil {
+		l.WithError(err).Warn("the network's RDMA device was registered again while running, but its CDI spec could not be rewritten")
+		return
+	}
+	d.mu.Lock()
+	n.RDMA = found.RDMA
+	d.mu.Unlock()
+	if old := r.cdiName(); old != found.RDMA.cdiName() {
+		d.removeCDIUnlessUsed(old, "", l)
+	}
+	d.mu.Lock()
+	nodes := d.cdiNodes[found.RDMA.cdiName()]
+	d.mu.Unlock()
+	l.WithFields(logrus.Fields{"from": fmt.Sprintf("%s/%d %s", r.HCA, r.Port, nodePaths(written)), "to": fmt.Sprintf("%s/%d %s", found.RDMA.HCA, found.RDMA.Port, nodePaths(nodes))}).
+		Warn("the network's RDMA device was registered again while running (a LAG toggle, a devlink or driver reload): its CDI spec is rewritten; containers started before have the old device node: restart them")
+}
+
+// specProblem says why the CDI spec written for r (nodes written) does not
+// match the device's nodes now read; "" when it does.
+func specProblem(r networkRDMA, written []rdma.DeviceNode, now []rdma.DeviceNode) string {
+	if slices.Equal(written, now) {
+		return ""
+	}
+	return fmt.Sprintf("the CDI spec of %s lists %s, but %s has %s now (the device was registered again: a LAG toggle, a devlink or driver reload): "+
+		"the spec is rewritten at this status read or the next container start; containers started before have the old node: restart them",
+		cdi.Qualified(r.cdiName()), nodePaths(written), r.HCA, nodePaths(now))
+}
+
+func nodePaths(nodes []rdma.DeviceNode) string {
+	if len(nodes) == 0 {
+		return "no node"
+	}
+	s := make([]string, len(nodes))
+	for i, n := range nodes {
+		s[i] = fmt.Sprintf("%s (%d:%d)", n.Path, n.Major, n.Minor)
+	}
+	return strings.Join(s, ", ")
 }

@@ -1,7 +1,9 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"sort"
 	"strings"
@@ -28,6 +30,7 @@ func (d *Driver) Status() api.Status {
 		notes[n.ID] = d.strictNotes[n.ID]
 		noHCA[n.ID] = d.hcaProblems[n.ID]
 	}
+	written := maps.Clone(d.cdiNodes)
 	eps := make([]endpoint, 0, len(d.endpoints))
 	watching := make(map[string]bool, len(d.endpoints))
 	for _, e := range d.endpoints {
@@ -38,6 +41,7 @@ func (d *Driver) Status() api.Status {
 
 	readAt := time.Now() // no table below is read earlier
 	var late []lateReady
+	var stale []string // networks whose CDI spec lists other nodes than their HCA has
 	mode, _, modeErr := rdma.NetnsMode(d.netnsMode, d.rdma)
 	tables := map[gid.Port]rdma.GIDTable{}
 	rooms := map[gid.Port]int{} // what admission would give new containers, per port
@@ -74,7 +78,9 @@ func (d *Driver) Status() api.Status {
 			if p := d.stackedVLANProblem(n); p != "" {
 				ns.Problems = append(ns.Problems, p)
 			}
-			d.rdmaStatus(&ns, n.RDMA, tables, rooms)
+			if d.rdmaStatus(&ns, n.RDMA, tables, rooms, written) {
+				stale = append(stale, n.ID)
+			}
 			if modeErr == nil {
 				ns.NetnsMode = mode
 			} else {
@@ -127,6 +133,9 @@ func (d *Driver) Status() api.Status {
 	}
 	sort.Slice(st.Networks, func(i, j int) bool { return st.Networks[i].ID < st.Networks[j].ID })
 	d.recordLateReady(late, readAt)
+	for _, nid := range stale {
+		d.recheckHCA(nid, d.logFor("status", nil))
+	}
 	return st
 }
 
@@ -236,16 +245,20 @@ func driftOf(given []endpointGID, found []gid.Entry) []api.GIDMove {
 
 // rdmaStatus fills in the port, its GID table and the device nodes. The
 // table is read once per port (the GID files only: attributes are read for
-// the entries of endpoints) and kept in tables.
-func (d *Driver) rdmaStatus(ns *api.Network, r *networkRDMA, tables map[gid.Port]rdma.GIDTable, rooms map[gid.Port]int) {
+// the entries of endpoints) and kept in tables. It reports whether the CDI
+// spec written for the port (written, by CDI name) lists other nodes than
+// the HCA has now: a problem of the network.
+func (d *Driver) rdmaStatus(ns *api.Network, r *networkRDMA, tables map[gid.Port]rdma.GIDTable, rooms map[gid.Port]int, written map[string][]rdma.DeviceNode) (stale bool) {
 	ns.HCA, ns.Port = r.HCA, r.Port
 	ns.NodeGUID, ns.PCI = r.NodeGUID, r.PCI
 	ns.CDIDevice = cdi.Qualified(r.cdiName())
 	ns.RoCETypes = d.roceTypes(r)
 	pi, err := d.rdma.Port(r.HCA, r.Port)
 	if err != nil {
+		// Gone, or registered again under another name: looked for again.
 		ns.Problems = append(ns.Problems, err.Error())
-		return
+		_, stale = written[r.cdiName()]
+		return stale
 	}
 	ns.PortState, ns.LinkLayer = pi.State, pi.LinkLayer
 	key := portOfNet(r)
@@ -269,6 +282,13 @@ func (d *Driver) rdmaStatus(ns *api.Network, r *networkRDMA, tables map[gid.Port
 	for _, dn := range nodes {
 		ns.Devices = append(ns.Devices, api.Device{Path: dn.Path, Major: dn.Major, Minor: dn.Minor})
 	}
+	if w, ok := written[r.cdiName()]; ok && (err == nil || errors.Is(err, rdma.ErrNoRdmaCM)) {
+		if p := specProblem(*r, w, nodes); p != "" {
+			ns.Problems = append(ns.Problems, p)
+			return true
+		}
+	}
+	return false
 }
 
 // vlanStatus is the wire form of a network's VLAN record.

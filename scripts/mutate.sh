@@ -422,6 +422,15 @@ mutant bond-ports-disagree-unseen fabric/check.go ./fabric/ 'TestBond' \
   'if len(seen) > 1 {' \
   'if len(seen) > 2 {'
 
+# A device registered again while running (another uverbs node): the
+# status says so and rewrites the spec, and so does the next CreateEndpoint.
+mutant reregistration-unseen-by-status driver/status.go ./driver/ 'TestReregistered' \
+  'if p := specProblem(*r, w, nodes); p != "" {' \
+  'if p := specProblem(*r, w, nodes); false && p != "" {'
+mutant reregistration-unseen-at-start driver/endpoint.go ./driver/ 'TestReregistered' \
+  'd.recheckHCA(req.NetworkID, d.logFor("CreateEndpoint", nil))' \
+  '// no recheck'
+
 # Several rails: NCCL's own choice honours NCCL_IB_ADDR_RANGE; a range is
 # exported only when it takes the container's entry on every rail; UCX's
 # own choice is checked; rdma-exec refuses a mismatch; the CLI connects the

@@ -983,3 +983,49 @@ func symlink(root, target, link string) error {
 	}
 	return os.Symlink(rel, l)
 }
+
+// Reregister gives RDMA device hca the uverbs node uverbsN, as the kernel
+// does when the device is registered again (a RoCE LAG toggle, a devlink
+// or driver reload) and another number is free first: its old uverbs
+// entry goes, the new one points at the same device.
+func Reregister(root, hca string, uverbs int) error {
+	class := filepath.Join(root, "sys/class/infiniband_verbs")
+	ents, err := os.ReadDir(class)
+	if err != nil {
+		return err
+	}
+	parent := ""
+	for _, e := range ents {
+		link := filepath.Join(class, e.Name())
+		b, err := os.ReadFile(filepath.Join(link, "ibdev"))
+		if err != nil || strings.TrimSpace(string(b)) != hca {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(link)
+		if err != nil {
+			return err
+		}
+		// .../<device>/infiniband_verbs/uverbsN
+		parent, err = filepath.Rel(root, filepath.Dir(filepath.Dir(real)))
+		if err != nil {
+			return err
+		}
+		if err := os.Remove(link); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(real); err != nil {
+			return err
+		}
+	}
+	if parent == "" {
+		return fmt.Errorf("no uverbs node of %s under %s", hca, class)
+	}
+	uv := "uverbs" + strconv.Itoa(uverbs)
+	uvDir := filepath.Join(parent, "infiniband_verbs", uv)
+	for f, v := range map[string]string{"ibdev": hca, "dev": fmt.Sprintf("231:%d", 192+uverbs), "abi_version": "1"} {
+		if err := writeFile(root, filepath.Join(uvDir, f), v); err != nil {
+			return err
+		}
+	}
+	return symlink(root, uvDir, filepath.Join("sys/class/infiniband_verbs", uv))
+}

@@ -26,7 +26,8 @@ bond_teardown() {
   local l
   for c in b1 b2 v1 v2 q1; do dk rm -f "$c" >/dev/null 2>&1; done
   for n in rb rv1 rv2 rq; do dk network rm "$n" >/dev/null 2>&1; done
-  for d in $BHCA rxes1 rxes2 rxel1 rxel2; do rdma link delete "$d" 2>/dev/null; done
+  for d in $BHCA rxes1 rxes2 rxel1 rxel2 rxetmp0 rxetmp1 rxetmp2 rxetmp3; do rdma link delete "$d" 2>/dev/null; done
+  for l in rmvtmp0 rmvtmp1 rmvtmp2 rmvtmp3; do ip link del "$l" 2>/dev/null; done
   for l in bond0.300.400 bond0.300 bond0.200 bond0.100 "${bond_links[@]}"; do ip link del "$l" 2>/dev/null; done
 }
 
@@ -42,6 +43,8 @@ bond_up() {
   ip link set "$b" up
 }
 
+# uverbs_of HCA: the name of HCA's uverbs node (uverbsN).
+uverbs_of() { grep -lx "$1" /sys/class/infiniband_verbs/uverbs*/ibdev 2>/dev/null | head -n1 | xargs -r dirname | xargs -r basename; }
 # other_active: bond0's active port is no longer $bond_act.
 other_active() { [ "$(cat /sys/class/net/bond0/bonding/active_slave)" != "$bond_act" ]; }
 # rb_problem: the problems /v1/status lists for the network on bond0.
@@ -232,11 +235,29 @@ bond_checks() {
 
   # --- re-registration ----------------------------------------------------------------------------
   before=$(q gids $BHCA 1 | tr '\n' ' ')
-  if rdma link delete $BHCA && rdma link add $BHCA type rxe netdev bond0; then
+  # Another device takes the freed uverbs number meanwhile, so $BHCA comes back with another one
+  # (as a LAG toggle or devlink reload can): its CDI spec must follow.
+  local uv_before uv_after spec
+  uv_before=$(uverbs_of $BHCA)
+  local k ok=1
+  rdma link delete $BHCA || ok=0
+  # The kernel hands out the lowest free number: temporary devices take numbers until one has
+  # $BHCA's old one.
+  for k in 0 1 2 3; do
+    ip link add rmvtmp$k type veth peer name rmvtmp${k}p && rdma link add rxetmp$k type rxe netdev rmvtmp$k || ok=0
+    [ "$(uverbs_of rxetmp$k)" = "$uv_before" ] && break
+  done
+  rdma link add $BHCA type rxe netdev bond0 || ok=0
+  if [ $ok = 1 ]; then
     pass "Soft-RoCE device of bond0 registered again (rdma link delete + add, as a device reset does)"
   else
     fail "Soft-RoCE device of bond0 registered again"
   fi
+  for k in 0 1 2 3; do
+    rdma link delete rxetmp$k 2>/dev/null
+    ip link del rmvtmp$k 2>/dev/null
+  done
+  uv_after=$(uverbs_of $BHCA)
   for c in b1 b2; do poll 30 kernel_idx 10.60.0.1${c#b} || true; done
   sleep 2
   after=$(q gids $BHCA 1 | tr '\n' ' ')
@@ -245,6 +266,14 @@ bond_checks() {
   for c in b1 b2; do
     drift_agrees $c 10.60.0.1${c#b} "${given[$c]}" "after the re-registration"
   done
+  # The status reads above noticed the new node and rewrote the spec.
+  spec=$(cat /etc/cdi/rdma-macvlan-$BHCA.json 2>&1)
+  measured "re-registration: $BHCA's uverbs node $uv_before -> $uv_after"
+  if [ -n "$uv_after" ] && [ "$uv_before" != "$uv_after" ] && grep -q "/dev/infiniband/$uv_after\"" <<<"$spec" && ! grep -q "/dev/infiniband/$uv_before\"" <<<"$spec"; then
+    pass "re-registration: $BHCA came back as $uv_after (was $uv_before), and its CDI spec lists $uv_after"
+  else
+    fail "re-registration: $BHCA came back with another uverbs node, and its CDI spec follows" "before '$uv_before' after '$uv_after'" "$spec"
+  fi
   if [ "$(kernel_idx 10.60.0.11)" != "${given[b1]}" ]; then
     pass "the re-registration moved b1's entry (${given[b1]}->$(kernel_idx 10.60.0.11)): the drift report was exercised"
   else
