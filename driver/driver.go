@@ -153,7 +153,7 @@ type Driver struct {
 	// lists, by CDI device name: a device registered again while running
 	// has others (recheckHCA).
 	cdiNodes map[string][]rdma.DeviceNode
-	ifnames     map[string]string // link name -> endpoint ID, reserved ones too; guarded by mu
+	ifnames  map[string]string // link name -> endpoint ID, reserved ones too; guarded by mu
 	// resumed are the endpoints whose GID watch this process resumed for a
 	// container that was already running (at start, or when a missing HCA
 	// was found again): the engine's EndpointOperInfo calls for them are no

@@ -41,11 +41,11 @@ type Device struct {
 }
 
 var (
-	bdfRE    = regexp.MustCompile(`^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+	bdfRE = regexp.MustCompile(`^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 	// auxRE is an auxiliary device's name, MODULE.DEVICE.ID: an mlx5
 	// sub-function's RDMA device hangs off mlx5_core.sf.N below its PCI
 	// function.
-	auxRE = regexp.MustCompile(`^[a-z0-9_]+\.[a-z0-9_]+\.[0-9]+$`)
+	auxRE    = regexp.MustCompile(`^[a-z0-9_]+\.[a-z0-9_]+\.[0-9]+$`)
 	pciBusRE = regexp.MustCompile(`^pci[0-9a-f]{4,}:[0-9a-f]{2}$`)
 )
 
