@@ -431,6 +431,15 @@ mutant reregistration-unseen-at-start driver/endpoint.go ./driver/ 'TestReregist
   'd.recheckHCA(req.NetworkID, d.logFor("CreateEndpoint", nil))' \
   '// no recheck'
 
+# docker rdma selftest removes its containers, also after a failure, and
+# stops at the first failing step.
+mutant selftest-leaves-containers cmd/docker-rdma/internal/commands/selftest.go ./cmd/docker-rdma/internal/commands/ 'TestSelftest' \
+  '	defer t.cleanup()' \
+  '	defer func() {}()'
+mutant selftest-goes-on-after-a-failure cmd/docker-rdma/internal/commands/selftest.go ./cmd/docker-rdma/internal/commands/ 'TestSelftest' \
+  '	return st.Status != "fail"' \
+  '	return true'
+
 # Several rails: NCCL's own choice honours NCCL_IB_ADDR_RANGE; a range is
 # exported only when it takes the container's entry on every rail; UCX's
 # own choice is checked; rdma-exec refuses a mismatch; the CLI connects the

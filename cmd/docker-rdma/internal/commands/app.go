@@ -38,6 +38,7 @@ Commands:
   doctor    check the host, the engine and the plugin; exit 1 when RDMA is blocked
   version   versions of docker rdma, the plugin and the engine (CDI or not)
   runtime   install or uninstall the rdma-macvlan OCI runtime in dockerd's daemon.json
+  selftest  prove RDMA between two containers on a network, on this host's hardware
 
 Options:
       --plugin NAME   the rdma-macvlan plugin (default: any plugin with
@@ -121,6 +122,8 @@ func Main(args []string, env *Env, version string) int {
 		return s.cmdVersion(args, version)
 	case "runtime":
 		return s.cmdRuntime(args)
+	case "selftest":
+		return s.cmdSelftest(args)
 	case "help":
 		fmt.Fprint(env.Stdout, usage)
 		return 0

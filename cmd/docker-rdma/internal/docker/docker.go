@@ -395,9 +395,10 @@ type Container struct {
 		Env []string
 	}
 	State struct {
-		Status  string
-		Running bool
-		Pid     int
+		Status   string
+		Running  bool
+		Pid      int
+		ExitCode int
 	}
 	HostConfig struct {
 		// Runtime is the OCI runtime the container runs with (the
