@@ -147,8 +147,13 @@ e2e() {
 	ipb=10.82.$sub.11
 	nrb=$("$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_1 -ip "$ipb" -ndev eth1)
 	nrb=${nrb##* }
-	if engine_since "$engine" 25; then
-		run_cmd dk run --rm --runtime rdma-macvlan --net name=ra,ip="$ipa" --net name=rb,ip="$ipb" "${fake[@]}" "$IMAGE" sh -c "$RDMA_PROBE"
+	# The fake entries name eth0 and eth1: the engine must give the interfaces those names. With
+	# several --net flags, 28 and later number them in no fixed order (ra was eth1 in one CI run),
+	# so each endpoint asks for its name; older engines take one network at run, the other at
+	# connect, in that order.
+	if engine_since "$engine" 28; then
+		run_cmd dk run --rm --runtime rdma-macvlan --net name=ra,ip="$ipa",driver-opt=com.docker.network.endpoint.ifname=eth0 \
+			--net name=rb,ip="$ipb",driver-opt=com.docker.network.endpoint.ifname=eth1 "${fake[@]}" "$IMAGE" sh -c "$RDMA_PROBE"
 	else
 		dk create --name two --runtime rdma-macvlan --net ra --ip "$ipa" "${fake[@]}" "$IMAGE" sh -c "$RDMA_PROBE" >/dev/null
 		dk network connect --ip "$ipb" rb two
