@@ -36,6 +36,9 @@ Options:
       --timeout DURATION how long each step may take (default 60s)
 `
 
+// pingpongRE is ibv_rc_pingpong's closing line.
+var pingpongRE = regexp.MustCompile(`(?m)^\d+ iters in [\d.]+ seconds = [\d.]+ usec/iter`)
+
 // selftestStep is one step of the self-test and its verdict.
 type selftestStep struct {
 	Name    string `json:"name"`
@@ -143,17 +146,6 @@ func (t *selftest) cleanup() {
 	}
 }
 
-func shellLine(args ...string) string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t'\"$;&|<>()*?") {
-			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		out[i] = a
-	}
-	return strings.Join(out, " ")
-}
-
 func (t *selftest) run(print bool) bool {
 	s := t.s
 	// The runtime and the network.
@@ -187,7 +179,7 @@ func (t *selftest) run(print bool) bool {
 		args := []string{"run", "-d", "--name", name, "--runtime", api.RuntimeName, "--net", t.net, t.image, "sleep", "3600"}
 		if out, rc := t.docker(args...); rc != 0 {
 			return t.add(print, selftestStep{Name: "start", Status: "fail", Detail: fmt.Sprintf("docker run of %s: exit %d: %s", name, rc, strings.TrimSpace(out)),
-				Command: "docker " + shellLine(args...)})
+				Command: "docker " + shellJoin(args)})
 		}
 	}
 	for i, name := range t.names {
@@ -219,7 +211,7 @@ func (t *selftest) run(print bool) bool {
 		[]string{"ibv_rc_pingpong", "-d", hca, "-i", port, "-g", strconv.Itoa(t.idx[0]), "-n", "100"},
 		[]string{"ibv_rc_pingpong", "-d", hca, "-i", port, "-g", strconv.Itoa(t.idx[1]), "-n", "100", t.ips[0]},
 		func(out string) string {
-			if m := regexp.MustCompile(`(?m)^\d+ iters in [\d.]+ seconds = [\d.]+ usec/iter`).FindString(out); m != "" {
+			if m := pingpongRE.FindString(out); m != "" {
 				return "an RC queue pair over each container's own GID: " + m
 			}
 			return ""
@@ -352,7 +344,7 @@ func (t *selftest) pair(print bool, name string, server, client []string, figure
 	a, b := t.names[0], t.names[1]
 	sargs := append([]string{"exec", "-d", a}, server...)
 	cargs := append([]string{"exec", b}, client...)
-	repro := "docker " + shellLine(sargs...) + "; sleep 1; docker " + shellLine(cargs...)
+	repro := "docker " + shellJoin(sargs) + "; sleep 1; docker " + shellJoin(cargs)
 	if out, rc := t.docker(sargs...); rc != 0 {
 		return t.add(print, selftestStep{Name: name, Status: "fail", Detail: fmt.Sprintf("the server in %s did not start: exit %d: %s", a, rc, strings.TrimSpace(out)), Command: repro})
 	}
