@@ -13,15 +13,16 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 )
 
-// After an endpoint is ready, the kernel adds the port's entries again in
-// another order (a bond failover): /v1/status shows the index the workload
-// was given next to the current one, and the daemon logs it once.
-func TestDriftShownInStatusAndLoggedOnce(t *testing.T) {
+// joinedEndpoint is a driver with the GID timeout given and endpoint e1 of
+// network n1 (10.5.0.2, on mlx5_0 through p0) joined to a container; the
+// kernel has added none of its entries yet.
+func joinedEndpoint(t *testing.T, timeout time.Duration) (testDriver, string, *logtest.Hook) {
+	t.Helper()
 	links := drivertest.NewLinks("p0")
 	root := mlx5Root(t, rdmatest.MLX5Options{TableSize: 16})
 	log, hook := logtest.NewNullLogger()
 	dd, err := New(Config{StateDir: t.TempDir(), Links: links, Log: log, Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
-		GIDTimeout: 2 * time.Second, GIDPoll: 5 * time.Millisecond})
+		GIDTimeout: timeout, GIDPoll: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,6 +40,31 @@ func TestDriftShownInStatusAndLoggedOnce(t *testing.T) {
 	if _, err := links.MoveToSandbox(LinkName("e1")); err != nil {
 		t.Fatal(err)
 	}
+	return d, root, hook
+}
+
+// moveEntries makes the kernel add the port's entries again, the host's
+// address first (a bond failover), and returns the moves of e1's entries
+// (2 and 3 before).
+func moveEntries(t *testing.T, root string) []api.GIDMove {
+	t.Helper()
+	if _, err := rdmatest.RemoveAddress(root, "mlx5_0", 1, "10.5.0.2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, ip := range []string{"10.9.0.1", "10.5.0.2"} {
+		if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, ip, "eth0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := rdmatest.IPv4GID("10.5.0.2")
+	return []api.GIDMove{{GID: g, Type: rdma.GIDTypeRoCEv1, GivenIndex: 2, Index: 4}, {GID: g, Type: rdma.GIDTypeRoCEv2, GivenIndex: 3, Index: 5}}
+}
+
+// After an endpoint is ready, the kernel adds the port's entries again in
+// another order (a bond failover): /v1/status shows the index the workload
+// was given next to the current one, and the daemon logs it once.
+func TestDriftShownInStatusAndLoggedOnce(t *testing.T) {
+	d, root, hook := joinedEndpoint(t, 2*time.Second)
 	if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "10.5.0.2", "eth0"); err != nil { // 2, 3
 		t.Fatal(err)
 	}
@@ -52,16 +78,7 @@ func TestDriftShownInStatusAndLoggedOnce(t *testing.T) {
 		t.Fatalf("drift %+v before anything moved", st.GIDDrift)
 	}
 	// The port's entries go and come back, the host's address first.
-	if _, err := rdmatest.RemoveAddress(root, "mlx5_0", 1, "10.5.0.2"); err != nil {
-		t.Fatal(err)
-	}
-	for _, ip := range []string{"10.9.0.1", "10.5.0.2"} {
-		if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, ip, "eth0"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	g := rdmatest.IPv4GID("10.5.0.2")
-	want := []api.GIDMove{{GID: g, Type: rdma.GIDTypeRoCEv1, GivenIndex: 2, Index: 4}, {GID: g, Type: rdma.GIDTypeRoCEv2, GivenIndex: 3, Index: 5}}
+	want := moveEntries(t, root)
 	for range 2 {
 		st = waitStatus(t, d, "e1", time.Second, func(api.Endpoint) bool { return true })
 		if !slices.Equal(st.GIDDrift, want) {
@@ -87,28 +104,7 @@ func TestDriftShownInStatusAndLoggedOnce(t *testing.T) {
 // records the endpoint as ready at them, so that a later move is reported
 // as for any other endpoint (the VM's bond failover found it so).
 func TestLateReadyEndpointsDriftIsReported(t *testing.T) {
-	links := drivertest.NewLinks("p0")
-	root := mlx5Root(t, rdmatest.MLX5Options{TableSize: 16})
-	log, hook := logtest.NewNullLogger()
-	dd, err := New(Config{StateDir: t.TempDir(), Links: links, Log: log, Sysfs: rdma.NewSysfs(root), CDIDir: t.TempDir(),
-		GIDTimeout: 50 * time.Millisecond, GIDPoll: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(dd.Close)
-	d := testDriver{Driver: dd, root: root}
-	if err := d.CreateNetwork(netReq("n1", "parent", "p0")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.CreateEndpoint(ep("n1", "e1", "10.5.0.2/24")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Join("n1", "e1", "/sb/e1"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := links.MoveToSandbox(LinkName("e1")); err != nil {
-		t.Fatal(err)
-	}
+	d, root, hook := joinedEndpoint(t, 50*time.Millisecond)
 	deadline := time.Now().Add(2 * time.Second)
 	for d.gids.Watching("e1") {
 		if time.Now().After(deadline) {
@@ -135,16 +131,7 @@ func TestLateReadyEndpointsDriftIsReported(t *testing.T) {
 	if !rec.RDMAReady || len(rec.GIDs) != 2 || rec.GIDs[0].Index != 2 || rec.GIDs[1].Index != 3 {
 		t.Fatalf("after the status read the endpoint is recorded as %+v, want ready at 2 and 3", rec)
 	}
-	if _, err := rdmatest.RemoveAddress(root, "mlx5_0", 1, "10.5.0.2"); err != nil {
-		t.Fatal(err)
-	}
-	for _, ip := range []string{"10.9.0.1", "10.5.0.2"} {
-		if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, ip, "eth0"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	g := rdmatest.IPv4GID("10.5.0.2")
-	want := []api.GIDMove{{GID: g, Type: rdma.GIDTypeRoCEv1, GivenIndex: 2, Index: 4}, {GID: g, Type: rdma.GIDTypeRoCEv2, GivenIndex: 3, Index: 5}}
+	want := moveEntries(t, root)
 	if st = waitStatus(t, d, "e1", time.Second, func(api.Endpoint) bool { return true }); !slices.Equal(st.GIDDrift, want) {
 		t.Fatalf("status drift %+v, want %+v", st.GIDDrift, want)
 	}

@@ -110,11 +110,16 @@ func (d *Driver) watchEnded(o gid.Outcome) {
 		return
 	}
 	d.gids.Ready(o.ID, o.Found, o.At)
-	idx := make([]string, 0, len(o.Found))
-	for _, g := range o.Found {
+	log.WithField("gids", gidIndexes(o.Found)).Info("endpoint rdma ready")
+}
+
+// gidIndexes lists entries as the logs show them: "2(IB/RoCE v1) 3(RoCE v2)".
+func gidIndexes(found []gid.Entry) string {
+	idx := make([]string, 0, len(found))
+	for _, g := range found {
 		idx = append(idx, fmt.Sprintf("%d(%s)", g.Index, g.Type))
 	}
-	log.WithField("gids", strings.Join(idx, " ")).Info("endpoint rdma ready")
+	return strings.Join(idx, " ")
 }
 
 // gidsMoved logs, once per endpoint and readiness, that the entries an

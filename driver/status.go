@@ -180,11 +180,7 @@ func (d *Driver) recordLateReady(late []lateReady, at time.Time) {
 			log.WithError(err).Error("could not record the endpoint's GIDs")
 			continue
 		}
-		idx := make([]string, 0, len(l.found))
-		for _, g := range l.found {
-			idx = append(idx, fmt.Sprintf("%d(%s)", g.Index, g.Type))
-		}
-		log.WithField("gids", strings.Join(idx, " ")).Info("endpoint rdma ready (found by a status read after its watch timed out)")
+		log.WithField("gids", gidIndexes(l.found)).Info("endpoint rdma ready (found by a status read after its watch timed out)")
 	}
 }
 
