@@ -138,9 +138,29 @@ mutant cdi-adopts-other-kinds cdi/cdi.go './cdi/ ./driver/' 'TestCDIDirHostileFi
   'if spec.Kind != Kind {' \
   'if false && spec.Kind != Kind {'
 # CDI file I/O never holds the driver's lock.
-mutant cdi-write-under-lock driver/network.go "$unit" 'TestCDIFileIOHoldsNoLock' \
-  'if err := d.writeCDI(*rinfo, n, "", log); err != nil {' \
-  'if err := func() error { d.mu.Lock(); defer d.mu.Unlock(); return d.writeCDI(*rinfo, n, "", log) }(); err != nil {'
+# (writeCDI takes d.mu itself to record the nodes: the mutant takes it before
+# the write instead, not around the whole call, which would deadlock on the
+# first network and be caught only by go test's timeout.)
+mutant cdi-write-under-lock driver/cdi.go "$unit" 'TestCDIFileIOHoldsNoLock' \
+  'd.beforeCDIIO("write", cdi.SpecPath(d.cdiDir, name))
+	tc, sl := d.portQoS(name, adding, except, log)
+	path, err := cdi.WriteSpec(d.cdiDir, cdi.Device{Name: name, HCA: r.HCA, Port: r.Port, Nodes: nodes, Netdev: r.Netdev, Owner: d.owner,
+		TrafficClass: tc, ServiceLevel: sl})
+	if err != nil {
+		return fmt.Errorf("write CDI spec for %s in %s: %w (check --cdi-dir, or the plugin'"'"'s cdi mount)", name, d.cdiDir, err)
+	}
+	d.mu.Lock()
+	d.cdiNodes[name] = nodes' \
+  'tc, sl := d.portQoS(name, adding, except, log)
+	d.mu.Lock()
+	d.beforeCDIIO("write", cdi.SpecPath(d.cdiDir, name))
+	path, err := cdi.WriteSpec(d.cdiDir, cdi.Device{Name: name, HCA: r.HCA, Port: r.Port, Nodes: nodes, Netdev: r.Netdev, Owner: d.owner,
+		TrafficClass: tc, ServiceLevel: sl})
+	if err != nil {
+		d.mu.Unlock()
+		return fmt.Errorf("write CDI spec for %s in %s: %w (check --cdi-dir, or the plugin'"'"'s cdi mount)", name, d.cdiDir, err)
+	}
+	d.cdiNodes[name] = nodes'
 # DeleteNetwork runs alone among the calls that change the networks: it
 # never removes the spec of a port a racing CreateNetwork takes up.
 mutant delete-network-unserialized driver/network.go "$unit" 'TestCDISpecFollowsRacingNetworks' \
@@ -798,15 +818,19 @@ for ((k = 1; k < workers; k++)); do
   cp -a "$work/w0/tree" "$work/w$k/tree"
 done
 
-# runtests TREE LOG PACKAGES RUN: go test in a copy; 0 when every test
-# passed. -failfast: a package's tests stop at its first failure, which is
-# all a mutant needs (a mutant that hangs a test otherwise waits out every
-# bound).
+# runtests TREE LOG PACKAGES RUN TIMEOUT: go test in a copy; 0 when every
+# test passed. -failfast: a package's tests stop at its first failure, which
+# is all a mutant needs (a mutant that hangs a test otherwise waits out every
+# bound). A mutant's tests get mutant_timeout: the slowest caught mutant
+# takes about 15 s here, and one that deadlocks is caught by go test's
+# timeout, which would otherwise hold its worker for the baseline's 10
+# minutes.
+mutant_timeout=${MUTATE_TIMEOUT:-2m}
 runtests() {
-  local tree=$1 log=$2 p=$3 run=$4 args=()
+  local tree=$1 log=$2 p=$3 run=$4 timeout=$5 args=()
   [ -n "$run" ] && args=(-run "$run")
   # shellcheck disable=SC2086 # PACKAGES is a list
-  (cd "$tree" && go test -count=1 -failfast -v -timeout 10m "${args[@]}" $p) >"$log" 2>&1
+  (cd "$tree" && go test -count=1 -failfast -v -timeout "$timeout" "${args[@]}" $p) >"$log" 2>&1
 }
 
 # Failing tests of a log, top level only, or what kept the package from
@@ -862,7 +886,7 @@ baseline() {
     echo "mutate: baseline: $what"
     t0=$SECONDS
     log=$work/log/baseline.$g
-    if runtests "$tree" "$log" "$p" "$run"; then
+    if runtests "$tree" "$log" "$p" "$run" 10m; then
       echo "mutate: baseline passed in $((SECONDS - t0)) s: $what"
       : >"$work/res/baseline.$g"
     else
@@ -909,7 +933,7 @@ mutate() {
       else
         printf '%s\n' "${orig/"$old"/"$new"}" >"$tree/$file"
         log=$work/log/$pos
-        if runtests "$tree" "$log" "${pkgs[$i]}" "$run"; then
+        if runtests "$tree" "$log" "${pkgs[$i]}" "$run" "$mutant_timeout"; then
           verdict=SURVIVED text="no test failed: add one that does"
         elif grep -qE '\[(build|setup) failed\]|^# ' "$log"; then
           verdict=BROKEN text="does not compile:"
