@@ -53,7 +53,11 @@ type Network struct {
 	MTUFromParent bool   `json:"mtu_from_parent,omitempty"`
 	GIDCheck      string `json:"gid_check,omitempty"`
 	// GIDCheckNote says why gid_check=strict works as warn on this engine.
-	GIDCheckNote string     `json:"gid_check_note,omitempty"`
+	GIDCheckNote string `json:"gid_check_note,omitempty"`
+	// AddressCheck is the -o address_check option: warn (probe each
+	// container's addresses on the parent's segment after its start and
+	// report duplicates), strict (refuse the start on a duplicate) or off.
+	AddressCheck string     `json:"address_check,omitempty"`
 	HCA          string     `json:"hca,omitempty"`
 	Port         int        `json:"port,omitempty"`
 	PortState    string     `json:"port_state,omitempty"`
@@ -144,6 +148,18 @@ type Endpoint struct {
 	// index: the kernel deleted and added the port's entries again (a
 	// bond failover, a device reset). Empty when nothing moved.
 	GIDDrift []GIDMove `json:"gid_drift,omitempty"`
+	// AddressConflicts are the endpoint's addresses another MAC on the
+	// parent's segment answered for when it joined (another host gave out
+	// the same address): RDMA traffic for it may reach the other holder.
+	AddressConflicts []AddressConflict `json:"address_conflicts,omitempty"`
+}
+
+// AddressConflict is one address of an endpoint that another MAC holds.
+type AddressConflict struct {
+	Address string `json:"address"`
+	MAC     string `json:"mac"`
+	// Seen is when the probe found it (RFC 3339).
+	Seen string `json:"seen"`
 }
 
 // GIDMove is one entry of an endpoint that moved after it was ready.

@@ -22,6 +22,7 @@
 package driver
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -86,6 +87,10 @@ type Config struct {
 	// Observer, if not nil, is told of state writes and GID watch outcomes
 	// (the daemon's metrics).
 	Observer Observer
+	// ProbeAddress, if not nil, asks a parent's segment who holds an
+	// address (addrcheck.go); nil sends no probe, whatever address_check
+	// says.
+	ProbeAddress ProbeFunc
 }
 
 // Defaults of Config.
@@ -118,6 +123,13 @@ type Driver struct {
 	gids      *gid.Tracker
 	gcTimer   *time.Timer // deletes endpoints never joined after a restart
 	obs       *observing  // the Observer, and when watched endpoints joined
+	// probe asks a parent's segment who holds an address (nil: never);
+	// the probes after Join run under probeCtx, which Close cancels
+	// before it waits for them.
+	probe       ProbeFunc
+	probeCtx    context.Context
+	probeCancel context.CancelFunc
+	probes      sync.WaitGroup
 
 	// netsMu is held by the calls that change which networks exist
 	// (CreateNetwork, DeleteNetwork) and by the start-up reconciliation of
@@ -242,7 +254,9 @@ func New(cfg Config) (*Driver, error) {
 		stopping:    make(chan struct{}),
 
 		collectEvery: defaultCollectEvery,
+		probe:        cfg.ProbeAddress,
 	}
+	d.probeCtx, d.probeCancel = context.WithCancel(context.Background())
 	d.gids = gid.New(gid.Config{Sysfs: d.rdma, Timeout: cfg.GIDTimeout, Poll: cfg.GIDPoll, MaxAge: cfg.GIDTableMaxAge, Report: d.watchEnded, Drift: d.gidsMoved})
 	id, recovered, err := st.instanceID(func() string { return recoverInstanceID(st, cfg.Links, log.WithField("op", "restore")) })
 	if err != nil {
@@ -281,6 +295,8 @@ func (d *Driver) Close() {
 		}
 	}
 	d.mu.Unlock()
+	d.probeCancel()
+	d.probes.Wait()
 	d.gids.Close()
 	d.store.close()
 }

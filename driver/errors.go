@@ -56,17 +56,24 @@ type TableFullError struct {
 	Msg                              string
 }
 
-func (e *InvalidOptionError) Error() string { return e.Msg }
-func (e *BadRequestError) Error() string    { return e.Msg }
-func (e *ConflictError) Error() string      { return e.Msg }
-func (e *HostSetupError) Error() string     { return e.Msg }
-func (e *TableFullError) Error() string     { return e.Msg }
+// AddressConflictError: on an address_check=strict network, another MAC on
+// the parent's segment holds the container's address (another host gave it
+// out).
+type AddressConflictError struct{ Msg string }
 
-func (*InvalidOptionError) refusal() {}
-func (*BadRequestError) refusal()    {}
-func (*ConflictError) refusal()      {}
-func (*HostSetupError) refusal()     {}
-func (*TableFullError) refusal()     {}
+func (e *InvalidOptionError) Error() string   { return e.Msg }
+func (e *BadRequestError) Error() string      { return e.Msg }
+func (e *ConflictError) Error() string        { return e.Msg }
+func (e *HostSetupError) Error() string       { return e.Msg }
+func (e *TableFullError) Error() string       { return e.Msg }
+func (e *AddressConflictError) Error() string { return e.Msg }
+
+func (*InvalidOptionError) refusal()   {}
+func (*BadRequestError) refusal()      {}
+func (*ConflictError) refusal()        {}
+func (*HostSetupError) refusal()       {}
+func (*TableFullError) refusal()       {}
+func (*AddressConflictError) refusal() {}
 
 func invalidf(format string, a ...any) error {
 	return &InvalidOptionError{Msg: fmt.Sprintf(format, a...)}

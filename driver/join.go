@@ -47,12 +47,16 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 	// The watch of an earlier Join must not record its outcome meanwhile;
 	// this Join starts a new one.
 	d.gids.StopWatch(eid)
-	save := e.Sandbox != sandboxKey || e.RDMAReady
+	save := e.Sandbox != sandboxKey || e.RDMAReady || len(e.Conflicts) > 0
 	rec := *e
-	rec.Sandbox, rec.GIDs, rec.RDMAReady, rec.RDMAReason = sandboxKey, nil, false, ""
+	rec.Sandbox, rec.GIDs, rec.RDMAReady, rec.RDMAReason, rec.Conflicts = sandboxKey, nil, false, "", nil
+	check := d.networks[e.NetworkID].addressCheck()
 	d.mu.Unlock()
 
 	err = d.ensureLink(e, log)
+	if err == nil && check == AddressCheckStrict && d.probe != nil {
+		err = d.strictProbe(e, log)
+	}
 	if err == nil && save {
 		if err = d.store.saveEndpointUnsynced(&rec); err != nil {
 			err = fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
@@ -65,7 +69,7 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 	defer d.mu.Unlock()
 	defer d.release(eid)
 	if err == nil && save {
-		e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason = sandboxKey, nil, false, ""
+		e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason, e.Conflicts = sandboxKey, nil, false, "", nil
 		d.gids.Reset(eid)
 	}
 	n, nok := d.networks[e.NetworkID]
@@ -80,6 +84,10 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 	}
 	if err != nil {
 		return resp, err
+	}
+	if check == AddressCheckWarn && d.probe != nil {
+		d.probes.Add(1)
+		go d.probeLater(eid, sandboxKey, e.Parent, e.MAC, e.IPv4, e.IPv6)
 	}
 	resp = JoinResponse{
 		SrcName:   e.Ifname,

@@ -29,7 +29,7 @@ func (d *Driver) Leave(nid, eid string) error {
 	}
 	// The link leaves the sandbox without its addresses: its GIDs go.
 	rec := *e
-	rec.Sandbox, rec.GIDs, rec.RDMAReady, rec.RDMAReason = "", nil, false, ""
+	rec.Sandbox, rec.GIDs, rec.RDMAReady, rec.RDMAReason, rec.Conflicts = "", nil, false, "", nil
 	d.mu.Unlock()
 
 	err = d.store.saveEndpointUnsynced(&rec)
@@ -43,7 +43,7 @@ func (d *Driver) Leave(nid, eid string) error {
 	if err != nil {
 		return fmt.Errorf("save endpoint %s: %w", ShortID(e.ID), err)
 	}
-	e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason = "", nil, false, ""
+	e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason, e.Conflicts = "", nil, false, "", nil
 	d.gids.Left(eid)
 	log.WithField("ifname", e.Ifname).Info("endpoint left")
 	return nil

@@ -127,6 +127,7 @@ func (d *Driver) planNetwork(req CreateNetworkRequest, opts NetworkOptions, log 
 		RDMADevice:   opts.RDMADevice,
 		RDMA:         rinfo,
 		GIDCheck:     opts.GIDCheck,
+		AddressCheck: opts.AddressCheck,
 		TrafficClass: opts.TrafficClass.Ptr(),
 		ServiceLevel: opts.ServiceLevel.Ptr(),
 		IPv4:         req.IPv4,

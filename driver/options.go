@@ -16,6 +16,9 @@ const (
 	OptMTU        = "mtu"
 	OptRDMADevice = "rdma_device"
 	OptGIDCheck   = "gid_check"
+	// OptAddressCheck: probe each container's addresses on the parent's
+	// segment for another host holding them (see addrcheck.go).
+	OptAddressCheck = "address_check"
 	// OptTrafficClass and OptServiceLevel are the QoS every workload on the
 	// network is told to send RoCE with (see TrafficClassMax).
 	OptTrafficClass = "traffic_class"
@@ -39,6 +42,15 @@ const (
 	GIDCheckStrict = "strict"
 )
 
+// address_check values: warn probes after the start and reports a
+// duplicate; strict probes before Join answers and refuses the start; off
+// sends no probe.
+const (
+	AddressCheckWarn   = "warn"
+	AddressCheckStrict = "strict"
+	AddressCheckOff    = "off"
+)
+
 // Macvlan modes, as Docker's built-in macvlan driver names them.
 const (
 	ModeBridge   = "bridge"
@@ -48,7 +60,7 @@ const (
 )
 
 var (
-	networkOptionNames  = []string{OptParent, OptMode, OptMTU, OptRDMADevice, OptGIDCheck, OptTrafficClass, OptServiceLevel}
+	networkOptionNames  = []string{OptParent, OptMode, OptMTU, OptRDMADevice, OptGIDCheck, OptAddressCheck, OptTrafficClass, OptServiceLevel}
 	endpointOptionNames = []string{OptMTU}
 	macvlanModeNames    = []string{ModeBridge, ModePrivate, ModeVEPA, ModePassthru}
 )
@@ -77,6 +89,9 @@ type NetworkOptions struct {
 	MTU        int // 0: the parent's MTU
 	RDMADevice string
 	GIDCheck   string // GIDCheckWarn (default) or GIDCheckStrict
+	// AddressCheck is AddressCheckWarn (default), AddressCheckStrict or
+	// AddressCheckOff.
+	AddressCheck string
 	// TrafficClass and ServiceLevel are what workloads on the network are
 	// told to send RoCE with; unset when not given.
 	TrafficClass Optional
@@ -177,6 +192,12 @@ func ParseNetworkOptions(opts []Option) (NetworkOptions, error) {
 					OptGIDCheck, o.Value, GIDCheckWarn, GIDCheckStrict)
 			}
 			out.GIDCheck = o.Value
+		case OptAddressCheck:
+			if o.Value != AddressCheckWarn && o.Value != AddressCheckStrict && o.Value != AddressCheckOff {
+				return out, invalidf("option %s=%q: use %s (probe each container's addresses on the parent's segment after its start and report another host holding them), %s (probe before the start, about 0.4 s, and refuse it on a duplicate) or %s (send no probe)",
+					OptAddressCheck, o.Value, AddressCheckWarn, AddressCheckStrict, AddressCheckOff)
+			}
+			out.AddressCheck = o.Value
 		case OptTrafficClass:
 			n, err := parseLevel(o.Key, o.Value, TrafficClassMax,
 				"the IP ToS byte RoCE v2 packets carry, as NCCL_IB_TC takes it: DSCP times 4 plus the ECN bits, e.g. 104 for DSCP 26, 106 for DSCP 26 with ECT(0)")
@@ -202,6 +223,9 @@ func ParseNetworkOptions(opts []Option) (NetworkOptions, error) {
 	}
 	if out.GIDCheck == "" {
 		out.GIDCheck = GIDCheckWarn
+	}
+	if out.AddressCheck == "" {
+		out.AddressCheck = AddressCheckWarn
 	}
 	return out, nil
 }

@@ -31,6 +31,9 @@ type network struct {
 	RDMADevice string       `json:"rdma_device,omitempty"`
 	RDMA       *networkRDMA `json:"rdma,omitempty"`
 	GIDCheck   string       `json:"gid_check,omitempty"`
+	// AddressCheck is the -o address_check option; "" (records of
+	// versions before it) is warn.
+	AddressCheck string `json:"address_check,omitempty"`
 	// TrafficClass and ServiceLevel are the -o traffic_class and
 	// service_level options; nil when not given (and in records of versions
 	// before them).
@@ -73,4 +76,7 @@ type endpoint struct {
 	GIDs       []endpointGID `json:"gids,omitempty"`
 	RDMAReady  bool          `json:"rdma_ready,omitempty"`
 	RDMAReason string        `json:"rdma_reason,omitempty"`
+	// Conflicts are the addresses another MAC answered for at the last
+	// Join's probe (addrcheck.go); cleared by Leave.
+	Conflicts []addressConflict `json:"address_conflicts,omitempty"`
 }

@@ -51,7 +51,7 @@ func (d *Driver) Status() api.Status {
 	for i := range nets {
 		n := &nets[i]
 		ipv6[n.ID] = n.ipv6()
-		ns := api.Network{ID: n.ID, Parent: n.Parent, VLAN: vlanStatus(n.VLAN), Mode: n.Mode, MTU: n.MTU, GIDCheck: n.GIDCheck,
+		ns := api.Network{ID: n.ID, Parent: n.Parent, VLAN: vlanStatus(n.VLAN), Mode: n.Mode, MTU: n.MTU, GIDCheck: n.GIDCheck, AddressCheck: n.addressCheck(),
 			GIDCheckNote: notes[n.ID], RDMADevice: n.RDMADevice, Endpoints: []api.Endpoint{},
 			TrafficClass: copyInt(n.TrafficClass), ServiceLevel: copyInt(n.ServiceLevel), Subnets: n.subnets()}
 		if ns.VLAN != nil {
@@ -99,7 +99,10 @@ func (d *Driver) Status() api.Status {
 			continue
 		}
 		es := api.Endpoint{ID: e.ID, Ifname: e.Ifname, IPv4: addrOnly(e.IPv4), IPv6: addrOnly(e.IPv6), MAC: e.MAC,
-			Sandbox: e.Sandbox, GIDs: []api.GID{}}
+			Sandbox: e.Sandbox, GIDs: []api.GID{}, AddressConflicts: conflictsStatus(e.Conflicts)}
+		for _, c := range e.Conflicts {
+			ns.Problems = append(ns.Problems, "endpoint "+ShortID(e.ID)+": "+conflictText(c, ns.Parent))
+		}
 		port := gid.Port{HCA: ns.HCA, Port: ns.Port}
 		if table, ok := tables[port]; ok && ns.HCA != "" {
 			want := gid.Expect(e.IPv4, e.IPv6, e.MAC, ipv6[e.NetworkID])

@@ -38,16 +38,17 @@ const (
 
 // Reasons of a refusal (label reason of rdma_macvlan_refusals_total).
 const (
-	RefusalGIDTableFull   = "gid_table_full"   // admission: the port's GID table cannot hold the container's entries
-	RefusalGIDCheckStrict = "gid_check_strict" // -o gid_check=strict: the container's GID entries did not appear
-	RefusalInvalidOption  = "invalid_option"   // a wrong option or value (network create -o, --subnet, --driver-opt)
-	RefusalBadRequest     = "bad_request"      // a request that is not what the engine sends
-	RefusalConflict       = "conflict"         // clashes with an object that exists
-	RefusalHostSetup      = "host_setup"       // the host is not ready (no RDMA device, not RoCE, exclusive netns mode)
-	RefusalOther          = "other"            // a kind of refusal this version does not name
+	RefusalGIDTableFull    = "gid_table_full"   // admission: the port's GID table cannot hold the container's entries
+	RefusalGIDCheckStrict  = "gid_check_strict" // -o gid_check=strict: the container's GID entries did not appear
+	RefusalInvalidOption   = "invalid_option"   // a wrong option or value (network create -o, --subnet, --driver-opt)
+	RefusalBadRequest      = "bad_request"      // a request that is not what the engine sends
+	RefusalConflict        = "conflict"         // clashes with an object that exists
+	RefusalHostSetup       = "host_setup"       // the host is not ready (no RDMA device, not RoCE, exclusive netns mode)
+	RefusalAddressConflict = "address_conflict" // -o address_check=strict: another MAC on the parent's segment holds the container's address
+	RefusalOther           = "other"            // a kind of refusal this version does not name
 )
 
-var refusalReasons = []string{RefusalGIDTableFull, RefusalGIDCheckStrict, RefusalInvalidOption, RefusalBadRequest, RefusalConflict, RefusalHostSetup, RefusalOther}
+var refusalReasons = []string{RefusalGIDTableFull, RefusalGIDCheckStrict, RefusalInvalidOption, RefusalBadRequest, RefusalConflict, RefusalHostSetup, RefusalAddressConflict, RefusalOther}
 
 // Outcomes of a state write (label outcome of rdma_macvlan_state_writes_total).
 const (
@@ -86,7 +87,7 @@ func New(version, commit string) *Metrics {
 	}, []string{"method"})
 	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rdma_macvlan_refusals_total",
-		Help: "Requests refused, by reason: gid_table_full (admission: the port's GID table cannot hold one more container), gid_check_strict (a strict network's container start failed: its GID entries did not appear), invalid_option, bad_request, conflict, host_setup, other.",
+		Help: "Requests refused, by reason: gid_table_full (admission: the port's GID table cannot hold one more container), gid_check_strict (a strict network's container start failed: its GID entries did not appear), invalid_option, bad_request, conflict, host_setup, address_conflict (an address_check=strict network's container start failed: another host holds its address), other.",
 	}, []string{"reason"})
 	m.writes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rdma_macvlan_state_writes_total",

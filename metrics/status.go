@@ -37,14 +37,16 @@ var (
 	descNetworks = prometheus.NewDesc("rdma_macvlan_networks",
 		"Networks of this driver.", nil, nil)
 	descProblems = prometheus.NewDesc("rdma_macvlan_status_problems",
-		"Problems GET /v1/status reports for the networks (an RDMA port or GID table that cannot be read, a parent gone): 0 when all is well.", nil, nil)
+		"Problems GET /v1/status reports for the networks (an RDMA port or GID table that cannot be read, a parent gone, a duplicate address): 0 when all is well.", nil, nil)
+	descConflicts = prometheus.NewDesc("rdma_macvlan_address_conflicts",
+		"Addresses of containers on this daemon's networks that another MAC on the parent's segment answered for when they joined (another host gave out the same address; RDMA traffic for it may reach the other holder): 0 when all is well.", nil, nil)
 )
 
 // statusCollector reads the gauges from the status document at each scrape.
 type statusCollector struct{ m *Metrics }
 
 func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTableSize, descTableUsed, descTableFree, descHeadroom, descEndpoints, descNetworks, descProblems} {
+	for _, d := range []*prometheus.Desc{descTableSize, descTableUsed, descTableFree, descHeadroom, descEndpoints, descNetworks, descProblems, descConflicts} {
 		ch <- d
 	}
 }
@@ -73,6 +75,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descNetworks, prometheus.GaugeValue, float64(g.Networks))
 	ch <- prometheus.MustNewConstMetric(descProblems, prometheus.GaugeValue, float64(g.Problems))
+	ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.GaugeValue, float64(g.Conflicts))
 }
 
 // PortGauges are one HCA port's gauges.
@@ -95,6 +98,8 @@ type StatusGauges struct {
 	Endpoints map[EndpointKey]int
 	Networks  int
 	Problems  int
+	// Conflicts counts the endpoints' addresses another MAC holds.
+	Conflicts int
 }
 
 // Gauges computes the gauges of st: each port's GID table as the first
@@ -114,6 +119,7 @@ func Gauges(st api.Status) StatusGauges {
 			}
 		}
 		for _, e := range n.Endpoints {
+			g.Conflicts += len(e.AddressConflicts)
 			state, reason := Readiness(e)
 			g.Endpoints[EndpointKey{HCA: n.HCA, Port: n.Port, State: state, Reason: reason}]++
 		}

@@ -64,3 +64,18 @@ func TestGaugesPerPort(t *testing.T) {
 		}
 	}
 }
+
+// Every address another MAC holds counts, on any network.
+func TestGaugesCountAddressConflicts(t *testing.T) {
+	c := api.AddressConflict{Address: "10.5.0.2", MAC: "02:42:0a:05:00:99"}
+	st := api.Status{Networks: []api.Network{
+		{ID: "n1", Endpoints: []api.Endpoint{{ID: "e1", AddressConflicts: []api.AddressConflict{c, c}}, {ID: "e2"}}},
+		{ID: "n2", Endpoints: []api.Endpoint{{ID: "e3", AddressConflicts: []api.AddressConflict{c}}}},
+	}}
+	if g := Gauges(st); g.Conflicts != 3 {
+		t.Errorf("conflicts %d, want 3", g.Conflicts)
+	}
+	if g := Gauges(api.Status{Networks: []api.Network{{ID: "n1", Endpoints: []api.Endpoint{{ID: "e1"}}}}}); g.Conflicts != 0 {
+		t.Errorf("conflicts %d with none, want 0", g.Conflicts)
+	}
+}

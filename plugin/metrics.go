@@ -65,6 +65,7 @@ func refusalReason(err error) string {
 		bad    *driver.BadRequestError
 		clash  *driver.ConflictError
 		host   *driver.HostSetupError
+		dup    *driver.AddressConflictError
 	)
 	switch {
 	case errors.As(err, &full):
@@ -79,6 +80,8 @@ func refusalReason(err error) string {
 		return metrics.RefusalConflict
 	case errors.As(err, &host):
 		return metrics.RefusalHostSetup
+	case errors.As(err, &dup):
+		return metrics.RefusalAddressConflict
 	case driver.IsRefusal(err):
 		return metrics.RefusalOther
 	}

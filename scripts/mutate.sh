@@ -183,6 +183,32 @@ mutant enslaved-parent-accepted driver/parent.go "$unit" 'TestParentPortOfMaster
 mutant master-index-unread netns/links.go './plugin/' 'TestPrivilegedEnslavedParent' \
   'MasterIndex: a.MasterIndex,' \
   'MasterIndex: 0,'
+# Duplicate addresses across hosts: the probe finds another host holding
+# the address through the real kernel, never the endpoint itself; the driver
+# records it off the start path, refuses it on a strict network before Join
+# answers, and forgets it when the container leaves.
+mutant probe-own-mac-counted netns/probe.go './netns/' 'TestPrivilegedProbeAddress' \
+  'if mac == nil || slices.Equal(mac, own) ||' \
+  'if mac == nil ||'
+mutant probe-ndp-checksum-unset netns/probe.go './netns/' 'TestPrivilegedProbeAddress' \
+  'binary.BigEndian.PutUint16(icmp[2:], icmpv6Checksum(src, group, icmp))' \
+  '_ = icmpv6Checksum'
+mutant address-conflict-unrecorded driver/addrcheck.go "$unit" 'TestAddressConflictReportedAfterJoin' \
+  '	e.Conflicts = found
+	for _, c := range found {' \
+  '	for _, c := range found {'
+mutant address-probe-on-start-path driver/join.go "$unit" 'TestAddressConflictReportedAfterJoin' \
+  'if err == nil && check == AddressCheckStrict && d.probe != nil {' \
+  'if err == nil && check != AddressCheckOff && d.probe != nil {'
+mutant address-strict-unprobed driver/join.go "$unit" 'TestAddressCheckStrictAndOff' \
+  'if err == nil && check == AddressCheckStrict && d.probe != nil {' \
+  'if false && err == nil && check == AddressCheckStrict && d.probe != nil {'
+mutant address-conflict-kept-after-leave driver/leave.go "$unit" 'TestAddressConflictReportedAfterJoin' \
+  'e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason, e.Conflicts = "", nil, false, "", nil' \
+  'e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason = "", nil, false, ""'
+mutant address-conflicts-uncounted metrics/status.go './metrics/' 'TestGaugesCountAddressConflicts' \
+  'g.Conflicts += len(e.AddressConflicts)' \
+  'g.Conflicts += 0'
 mutant vrf-port-refused driver/parent.go "$unit" 'TestParentPortOfVRFAccepted' \
   '"hsr":         "HSR/PRP device",' \
   '"hsr":         "HSR/PRP device", "vrf": "VRF",'

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -219,6 +220,9 @@ func run(args []string) error {
 		Log:            log,
 		Version:        version.String(),
 		Observer:       m,
+		ProbeAddress: func(ctx context.Context, parent string, addr netip.Addr, own net.HardwareAddr) ([]net.HardwareAddr, error) {
+			return host.ProbeAddress(ctx, parent, addr, own, netns.DefaultProbe)
+		},
 	})
 	if err != nil {
 		return err

@@ -75,7 +75,8 @@ func SetMTU(h *netns.Handle, name string, mtu int) error {
 
 // MoveInto does what libnetwork does with the link Join names: it moves the
 // link called name from src into the namespace of dst, renames it to
-// newName, sets mac (when given) and the addresses, and brings it up there.
+// newName, sets mac (when given) and the addresses (IPv6 ones without
+// duplicate address detection, as libnetwork does), and brings it up there.
 // Equivalent to: ip link set $name netns $dst; ip -n $dst link set $name name $newName address $mac up; ip -n $dst addr add ...
 func MoveInto(src, dst *netns.Handle, name, newName string, mac net.HardwareAddr, addrs ...*net.IPNet) error {
 	snl, err := handle(src)
@@ -110,7 +111,11 @@ func MoveInto(src, dst *netns.Handle, name, newName string, mac net.HardwareAddr
 		}
 	}
 	for _, a := range addrs {
-		if err := dnl.AddrAdd(l, &netlink.Addr{IPNet: a}); err != nil {
+		na := &netlink.Addr{IPNet: a}
+		if a.IP.To4() == nil {
+			na.Flags = unix.IFA_F_NODAD // as libnetwork sets a container's IPv6 address
+		}
+		if err := dnl.AddrAdd(l, na); err != nil {
 			return fmt.Errorf("add %s to %q: %w", a, newName, err)
 		}
 	}

@@ -17,7 +17,12 @@
 #     --scope swarm --config-from network; a service with 2 replicas, at most one per node. The
 #     checks: a task runs on each node, each has an address from its node's range on a macvlan
 #     child of its node's parent, and each pings the other's address; then the service and the
-#     networks go.
+#     networks go;
+#   - duplicates across the two "hosts": standalone rdma-macvlan networks on both nodes with one
+#     subnet and the same --ip-range hand out one address twice; the second node's daemon finds
+#     the first node's container on its parent's segment (address_check=warn: the endpoint's
+#     address_conflicts in /v1/status), address_check=strict refuses that start naming the
+#     address and the other MAC, and a node with its own range starts and reaches the other.
 # Every check prints `ok - ...` or `not ok - ...`; the last line is `N passed, N failed`.
 #
 # Needs: root, Go, apt (scripts/engines.sh installs the engines), iproute2, nsenter.
@@ -136,6 +141,102 @@ swarm_driver() {
 
 rm_nets() { on 1 network rm "$1" && on 1 network rm "$2" && on 2 network rm "$2"; }
 
+# st N: the status lines of node N's daemon (rmvstatus).
+st() { sock=/run/docker/plugins/$(on "$1" plugin inspect -f '{{.Id}}' "$PLUGIN")/rdma-macvlan.sock status; }
+
+# conflicts_of N NET C: the conflicts= field of container C's endpoint on network NET, on node N.
+conflicts_of() {
+	local nid eid
+	nid=$(on "$1" network inspect -f '{{.Id}}' "$2") eid=$(on "$1" inspect -f "{{(index .NetworkSettings.Networks \"$2\").EndpointID}}" "$3")
+	st "$1" | awk -v n="$nid" -v e="$eid" '$1 == "endpoint" && $2 == n && $3 == e' | tr ' ' '\n' | sed -n 's/^conflicts=//p'
+}
+
+# conflict_is N NET C WANT: conflicts_of is WANT ("-": none).
+conflict_is() {
+	local got
+	got=$(conflicts_of "$1" "$2" "$3")
+	[[ $got == "$4" ]] || { echo "conflicts=$got, want $4"; return 1; }
+}
+
+# on_net N NET C FIELD: FIELD (IPAddress, MacAddress) of container C on network NET, on node N.
+on_net() { on "$1" inspect -f "{{(index .NetworkSettings.Networks \"$2\").$4}}" "$3"; }
+
+# dup_checks: standalone networks on both nodes, on one subnet. The same --ip-range on both gives
+# two containers one address: the daemon whose container starts second finds the other's MAC on
+# its parent's segment (address_check=warn reports it, strict refuses the start); distinct
+# ranges give no problem.
+dup_checks() {
+	local net=rmvw-dup r="$S.96/28" c1 c2 a1 a2 m1 out
+	tag="$engine/duplicates"
+	plan_checks
+	if ! out=$(on 1 network create -d "$PLUGIN" --subnet "$S.0/24" --gateway "$S.1" --ip-range "$r" -o parent="$P1" "$net" 2>&1) ||
+		! out=$(on 2 network create -d "$PLUGIN" --subnet "$S.0/24" --gateway "$S.1" --ip-range "$r" -o parent="$P2" "$net" 2>&1); then
+		fail "standalone networks on both nodes with one --ip-range $r" "$out"
+		return 0
+	fi
+	pass "standalone networks on both nodes with one --ip-range $r"
+	if ! c1=$(on 1 run -d --net "$net" "$IMAGE" "${SLEEPER[@]}" 2>&1) || ! c2=$(on 2 run -d --net "$net" "$IMAGE" "${SLEEPER[@]}" 2>&1); then
+		fail "a container on each node" "$c1 $c2"
+		return 0
+	fi
+	a1=$(on_net 1 "$net" "$c1" IPAddress) a2=$(on_net 2 "$net" "$c2" IPAddress) m1=$(on_net 1 "$net" "$c1" MacAddress)
+	if [[ -n $a1 && $a1 == "$a2" ]]; then pass "both nodes gave out $a1"; else fail "both nodes gave out one address" "node 1: $a1, node 2: $a2"; fi
+	check "node 2's daemon reports $a1 held by node 1's container ($m1)" poll 10 conflict_is 2 "$net" "$c2" "$a1@$m1"
+	check "node 1's daemon, whose container started first and found no one, reports nothing" conflict_is 1 "$net" "$c1" -
+	check "node 2: the container and its warn network removed" on 2 rm -f "$c2"
+	check "node 2: the warn network removed" on 2 network rm "$net"
+	check "node 2: an address_check=strict network with the same range" on 2 network create -d "$PLUGIN" --subnet "$S.0/24" --gateway "$S.1" --ip-range "$r" -o parent="$P2" -o address_check=strict "$net"
+	refused "node 2: a container given $a1 on the strict network is refused, naming the address and node 1's MAC" \
+		"address_check=strict refused the start: address $a1 is also held by MAC $m1" -- on 2 run -d --net "$net" "$IMAGE" "${SLEEPER[@]}"
+	check "node 2: the strict network removed" on 2 network rm "$net"
+	check "node 2: a strict network with its own --ip-range $S.112/28" on 2 network create -d "$PLUGIN" --subnet "$S.0/24" --gateway "$S.1" --ip-range "$S.112/28" -o parent="$P2" -o address_check=strict "$net"
+	if c2=$(on 2 run -d --net "$net" "$IMAGE" "${SLEEPER[@]}" 2>&1); then
+		pass "node 2: a container from its own range starts on the strict network ($(on_net 2 "$net" "$c2" IPAddress))"
+		check "node 2's container reaches node 1's across the segment" on 2 exec "$c2" ping -c 2 -W 2 "$a1"
+		check "node 2's daemon reports no duplicate" conflict_is 2 "$net" "$c2" -
+	else
+		fail "node 2: a container from its own range starts on the strict network" "$c2"
+	fi
+	on 2 rm -f "$c2" >/dev/null 2>&1 || true
+	on 1 rm -f "$c1" >/dev/null 2>&1 || true
+	check "the duplicate checks' networks removed" poll 30 rm_dup_nets "$net"
+}
+
+# readme_net N TEXT: a README block's TEXT run against node N, on this run's subnet, node N's
+# parent, the plugin under test and network rmvw-plan.
+readme_net() {
+	local p=P$1
+	DOCKER_HOST=unix://$rdir/d$1/docker.sock bash -euo pipefail -c "$(printf '%s\n' "$2" |
+		sed -e "s/192\.168\.7\./$S./g" -e "s/ens2f0/${!p}/" -e "s/rdma-macvlan:latest/$PLUGIN/" -e 's/ roce$/ rmvw-plan/')"
+}
+
+# plan_checks: the README's per-host ranges on both nodes: each node's container gets an address
+# from its own range, they reach each other, and neither daemon reports a duplicate.
+plan_checks() {
+	local net=rmvw-plan c1 c2 a1 a2
+	check "node 1: the README's network of the first host (--ip-range .32/27)" readme_net 1 "$(readme_block multihost-a)"
+	check "node 2: the README's network of the second host (--ip-range .64/27)" readme_net 2 "$(readme_block multihost-b)"
+	if ! c1=$(on 1 run -d --net "$net" "$IMAGE" "${SLEEPER[@]}" 2>&1) || ! c2=$(on 2 run -d --net "$net" "$IMAGE" "${SLEEPER[@]}" 2>&1); then
+		fail "a container on each node on the planned network" "$c1 $c2"
+	else
+		a1=$(on_net 1 "$net" "$c1" IPAddress) a2=$(on_net 2 "$net" "$c2" IPAddress)
+		if [[ ${a1##*.} -ge 32 && ${a1##*.} -le 63 && ${a2##*.} -ge 64 && ${a2##*.} -le 95 ]]; then
+			pass "each node's container has an address of its own range ($a1, $a2)"
+		else
+			fail "each node's container has an address of its own range" "node 1: $a1 (want .32-.63), node 2: $a2 (want .64-.95)"
+		fi
+		check "node 1's container reaches node 2's across the segment" on 1 exec "$c1" ping -c 2 -W 2 "$a2"
+		check "neither daemon reports a duplicate" poll 5 both_clean "$net" "$c1" "$c2"
+	fi
+	on 1 rm -f "$c1" >/dev/null 2>&1 || true
+	on 2 rm -f "$c2" >/dev/null 2>&1 || true
+	check "the planned networks removed" poll 30 rm_dup_nets "$net"
+}
+
+both_clean() { conflict_is 1 "$1" "$2" - && conflict_is 2 "$1" "$3" -; }
+
+rm_dup_nets() { on 1 network rm "$1" && on 2 network rm "$1"; }
+
 # One engine.
 swarm_run() {
 	engine=$1
@@ -174,6 +275,7 @@ swarm_run() {
 	say "swarm ready after $(($(date +%s) - t0)) s"
 	swarm_driver macvlan macvlan
 	swarm_driver rdma-macvlan "$PLUGIN"
+	dup_checks
 	tag=$engine
 	teardown
 	timings+=("$engine: $(($(date +%s) - t0)) s")
@@ -181,6 +283,6 @@ swarm_run() {
 
 select_engines --both "$@"
 e2e_preflight nsenter:util-linux
-suite_start swarm rdma-macvlan fakesysfs
+suite_start swarm rdma-macvlan fakesysfs rmvstatus
 make_plugin_dir "$work/plugin"
 run_engines swarm_run

@@ -8,7 +8,7 @@
 // prints one line per network and one per endpoint:
 //
 //	network <id> parent=<p> hca=<h> port=<n> netns_mode=<m> gid_size=<n> gid_used=<n> gid_free=<n> endpoints=<n>
-//	endpoint <network id> <endpoint id> ifname=<name> ipv4=<ip> ipv6=<ip> mac=<mac> rdma_ready=<bool> gids=<i,j> reason=<quoted>
+//	endpoint <network id> <endpoint id> ifname=<name> ipv4=<ip> ipv6=<ip> mac=<mac> rdma_ready=<bool> gids=<i,j> reason=<quoted> conflicts=<address@mac,...>
 //
 // It exits 1 when the daemon cannot be reached or answers something that
 // is not a status.
@@ -60,6 +60,10 @@ type endpoint struct {
 	GIDs      []gid  `json:"gids"`
 	RDMAReady *bool  `json:"rdma_ready"`
 	Reason    string `json:"rdma_reason"`
+	Conflicts []struct {
+		Address string `json:"address"`
+		MAC     string `json:"mac"`
+	} `json:"address_conflicts"`
 }
 
 type gid struct {
@@ -142,8 +146,12 @@ func write(out io.Writer, st status) error {
 			if e.RDMAReady != nil {
 				ready = strconv.FormatBool(*e.RDMAReady)
 			}
-			fmt.Fprintf(&b, "endpoint %s %s ifname=%s ipv4=%s ipv6=%s mac=%s rdma_ready=%s gids=%s reason=%q\n",
-				n.ID, e.ID, dash(e.Ifname), dash(e.IPv4), dash(e.IPv6), dash(e.MAC), ready, dash(strings.Join(idx, ",")), e.Reason)
+			dups := make([]string, 0, len(e.Conflicts))
+			for _, c := range e.Conflicts {
+				dups = append(dups, c.Address+"@"+c.MAC)
+			}
+			fmt.Fprintf(&b, "endpoint %s %s ifname=%s ipv4=%s ipv6=%s mac=%s rdma_ready=%s gids=%s reason=%q conflicts=%s\n",
+				n.ID, e.ID, dash(e.Ifname), dash(e.IPv4), dash(e.IPv6), dash(e.MAC), ready, dash(strings.Join(idx, ",")), e.Reason, dash(strings.Join(dups, ",")))
 		}
 	}
 	_, err := io.WriteString(out, b.String())

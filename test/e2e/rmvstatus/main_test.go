@@ -35,7 +35,8 @@ func TestLines(t *testing.T) {
 		"endpoints":[{"id":"e1","ifname":"rmve10000000000","ipv4":"10.0.0.2","mac":"02:00:00:00:00:01",
 			"gids":[{"index":2,"type":"IB/RoCE v1","gid":"x"},{"index":3,"type":"RoCE v2","gid":"x"}],"rdma_ready":true},
 			{"id":"e2","ifname":"rmve20000000000","ipv4":"10.0.0.3","mac":"02:00:00:00:00:02","gids":[],
-			"rdma_ready":false,"rdma_reason":"waiting for the kernel"}]}]}`
+			"rdma_ready":false,"rdma_reason":"waiting for the kernel",
+			"address_conflicts":[{"address":"10.0.0.3","mac":"02:00:00:00:00:99","seen":"2026-11-28T00:00:00Z"}]}]}]}`
 	sock := serve(t, body)
 	var out bytes.Buffer
 	if err := run([]string{"-socket", sock}, &out); err != nil {
@@ -43,8 +44,8 @@ func TestLines(t *testing.T) {
 	}
 	want := []string{
 		"network n1 parent=veth0 hca=mlx5_0 port=1 netns_mode=shared gid_size=255 gid_used=4 gid_free=251 endpoints=2 gid_check=strict gid_check_note=\"works as warn\"",
-		`endpoint n1 e1 ifname=rmve10000000000 ipv4=10.0.0.2 ipv6=- mac=02:00:00:00:00:01 rdma_ready=true gids=2,3 reason=""`,
-		`endpoint n1 e2 ifname=rmve20000000000 ipv4=10.0.0.3 ipv6=- mac=02:00:00:00:00:02 rdma_ready=false gids=- reason="waiting for the kernel"`,
+		`endpoint n1 e1 ifname=rmve10000000000 ipv4=10.0.0.2 ipv6=- mac=02:00:00:00:00:01 rdma_ready=true gids=2,3 reason="" conflicts=-`,
+		`endpoint n1 e2 ifname=rmve20000000000 ipv4=10.0.0.3 ipv6=- mac=02:00:00:00:00:02 rdma_ready=false gids=- reason="waiting for the kernel" conflicts=10.0.0.3@02:00:00:00:00:99`,
 	}
 	if got := strings.TrimSpace(out.String()); got != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", got, strings.Join(want, "\n"))

@@ -41,6 +41,9 @@ type inspectEndpoint struct {
 	// GIDDrift are the daemon's entries of the endpoint that moved after
 	// it was ready: the index its workload was given and the current one.
 	GIDDrift []api.GIDMove `json:"gid_drift,omitempty"`
+	// AddressConflicts are the endpoint's addresses another MAC on the
+	// parent's segment answered for (the daemon's probe at its start).
+	AddressConflicts []api.AddressConflict `json:"address_conflicts,omitempty"`
 
 	// addr is the address of the GIDIndex entry; table the port's whole
 	// table when it could be read (for rdmaenv.Vars).
@@ -237,6 +240,7 @@ func (s *session) endpoint(v *netView, id, ipv4, ipv6, mac string, choice rdmaen
 		ready := st.RDMAReady
 		ep.RDMAReady, ep.RDMAReason = &ready, st.RDMAReason
 		ep.GIDDrift = st.GIDDrift
+		ep.AddressConflicts = st.AddressConflicts
 	} else {
 		for _, ip := range []string{ep.IPv4, ep.IPv6} {
 			if a := net.ParseIP(ip); a != nil {
@@ -618,6 +622,9 @@ func renderEndpoint(w io.Writer, ep inspectEndpoint) {
 	}
 	if len(ep.GIDDrift) > 0 {
 		tprintf(w, "  moved      %s (given->now, -1: gone): the workload keeps the index it was given; restart the container to give it the new one (NCCL 2.21 and later follow it when started with -e NCCL_IB_GID_INDEX=-1)\n", movedCell(ep.GIDDrift))
+	}
+	for _, c := range ep.AddressConflicts {
+		tprintf(w, "  DUPLICATE  %s is also held by MAC %s on the parent's segment (found %s): RDMA traffic for it may reach the other holder; give each host its own --ip-range of the subnet, then restart the container\n", c.Address, c.MAC, c.Seen)
 	}
 	tprintf(w, "  RDMA       %s\n", readiness(ep))
 }

@@ -218,6 +218,22 @@ func TestInspectShowsMovedEntries(t *testing.T) {
 	}
 }
 
+// An address another host holds (the daemon's address_conflicts) is shown
+// in the container's view with the fix.
+func TestInspectShowsDuplicateAddress(t *testing.T) {
+	status := strings.Replace(string(readFixture(t, "status.json")), `"rdma_ready": true`,
+		`"rdma_ready": true, "address_conflicts": [{"address": "192.168.7.2", "mac": "02:42:c0:a8:07:99", "seen": "2026-11-28T00:00:00Z"}]`, 1)
+	w := standardWorldWith(t, []byte(status))
+	w.container("c1", containerJSON("c1", "c1c1c1c1c1c1c1c1", "roce", netRoce, "aaaa00000001"+strings.Repeat("0", 52), "192.168.7.2", true))
+	if rc := w.run("inspect", "c1"); rc != 0 {
+		t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+	}
+	if want := "DUPLICATE  192.168.7.2 is also held by MAC 02:42:c0:a8:07:99 on the parent's segment"; !strings.Contains(w.stdout.String(), want) ||
+		!strings.Contains(w.stdout.String(), "--ip-range") {
+		t.Errorf("the container's view lacks %q and the fix:\n%s", want, w.stdout.String())
+	}
+}
+
 func TestInspectErrors(t *testing.T) {
 	w := standardWorld(t)
 	if rc := w.run("inspect", "nothing"); rc != 1 || !strings.Contains(w.stderr.String(), "nothing: no such container or network") {

@@ -1,0 +1,161 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/api"
+	"github.com/sirupsen/logrus"
+)
+
+// Duplicate addresses across hosts. Each host's engine hands out addresses
+// from its own IPAM: two hosts on one RoCE subnet without their own
+// --ip-range give two containers one address, hence one RoCE GID on the
+// fabric, and RDMA traffic for one goes to the other without an error. No
+// configuration the driver sees can rule that out, so at each Join it asks
+// the parent's segment whether another MAC holds the endpoint's addresses
+// (an ARP probe, a duplicate address detection solicitation: see
+// netns.ProbeAddress). With address_check=warn (the default) the probe runs
+// after Join has answered, and a duplicate is an endpoint problem; with
+// strict, Join waits for it and refuses the start; off sends nothing.
+//
+// The probe is sent from the parent, never from the container's link, so
+// it goes out whether or not libnetwork has set the address yet, and the
+// container itself never answers it (a frame its parent sends never reaches
+// a macvlan child).
+
+// ProbeFunc asks the segment of the link parent which MACs other than own
+// hold addr, within ctx.
+type ProbeFunc func(ctx context.Context, parent string, addr netip.Addr, own net.HardwareAddr) ([]net.HardwareAddr, error)
+
+// probeBound bounds one endpoint's probe of all its addresses, should the
+// socket calls themselves hang.
+const probeBound = 5 * time.Second
+
+// addressConflict is one address of an endpoint that another MAC on the
+// parent's segment answered for.
+type addressConflict struct {
+	Address string    `json:"address"`
+	MAC     string    `json:"mac"`
+	Seen    time.Time `json:"seen"`
+}
+
+// probeEndpoint probes each address of e (CIDR strings, as recorded).
+func (d *Driver) probeEndpoint(ctx context.Context, parent, mac string, cidrs ...string) ([]addressConflict, error) {
+	own, _ := net.ParseMAC(mac)
+	var out []addressConflict
+	for _, c := range cidrs {
+		if c == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			continue
+		}
+		macs, err := d.probe(ctx, parent, p.Addr(), own)
+		if err != nil {
+			return out, err
+		}
+		for _, m := range macs {
+			out = append(out, addressConflict{Address: p.Addr().String(), MAC: m.String(), Seen: time.Now().UTC()})
+		}
+	}
+	return out, nil
+}
+
+// conflictText says what a duplicate is and how to fix it.
+func conflictText(c addressConflict, parent string) string {
+	return fmt.Sprintf("address %s is also held by MAC %s on the segment of parent %s: two hosts gave it out (give each host its own --ip-range of the subnet; see docker rdma inspect) or something else on the segment uses it",
+		c.Address, c.MAC, parent)
+}
+
+// strictProbe probes the endpoint's addresses before Join answers, on an
+// address_check=strict network. It runs under the claim on e, without d.mu.
+func (d *Driver) strictProbe(e *endpoint, log *logrus.Entry) error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeBound)
+	defer cancel()
+	start := time.Now()
+	found, err := d.probeEndpoint(ctx, e.Parent, e.MAC, e.IPv4, e.IPv6)
+	if err != nil {
+		return &HostSetupError{Msg: fmt.Sprintf("address_check=strict: could not probe the segment of parent %s for the container's addresses: %v (the daemon needs CAP_NET_RAW; or create the network with -o %s=%s)",
+			e.Parent, err, OptAddressCheck, AddressCheckWarn)}
+	}
+	log.WithField("took", time.Since(start).Round(time.Millisecond)).Debug("address probe done")
+	if len(found) == 0 {
+		return nil
+	}
+	texts := make([]string, len(found))
+	for i, c := range found {
+		texts[i] = conflictText(c, e.Parent)
+		log.WithFields(logrus.Fields{"address": c.Address, "mac": c.MAC}).Warn("duplicate address: start refused (address_check=strict)")
+	}
+	return &AddressConflictError{Msg: "address_check=strict refused the start: " + strings.Join(texts, "; ")}
+}
+
+// probeLater probes the endpoint's addresses after Join answered, and
+// records what it found while the endpoint is still in that sandbox.
+func (d *Driver) probeLater(eid, sandbox, parent, mac string, cidrs ...string) {
+	defer d.probes.Done()
+	ctx, cancel := context.WithTimeout(d.probeCtx, probeBound)
+	defer cancel()
+	found, err := d.probeEndpoint(ctx, parent, mac, cidrs...)
+	log := d.logFor("address-probe", logrus.Fields{"eid": ShortID(eid), "parent": parent})
+	if err != nil {
+		if d.probeCtx.Err() == nil {
+			log.WithError(err).Warn("could not probe the parent's segment for the endpoint's addresses: duplicates across hosts go unnoticed (the daemon needs CAP_NET_RAW)")
+		}
+		return
+	}
+	d.recordConflicts(eid, sandbox, found, log)
+}
+
+// recordConflicts records found as the endpoint's conflicts, unless it left
+// or joined again meanwhile.
+func (d *Driver) recordConflicts(eid, sandbox string, found []addressConflict, log *logrus.Entry) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.endpoints[eid]
+	if !ok || e.Sandbox != sandbox || (len(found) == 0 && len(e.Conflicts) == 0) {
+		return
+	}
+	d.claim(eid)
+	defer d.release(eid)
+	if e, ok = d.endpoints[eid]; !ok || e.Sandbox != sandbox {
+		return
+	}
+	rec := *e
+	rec.Conflicts = found
+	d.mu.Unlock()
+	err := d.store.saveEndpointUnsynced(&rec)
+	d.mu.Lock()
+	if err != nil {
+		log.WithError(err).Error("could not record the endpoint's duplicate addresses")
+		return
+	}
+	e.Conflicts = found
+	for _, c := range found {
+		log.WithFields(logrus.Fields{"address": c.Address, "mac": c.MAC}).Warn(conflictText(c, e.Parent))
+	}
+}
+
+// addressCheck is the network's address_check (records of versions before
+// it have none: warn).
+func (n *network) addressCheck() string {
+	if n == nil || n.AddressCheck == "" {
+		return AddressCheckWarn
+	}
+	return n.AddressCheck
+}
+
+// conflictsStatus turns an endpoint's conflicts into the status's.
+func conflictsStatus(cs []addressConflict) []api.AddressConflict {
+	var out []api.AddressConflict
+	for _, c := range cs {
+		out = append(out, api.AddressConflict{Address: c.Address, MAC: c.MAC, Seen: c.Seen.Format(time.RFC3339)})
+	}
+	return out
+}

@@ -1,0 +1,100 @@
+package netns_test
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/netns"
+	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
+)
+
+func cidr(t *testing.T, s string) *net.IPNet {
+	t.Helper()
+	ip, n, err := net.ParseCIDR(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.IP = ip
+	return n
+}
+
+func probe(t *testing.T, h *netns.Handle, addr string, own net.HardwareAddr) []string {
+	t.Helper()
+	macs, err := h.ProbeAddress(context.Background(), "p0", netip.MustParseAddr(addr), own, netns.DefaultProbe)
+	if err != nil {
+		t.Fatalf("probe %s: %v", addr, err)
+	}
+	var out []string
+	for _, m := range macs {
+		out = append(out, m.String())
+	}
+	return out
+}
+
+// ProbeAddress finds, through the real kernel, another host on the parent's
+// segment that holds an address (it answers the ARP probe or the duplicate
+// address detection), and only that: not an address nobody holds, not the
+// endpoint's own MAC, not a macvlan child of the parent itself, which never
+// sees what its parent sends.
+func TestPrivilegedProbeAddress(t *testing.T) {
+	host := netnstest.NewHost(t)
+	other := netnstest.New(t)
+	child := netnstest.New(t)
+	otherMAC, _ := net.ParseMAC("02:42:0a:09:00:05")
+	if err := netnstest.MoveInto(host, other, "p0peer", "eth0", otherMAC, cidr(t, "10.9.0.5/24"), cidr(t, "fd09::5/64")); err != nil {
+		t.Fatal(err)
+	}
+	childMAC, _ := net.ParseMAC("02:42:0a:09:00:07")
+	if _, err := host.CreateMacvlan(netns.MacvlanSpec{Name: "mv0", Parent: "p0", Mode: "bridge", MAC: childMAC}); err != nil {
+		t.Fatal(err)
+	}
+	if err := netnstest.MoveInto(host, child, "mv0", "eth0", nil, cidr(t, "10.9.0.7/24"), cidr(t, "fd09::7/64")); err != nil {
+		t.Fatal(err)
+	}
+
+	if got := probe(t, host, "10.9.0.5", nil); len(got) != 1 || got[0] != otherMAC.String() {
+		t.Errorf("probe of an address the other host holds: %v, want [%s]", got, otherMAC)
+	}
+	if got := probe(t, host, "10.9.0.5", otherMAC); len(got) != 0 {
+		t.Errorf("probe answered by the endpoint's own MAC: %v, want none", got)
+	}
+	if got := probe(t, host, "10.9.0.6", nil); len(got) != 0 {
+		t.Errorf("probe of an address no one holds: %v, want none", got)
+	}
+	if got := probe(t, host, "10.9.0.7", nil); len(got) != 0 {
+		t.Errorf("probe of the parent's own macvlan child's address: %v, want none", got)
+	}
+	// (The other side's address skipped duplicate address detection, as a
+	// container's does: a probe during it would make it give the address
+	// up.)
+	if got := probe(t, host, "fd09::5", nil); len(got) != 1 || got[0] != otherMAC.String() {
+		t.Errorf("IPv6 probe of an address the other host holds: %v, want [%s]", got, otherMAC)
+	}
+	if got := probe(t, host, "fd09::6", nil); len(got) != 0 {
+		t.Errorf("IPv6 probe of an address no one holds: %v, want none", got)
+	}
+	if got := probe(t, host, "fd09::7", nil); len(got) != 0 {
+		t.Errorf("IPv6 probe of the parent's own macvlan child's address: %v, want none", got)
+	}
+
+	start := time.Now()
+	probe(t, host, "10.9.0.6", nil)
+	if took := time.Since(start); took < netns.DefaultProbe.Duration() {
+		t.Errorf("a probe nobody answers took %v, less than its %v", took, netns.DefaultProbe.Duration())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if _, err := host.ProbeAddress(ctx, "p0", netip.MustParseAddr("10.9.0.6"), nil, netns.DefaultProbe); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > netns.DefaultProbe.Duration() {
+		t.Errorf("a probe whose context ends after 50ms took %v", took)
+	}
+	if _, err := host.ProbeAddress(context.Background(), "nope", netip.MustParseAddr("10.9.0.6"), nil, netns.DefaultProbe); err == nil {
+		t.Error("probe on a missing link: no error")
+	}
+}
