@@ -135,7 +135,7 @@ func arpProbe(mac net.HardwareAddr, addr netip.Addr) []byte {
 	b = append(b, broadcastMAC...)
 	b = append(b, mac...)
 	b = binary.BigEndian.AppendUint16(b, unix.ETH_P_ARP)
-	b = binary.BigEndian.AppendUint16(b, 1)              // hardware type: Ethernet
+	b = binary.BigEndian.AppendUint16(b, 1)             // hardware type: Ethernet
 	b = binary.BigEndian.AppendUint16(b, unix.ETH_P_IP) // protocol type
 	b = append(b, 6, 4)
 	b = binary.BigEndian.AppendUint16(b, 1) // request

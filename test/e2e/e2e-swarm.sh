@@ -22,10 +22,16 @@
 #     subnet and the same --ip-range hand out one address twice; the second node's daemon finds
 #     the first node's container on its parent's segment (address_check=warn: the endpoint's
 #     address_conflicts in /v1/status), address_check=strict refuses that start naming the
-#     address and the other MAC, and a node with its own range starts and reaches the other.
+#     address and the other MAC, and a node with its own range starts and reaches the other;
+#   - RDMA-ready swarm tasks: the runtime as each node's default runtime (docker rdma runtime
+#     install --default, SIGHUP), fake device nodes of both nodes' HCAs (mlx5_0 with uverbs0 on
+#     node 1, mlx5_3 with uverbs3 on node 2: one fake tree holds both), a service of 2 replicas on
+#     an rdma-macvlan swarm network naming no runtime: each task sees only its node's HCA's nodes,
+#     keeps the engine's memlock (this machine refuses more than 8 MiB), and is started by
+#     rdma-exec with the RoCE v2 index the fake kernel gave its address on its node's HCA.
 # Every check prints `ok - ...` or `not ok - ...`; the last line is `N passed, N failed`.
 #
-# Needs: root, Go, apt (scripts/engines.sh installs the engines), iproute2, nsenter.
+# Needs: root, Go, apt (scripts/engines.sh installs the engines), iproute2, nsenter, jq.
 # Leaves behind: nothing of a run (namespaces, links, processes, mounts, temp dirs), also when a
 #   step fails.
 #
@@ -37,8 +43,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CMD_TIMEOUT=${E2E_CMD_TIMEOUT:-60}
 # shellcheck source=test/e2e/lib/e2e.sh
 source "$here/lib/e2e.sh"
+# shellcheck source=test/e2e/lib/fakedev.sh
+source "$here/lib/fakedev.sh"
+teardown_hook() { fake_dev_remove; }
 
 work="" # temp dir of the whole suite
+MEMLOCK=8388608
 
 # on NODE CMD...: dk against node NODE (1 or 2).
 on() {
@@ -50,15 +60,39 @@ on() {
 e2e_traps
 
 # node_up N ENGINE PARENT: the node's fake sysfs, dockerd in its namespace, image, plugin.
+# The two nodes' HCAs are named differently, as on real hosts: node 1's parent is mlx5_0's
+# netdev (uverbs0), node 2's mlx5_3's (uverbs3). Both are in one fake tree, $rdir/fs, which both
+# plugins read (each finds its own parent's HCA) and which a service mounts for rdma-exec: a
+# service's bind mount has one source on every node.
 node_up() {
-	local n=$1 eng=$2 p=$3 d mac
+	local n=$1 eng=$2 p=$3 d mac hca=(mlx5_0 mlx5_3) extra=(-uverbs 3 -pci 0000:04:00.0)
 	d=$rdir/d$n
 	mac=$(ip -n "${nss[n - 1]}" -o link show dev "$p" | grep -oE 'link/ether [0-9a-f:]+' | cut -d' ' -f2)
-	"$work/bin/fakesysfs" build -root "$rdir/sys$n" -kind mlx5 -hca mlx5_0 -netdev "$p" -mac "$mac"
+	((n == 1)) && extra=()
+	"$work/bin/fakesysfs" build -root "$rdir/fs" -kind mlx5 -hca "${hca[n - 1]}" -netdev "$p" -mac "$mac" "${extra[@]}"
 	mkdir -p "$rdir/state$n" "$rdir/cdi$n"
-	engine_up "$d" "$eng" --netns "${nss[n - 1]}"
-	plugin_up "$work/plugin" "$rdir/state$n" "$rdir/cdi$n" "$rdir/sys$n/sys"
+	engine_up "$d" "$eng" --netns "${nss[n - 1]}" -- --default-ulimit memlock=$MEMLOCK:$MEMLOCK
+	plugin_up "$work/plugin" "$rdir/state$n" "$rdir/cdi$n" "$rdir/fs/sys"
 	unset DOCKER_HOST
+}
+
+fake_devs() { fake_dev_nodes "$rdir/fs" && fake_dev_uverbs 4; }
+
+# runtime_on N: the runtime installed as node N's default runtime (docker rdma runtime install
+# --default, then SIGHUP), as a swarm user does once on each node.
+# Two engines on one host share /run/docker/plugins, where the runtime looks for the plugin, and a
+# swarm network has one ID on every node: each node's runtime is pinned to its own plugin's
+# socket (--plugin-socket), as a host running several engines needs.
+runtime_on() {
+	local f=$rdir/d$1/daemon.json id
+	DOCKER_HOST=unix://$rdir/d$1/docker.sock docker rdma runtime install --default --config-file "$f" \
+		--path "$work/bin/rdma-macvlan-runtime" >/dev/null || return 1
+	id=$(on "$1" plugin inspect -f '{{.Id}}' "$PLUGIN") || return 1
+	jq --arg s "/run/docker/plugins/$id/rdma-macvlan.sock" '.runtimes["rdma-macvlan"].runtimeArgs += ["--plugin-socket", $s]' "$f" >"$f.new" &&
+		mv "$f.new" "$f" || return 1
+	kill -HUP "$(cat "$rdir/d$1/dockerd.spawned")"
+	# shellcheck disable=SC2016 # expanded by the inner bash
+	poll 20 bash -c '[[ $(DOCKER_HOST=unix://$0/docker.sock docker info -f "{{.DefaultRuntime}}") == rdma-macvlan ]]' "$rdir/d$1"
 }
 
 two_ready() {
@@ -235,6 +269,58 @@ plan_checks() {
 
 both_clean() { conflict_is 1 "$1" "$2" - && conflict_is 2 "$1" "$3" -; }
 
+# ready_checks: with the runtime as each node's default runtime, a service on an rdma-macvlan
+# swarm network is RDMA-ready on each node with that node's HCA: its device nodes only, the
+# engine's memlock kept (this machine refuses more than 8 MiB), and rdma-exec's GID index of the
+# entry the node's kernel gave the task.
+ready_checks() {
+	local cfg=rmvw-rcfg net=rmvw-rdy svc=rmvw-rdy n c a idx out hca=(mlx5_0 mlx5_3) dev=(uverbs0 uverbs3) lo=(128 144)
+	tag="$engine/rdma-ready"
+	check "node 1: the runtime as the default runtime" runtime_on 1
+	check "node 2: the runtime as the default runtime" runtime_on 2
+	if ! out=$(on 1 network create --config-only --subnet "$S.0/24" --gateway "$S.1" --ip-range "$S.128/28" -o parent="$P1" "$cfg" 2>&1) ||
+		! out=$(on 2 network create --config-only --subnet "$S.0/24" --gateway "$S.1" --ip-range "$S.144/28" -o parent="$P2" "$cfg" 2>&1) ||
+		! out=$(on 1 network create -d "$PLUGIN" --scope swarm --config-from "$cfg" "$net" 2>&1); then
+		fail "the swarm network of per-node config-only networks" "$out"
+		return 0
+	fi
+	if ! out=$(on 1 service create --detach --no-resolve-image --replicas 2 --replicas-max-per-node 1 --name "$svc" --network "$net" \
+		--mount "type=bind,src=$rdir/fs,dst=/rdma-fake,readonly" --env RDMA_EXEC_SYSFS_ROOT=/rdma-fake --env RDMA_MACVLAN_GID_TIMEOUT=60s \
+		"$IMAGE" sh -c "$PROBE; $SLEEP" 2>&1); then
+		fail "docker service create on $net, no runtime named" "$out"
+		return 0
+	fi
+	if ! out=$(poll 60 both_running "$svc"); then
+		fail "service $svc: one task runs on each node" "$out"
+	else
+		pass "service $svc: one task runs on each node, started by the default runtime"
+		for n in 1 2; do
+			c=$(task_on "$n" "$svc")
+			a=$(on_net "$n" "$net" "$c" IPAddress)
+			# The fake kernel: the task's address gets its entries in its node's HCA's table.
+			idx=$("$work/bin/fakesysfs" add-ip -root "$rdir/fs" -hca "${hca[n - 1]}" -ip "$a" -ndev eth0 | tr '\n' ' ')
+			idx=${idx% } idx=${idx##* } # the RoCE v2 entry, the last one add-ip prints: what NCCL is given
+			check "node $n's task ($a) sees only ${hca[n - 1]}'s device nodes, the engine's memlock and its GID index $idx" \
+				poll 30 task_probe_is "$n" "$c" "dev=rdma_cm ${dev[n - 1]} " "memlock=$MEMLOCK:$MEMLOCK" "gid=$idx hca==${hca[n - 1]}:1"
+			((${a##*.} >= ${lo[n - 1]} && ${a##*.} < ${lo[n - 1]} + 16)) || fail "node $n's task has an address of its node's range" "$a"
+		done
+	fi
+	check "docker service rm; the tasks go on both nodes" on 1 service rm "$svc"
+	check "the tasks are gone on both nodes" poll 30 svc_gone "$svc"
+	check "swarm network and config-only networks removed" poll 30 rm_nets "$net" "$cfg"
+}
+
+# shellcheck disable=SC2016 # expanded in the task
+PROBE='echo "dev=$(ls /dev/infiniband 2>/dev/null | tr "\n" " ")"; echo "memlock=$(sed -n "s/^Max locked memory *\([^ ]*\) *\([^ ]*\).*/\1:\2/p" /proc/self/limits)"; echo "gid=${NCCL_IB_GID_INDEX-} hca=${NCCL_IB_HCA-}"'
+SLEEP='trap "exit 0" TERM; sleep 3600 & wait'
+
+# task_probe_is N C WANT...: task C's output (PROBE) on node N holds every WANT.
+task_probe_is() {
+	local out w
+	out=$(on "$1" logs "$2" 2>&1)
+	for w in "${@:3}"; do [[ $out == *"$w"* ]] || { echo "$out"; return 1; }; done
+}
+
 rm_dup_nets() { on 1 network rm "$1" && on 2 network rm "$1"; }
 
 # One engine.
@@ -260,8 +346,12 @@ swarm_run() {
 	for l in lo "$u1" "$P1"; do ip -n "$ns1" link set "$l" up; done
 	for l in lo "$u2" "$P2"; do ip -n "$ns2" link set "$l" up; done
 
+	mkdir -p "$rdir/config/cli-plugins"
+	install -m 0755 "$work/bin/docker-rdma" "$rdir/config/cli-plugins/docker-rdma"
+	export DOCKER_CONFIG=$rdir/config
 	check_here "node 1: dockerd in namespace $ns1 with the plugin" node_up 1 "$engine" "$P1"
 	check_here "node 2: dockerd in namespace $ns2 with the plugin" node_up 2 "$engine" "$P2"
+	check_here "fake device nodes of both nodes' HCAs (uverbs0, uverbs3, rdma_cm)" fake_devs
 	[[ $run_failed ]] && { teardown; return 0; }
 	if ! out=$(on 1 swarm init --advertise-addr "$A1" --listen-addr "$A1:2377" --data-path-addr "$A1" 2>&1); then
 		fail "node 1: docker swarm init --advertise-addr $A1" "$out"
@@ -276,13 +366,14 @@ swarm_run() {
 	swarm_driver macvlan macvlan
 	swarm_driver rdma-macvlan "$PLUGIN"
 	dup_checks
+	ready_checks
 	tag=$engine
 	teardown
 	timings+=("$engine: $(($(date +%s) - t0)) s")
 }
 
 select_engines --both "$@"
-e2e_preflight nsenter:util-linux
-suite_start swarm rdma-macvlan fakesysfs rmvstatus
+e2e_preflight nsenter:util-linux jq:apt-get\ install\ jq
+suite_start swarm rdma-macvlan fakesysfs rmvstatus docker-rdma rdma-exec rdma-macvlan-runtime
 make_plugin_dir "$work/plugin"
 run_engines swarm_run
