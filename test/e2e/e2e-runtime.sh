@@ -150,8 +150,12 @@ e2e() {
 	# The fake entries name eth0 and eth1: the engine must give the interfaces those names. With
 	# several --net flags, 28 and later number them in no fixed order (ra was eth1 in one CI run),
 	# so each endpoint asks for its name; older engines take one network at run, the other at
-	# connect, in that order.
+	# connect, in that order. Docker 28.5.2 gave ra eth1 once more in a later CI run, asked name
+	# and all: on 28 and later the fake kernel also has each address on the other name, as the
+	# real one would have it on whichever interface holds it.
 	if engine_since "$engine" 28; then
+		"$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$ipa" -ndev eth1 >/dev/null
+		"$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_1 -ip "$ipb" -ndev eth0 >/dev/null
 		run_cmd dk run --rm --runtime rdma-macvlan --net name=ra,ip="$ipa",driver-opt=com.docker.network.endpoint.ifname=eth0 \
 			--net name=rb,ip="$ipb",driver-opt=com.docker.network.endpoint.ifname=eth1 "${fake[@]}" "$IMAGE" sh -c "$RDMA_PROBE"
 	else
