@@ -149,8 +149,9 @@ type Endpoint struct {
 	// bond failover, a device reset). Empty when nothing moved.
 	GIDDrift []GIDMove `json:"gid_drift,omitempty"`
 	// AddressConflicts are the endpoint's addresses another MAC on the
-	// parent's segment answered for when it joined (another host gave out
-	// the same address): RDMA traffic for it may reach the other holder.
+	// parent's segment answered for when it joined, or claimed or probed
+	// for later (another host gave out the same address): RDMA traffic for
+	// it may reach the other holder.
 	AddressConflicts []AddressConflict `json:"address_conflicts,omitempty"`
 }
 
@@ -158,8 +159,12 @@ type Endpoint struct {
 type AddressConflict struct {
 	Address string `json:"address"`
 	MAC     string `json:"mac"`
-	// Seen is when the probe found it (RFC 3339).
+	// Seen is when the probe found it, or the frame claiming it was seen
+	// (RFC 3339).
 	Seen string `json:"seen"`
+	// Probed: MAC only probed for the address (another host's start with
+	// the same address, after this endpoint's): it may not hold it yet.
+	Probed bool `json:"probed,omitempty"`
 }
 
 // GIDMove is one entry of an endpoint that moved after it was ready.

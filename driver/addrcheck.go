@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,10 +28,25 @@ import (
 // it goes out whether or not libnetwork has set the address yet, and the
 // container itself never answers it (a frame its parent sends never reaches
 // a macvlan child).
+//
+// The host whose container started first finds no one when it probes; it
+// learns of the duplicate from the other host's frames. While a parent has
+// a joined endpoint on a network that checks, the daemon watches that
+// parent's segment (netns.WatchClaims): another MAC's probe for one of its
+// endpoints' addresses, or its ARP or neighbour discovery frame claiming
+// one, is a conflict of that endpoint too. So both hosts report it.
 
 // ProbeFunc asks the segment of the link parent which MACs other than own
 // hold addr, within ctx.
 type ProbeFunc func(ctx context.Context, parent string, addr netip.Addr, own net.HardwareAddr) ([]net.HardwareAddr, error)
+
+// WatchFunc calls claim for each address another MAC claims (probe: only
+// probes for) on the segment of the link parent, until ctx ends.
+type WatchFunc func(ctx context.Context, parent string, claim func(addr netip.Addr, mac net.HardwareAddr, probe bool)) error
+
+// watchIdle is how often a parent's watch looks whether it still has an
+// endpoint to watch for.
+var watchIdle = 30 * time.Second
 
 // probeBound bounds one endpoint's probe of all its addresses, should the
 // socket calls themselves hang.
@@ -42,6 +58,7 @@ type addressConflict struct {
 	Address string    `json:"address"`
 	MAC     string    `json:"mac"`
 	Seen    time.Time `json:"seen"`
+	Probed  bool      `json:"probed,omitempty"`
 }
 
 // probeEndpoint probes each address of e (CIDR strings, as recorded).
@@ -69,6 +86,10 @@ func (d *Driver) probeEndpoint(ctx context.Context, parent, mac string, cidrs ..
 
 // conflictText says what a duplicate is and how to fix it.
 func conflictText(c addressConflict, parent string) string {
+	if c.Probed {
+		return fmt.Sprintf("MAC %s on the segment of parent %s probed for address %s, which this container holds: another host is giving it out too (give each host its own --ip-range of the subnet; see docker rdma inspect)",
+			c.MAC, parent, c.Address)
+	}
 	return fmt.Sprintf("address %s is also held by MAC %s on the segment of parent %s: two hosts gave it out (give each host its own --ip-range of the subnet; see docker rdma inspect) or something else on the segment uses it",
 		c.Address, c.MAC, parent)
 }
@@ -110,23 +131,33 @@ func (d *Driver) probeLater(eid, sandbox, parent, mac string, cidrs ...string) {
 		}
 		return
 	}
-	d.recordConflicts(eid, sandbox, found, log)
+	d.recordConflicts(eid, sandbox, log, found...)
 }
 
-// recordConflicts records found as the endpoint's conflicts, unless it left
-// or joined again meanwhile.
-func (d *Driver) recordConflicts(eid, sandbox string, found []addressConflict, log *logrus.Entry) {
+// recordConflicts adds found to the endpoint's conflicts (a known address
+// and MAC only loses Probed, when found says the MAC holds it), unless it
+// left or joined again meanwhile, and logs the new ones.
+func (d *Driver) recordConflicts(eid, sandbox string, log *logrus.Entry, found ...addressConflict) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := d.endpoints[eid]
-	if !ok || e.Sandbox != sandbox || (len(found) == 0 && len(e.Conflicts) == 0) {
+	if !ok || e.Sandbox != sandbox || !addsConflicts(e.Conflicts, found) {
 		return
 	}
 	d.claim(eid)
 	defer d.release(eid)
-	if e, ok = d.endpoints[eid]; !ok || e.Sandbox != sandbox {
+	if e, ok = d.endpoints[eid]; !ok || e.Sandbox != sandbox || !addsConflicts(e.Conflicts, found) {
 		return
 	}
+	merged := slices.Clone(e.Conflicts)
+	for _, c := range found {
+		if i := slices.IndexFunc(merged, c.same); i < 0 {
+			merged = append(merged, c)
+		} else if !c.Probed {
+			merged[i].Probed = false
+		}
+	}
+	found = merged
 	rec := *e
 	rec.Conflicts = found
 	d.mu.Unlock()
@@ -136,9 +167,110 @@ func (d *Driver) recordConflicts(eid, sandbox string, found []addressConflict, l
 		log.WithError(err).Error("could not record the endpoint's duplicate addresses")
 		return
 	}
+	old := e.Conflicts
 	e.Conflicts = found
 	for _, c := range found {
-		log.WithFields(logrus.Fields{"address": c.Address, "mac": c.MAC}).Warn(conflictText(c, e.Parent))
+		if !slices.ContainsFunc(old, c.same) {
+			log.WithFields(logrus.Fields{"address": c.Address, "mac": c.MAC}).Warn(conflictText(c, e.Parent))
+		}
+	}
+}
+
+func (c addressConflict) same(o addressConflict) bool {
+	return c.Address == o.Address && c.MAC == o.MAC
+}
+
+// addsConflicts reports whether found says more than known: an address and
+// MAC not in it, or a holder where known has only a probe.
+func addsConflicts(known, found []addressConflict) bool {
+	for _, c := range found {
+		if i := slices.IndexFunc(known, c.same); i < 0 || (known[i].Probed && !c.Probed) {
+			return true
+		}
+	}
+	return false
+}
+
+// watchParent starts the watch of parent's segment, unless it runs. d.mu
+// is held.
+func (d *Driver) watchParent(parent string) {
+	if d.watch == nil || d.watching[parent] {
+		return
+	}
+	d.watching[parent] = true
+	d.probes.Add(1)
+	go d.watchSegment(parent)
+}
+
+// watched reports whether a joined endpoint on parent is on a network
+// that checks addresses. d.mu is held.
+func (d *Driver) watched(parent string) bool {
+	for _, e := range d.endpoints {
+		if e.Parent == parent && e.Sandbox != "" && d.networks[e.NetworkID].addressCheck() != AddressCheckOff {
+			return true
+		}
+	}
+	return false
+}
+
+// watchSegment watches parent's segment for other hosts' claims of the
+// endpoints' addresses while it has endpoints to watch for.
+func (d *Driver) watchSegment(parent string) {
+	defer d.probes.Done()
+	log := d.logFor("address-watch", logrus.Fields{"parent": parent})
+	ctx, cancel := context.WithCancel(d.probeCtx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- d.watch(ctx, parent, func(addr netip.Addr, mac net.HardwareAddr, probe bool) {
+			d.claimSeen(parent, addr, mac, probe, log)
+		})
+	}()
+	idle := time.NewTicker(watchIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case err := <-done:
+			d.mu.Lock()
+			delete(d.watching, parent)
+			d.mu.Unlock()
+			if err != nil && ctx.Err() == nil {
+				log.WithError(err).Warn("could not watch the parent's segment: a duplicate address another host gives out after this host's goes unnoticed here (the daemon needs CAP_NET_RAW)")
+			}
+			return
+		case <-idle.C:
+			d.mu.Lock()
+			if !d.watched(parent) {
+				delete(d.watching, parent)
+				d.mu.Unlock()
+				cancel()
+				<-done
+				return
+			}
+			d.mu.Unlock()
+		}
+	}
+}
+
+// claimSeen records mac's claim of addr on parent's segment as a conflict
+// of each joined endpoint there that holds addr under another MAC.
+func (d *Driver) claimSeen(parent string, addr netip.Addr, mac net.HardwareAddr, probe bool, log *logrus.Entry) {
+	a, m := addr.Unmap().String(), mac.String()
+	c := addressConflict{Address: a, MAC: m, Seen: time.Now().UTC(), Probed: probe}
+	type hit struct{ eid, sandbox string }
+	var hits []hit
+	d.mu.Lock()
+	for _, e := range d.endpoints {
+		if e.Parent != parent || e.Sandbox == "" || strings.EqualFold(e.MAC, m) ||
+			!(strings.HasPrefix(e.IPv4, a+"/") || strings.HasPrefix(e.IPv6, a+"/")) ||
+			!addsConflicts(e.Conflicts, []addressConflict{c}) || d.networks[e.NetworkID].addressCheck() == AddressCheckOff {
+			continue
+		}
+		hits = append(hits, hit{e.ID, e.Sandbox})
+	}
+	d.mu.Unlock()
+	for _, h := range hits {
+		d.recordConflicts(h.eid, h.sandbox, log.WithField("eid", ShortID(h.eid)), c)
 	}
 }
 
@@ -155,7 +287,7 @@ func (n *network) addressCheck() string {
 func conflictsStatus(cs []addressConflict) []api.AddressConflict {
 	var out []api.AddressConflict
 	for _, c := range cs {
-		out = append(out, api.AddressConflict{Address: c.Address, MAC: c.MAC, Seen: c.Seen.Format(time.RFC3339)})
+		out = append(out, api.AddressConflict{Address: c.Address, MAC: c.MAC, Seen: c.Seen.Format(time.RFC3339), Probed: c.Probed})
 	}
 	return out
 }

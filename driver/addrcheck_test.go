@@ -12,6 +12,7 @@ import (
 
 	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
+	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )
 
 // fakeSegment answers probes as a segment where other hosts hold some
@@ -198,5 +199,133 @@ func TestAddressCheckOption(t *testing.T) {
 	}
 	if _, err := ParseNetworkOptions([]Option{{OptParent, "p0"}, {OptAddressCheck, "yes"}}); err == nil || !strings.Contains(err.Error(), "strict") {
 		t.Errorf("address_check=yes: %v, want a refusal listing the values", err)
+	}
+}
+
+// fakeWatch is a segment's frames as the daemon's watch of each parent
+// would see them.
+type fakeWatch struct {
+	mu      sync.Mutex
+	claims  map[string]func(netip.Addr, net.HardwareAddr, bool) // watched parent: its callback
+	started chan string
+}
+
+func newFakeWatch() *fakeWatch {
+	return &fakeWatch{claims: map[string]func(netip.Addr, net.HardwareAddr, bool){}, started: make(chan string, 16)}
+}
+
+func (f *fakeWatch) watch(ctx context.Context, parent string, claim func(netip.Addr, net.HardwareAddr, bool)) error {
+	f.mu.Lock()
+	f.claims[parent] = claim
+	f.mu.Unlock()
+	f.started <- parent
+	<-ctx.Done()
+	f.mu.Lock()
+	delete(f.claims, parent)
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeWatch) watching(parent string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.claims[parent] != nil
+}
+
+// send is a frame on parent's segment in which mac claims (or probes for)
+// addr; it reports whether the parent was watched.
+func (f *fakeWatch) send(parent, addr, mac string, probe bool) bool {
+	f.mu.Lock()
+	claim := f.claims[parent]
+	f.mu.Unlock()
+	if claim == nil {
+		return false
+	}
+	m, _ := net.ParseMAC(mac)
+	claim(netip.MustParseAddr(addr), m, probe)
+	return true
+}
+
+func waitWatch(t *testing.T, f *fakeWatch, parent string) {
+	t.Helper()
+	select {
+	case p := <-f.started:
+		if p != parent {
+			t.Fatalf("watch started on %s, want %s", p, parent)
+		}
+	case <-time.After(callBound):
+		t.Fatalf("no watch of %s's segment started", parent)
+	}
+}
+
+// The host whose container started first finds no one when it probes: it
+// learns of the duplicate from the other host's probe for the address, or
+// from a frame of the other holder, seen by its watch of the parent's
+// segment. The watch runs while the parent has a joined endpoint on a
+// network that checks, and again after a restart.
+func TestAddressClaimsWatchedOnSegment(t *testing.T) {
+	defer func(d time.Duration) { watchIdle = d }(watchIdle)
+	watchIdle = 10 * time.Millisecond
+	links := drivertest.NewLinks("p0", "p1")
+	dir := t.TempDir()
+	d := newTestDriver(t, links, dir)
+	fw := newFakeWatch()
+	d.watch = fw.watch
+	mustT(t, d.CreateNetwork(netReq("n1", "parent", "p0")))
+	mustT(t, d.CreateNetwork(CreateNetworkRequest{NetworkID: "off", Options: opts("parent", "p1", "address_check", "off"), IPv4: []Subnet{{Pool: "10.6.0.0/24"}}}))
+	for _, r := range []CreateEndpointRequest{ep("n1", "e1", "10.5.0.2/24"), ep("off", "e3", "10.6.0.2/24")} {
+		if _, err := d.CreateEndpoint(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.Join("off", "e3", "/sb/e3"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Join("n1", "e1", "/sb/e1"); err != nil {
+		t.Fatal(err)
+	}
+	waitWatch(t, fw, "p0")
+	own := waitStatus(t, d, "e1", time.Second, func(api.Endpoint) bool { return true }).MAC
+	const other = "02:42:0a:05:00:99"
+	fw.send("p0", "10.5.0.2", own, false) // the container's own frame
+	fw.send("p0", "10.5.0.9", other, true)
+	if fw.send("p1", "10.6.0.2", other, true) {
+		t.Error("the parent of an address_check=off network only is watched")
+	}
+	fw.send("p0", "10.5.0.2", other, true)
+	e := waitStatus(t, d, "e1", time.Second, func(e api.Endpoint) bool { return len(e.AddressConflicts) > 0 })
+	if c := e.AddressConflicts; len(c) != 1 || c[0].Address != "10.5.0.2" || c[0].MAC != other || !c[0].Probed {
+		t.Errorf("after another MAC's probe for 10.5.0.2: conflicts %+v, want that MAC, probed", c)
+	}
+	if p := networkStatus(d, "n1").Problems; len(p) != 1 || !strings.Contains(p[0], "probed for address 10.5.0.2") || !strings.Contains(p[0], "--ip-range") {
+		t.Errorf("network n1's problems %q, want the probe named with the fix", p)
+	}
+	fw.send("p0", "10.5.0.2", other, false) // the other holder's ARP request
+	e = waitStatus(t, d, "e1", time.Second, func(e api.Endpoint) bool { return len(e.AddressConflicts) == 1 && !e.AddressConflicts[0].Probed })
+	if c := e.AddressConflicts; len(c) != 1 {
+		t.Errorf("after the other holder's frame: conflicts %+v, want the one, held", c)
+	}
+
+	d.Close()
+	if fw.watching("p0") {
+		t.Error("Close left the watch of p0 running")
+	}
+	d2, err := New(Config{StateDir: dir, Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(d.root), CDIDir: d.cdiDir, WatchClaims: fw.watch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	td2 := testDriver{Driver: d2, root: d.root, cdiDir: d.cdiDir}
+	waitWatch(t, fw, "p0")
+	if c := waitStatus(t, td2, "e1", time.Second, func(api.Endpoint) bool { return true }).AddressConflicts; len(c) != 1 {
+		t.Errorf("after a restart the conflicts are %+v, want the one seen", c)
+	}
+	mustT(t, d2.Leave("n1", "e1"))
+	deadline := time.Now().Add(callBound)
+	for fw.watching("p0") && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if fw.watching("p0") {
+		t.Error("the watch of p0 goes on with no joined endpoint there")
 	}
 }

@@ -91,6 +91,9 @@ type Config struct {
 	// address (addrcheck.go); nil sends no probe, whatever address_check
 	// says.
 	ProbeAddress ProbeFunc
+	// WatchClaims, if not nil, watches a parent's segment for other hosts'
+	// claims of addresses (addrcheck.go); nil watches nothing.
+	WatchClaims WatchFunc
 }
 
 // Defaults of Config.
@@ -123,10 +126,13 @@ type Driver struct {
 	gids      *gid.Tracker
 	gcTimer   *time.Timer // deletes endpoints never joined after a restart
 	obs       *observing  // the Observer, and when watched endpoints joined
-	// probe asks a parent's segment who holds an address (nil: never);
-	// the probes after Join run under probeCtx, which Close cancels
-	// before it waits for them.
+	// probe asks a parent's segment who holds an address, watch listens
+	// to it for other hosts' claims (nil: never); the probes after Join
+	// and the watches run under probeCtx, which Close cancels before it
+	// waits for them.
 	probe       ProbeFunc
+	watch       WatchFunc
+	watching    map[string]bool // parents watched, under mu
 	probeCtx    context.Context
 	probeCancel context.CancelFunc
 	probes      sync.WaitGroup
@@ -255,6 +261,8 @@ func New(cfg Config) (*Driver, error) {
 
 		collectEvery: defaultCollectEvery,
 		probe:        cfg.ProbeAddress,
+		watch:        cfg.WatchClaims,
+		watching:     make(map[string]bool),
 	}
 	d.probeCtx, d.probeCancel = context.WithCancel(context.Background())
 	d.gids = gid.New(gid.Config{Sysfs: d.rdma, Timeout: cfg.GIDTimeout, Poll: cfg.GIDPoll, MaxAge: cfg.GIDTableMaxAge, Report: d.watchEnded, Drift: d.gidsMoved})

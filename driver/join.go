@@ -89,6 +89,9 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 		d.probes.Add(1)
 		go d.probeLater(eid, sandboxKey, e.Parent, e.MAC, e.IPv4, e.IPv6)
 	}
+	if check != AddressCheckOff {
+		d.watchParent(e.Parent)
+	}
 	resp = JoinResponse{
 		SrcName:   e.Ifname,
 		DstPrefix: ContainerIfPrefix,

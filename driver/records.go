@@ -77,6 +77,7 @@ type endpoint struct {
 	RDMAReady  bool          `json:"rdma_ready,omitempty"`
 	RDMAReason string        `json:"rdma_reason,omitempty"`
 	// Conflicts are the addresses another MAC answered for at the last
-	// Join's probe (addrcheck.go); cleared by Leave.
+	// Join's probe, or claimed or probed for on the parent's segment since
+	// (addrcheck.go); cleared by Leave and the next Join.
 	Conflicts []addressConflict `json:"address_conflicts,omitempty"`
 }

@@ -73,6 +73,8 @@ func (d *Driver) restore() error {
 		}
 		if e.Sandbox == "" {
 			unjoined = append(unjoined, e.ID)
+		} else if d.networks[e.NetworkID].addressCheck() != AddressCheckOff {
+			d.watchParent(e.Parent)
 		}
 	}
 	if len(unjoined) > 0 {

@@ -191,45 +191,6 @@ func icmpv6Checksum(src, dst [16]byte, msg []byte) uint16 {
 	return ^uint16(sum)
 }
 
-// claimant is the MAC address of the host that frame says holds addr, or
-// nil: for IPv4 any ARP packet whose sender address is addr (an answer, an
-// announcement, a request of the host using it: RFC 5227 2.1.1), for IPv6
-// a neighbour advertisement for target addr.
-func claimant(frame []byte, addr netip.Addr) net.HardwareAddr {
-	if len(frame) < 14 {
-		return nil
-	}
-	eth, body := frame[:14], frame[14:]
-	switch binary.BigEndian.Uint16(eth[12:]) {
-	case unix.ETH_P_ARP:
-		if !addr.Is4() || len(body) < 28 || binary.BigEndian.Uint16(body[0:]) != 1 ||
-			binary.BigEndian.Uint16(body[2:]) != unix.ETH_P_IP || body[4] != 6 || body[5] != 4 {
-			return nil
-		}
-		if netip.AddrFrom4([4]byte(body[14:18])) != addr {
-			return nil
-		}
-		return slices.Clone(net.HardwareAddr(body[8:14]))
-	case unix.ETH_P_IPV6:
-		if !addr.Is6() || len(body) < 40+24 || body[0]>>4 != 6 || body[6] != unix.IPPROTO_ICMPV6 || body[7] != 255 {
-			return nil
-		}
-		icmp := body[40:]
-		if icmp[0] != 136 || icmp[1] != 0 || netip.AddrFrom16([16]byte(icmp[8:24])) != addr {
-			return nil
-		}
-		// The target link-layer address option names the holder; without
-		// it, the frame's source does.
-		for o := icmp[24:]; len(o) >= 8 && o[1] != 0 && int(o[1])*8 <= len(o); o = o[int(o[1])*8:] {
-			if o[0] == 2 && o[1] == 1 {
-				return slices.Clone(net.HardwareAddr(o[2:8]))
-			}
-		}
-		return slices.Clone(net.HardwareAddr(eth[6:12]))
-	}
-	return nil
-}
-
 // packetSocket opens a nonblocking AF_PACKET socket for proto bound to the
 // link with index ifindex, in h's namespace.
 func (h *Handle) packetSocket(ifindex int, proto uint16) (*os.File, error) {

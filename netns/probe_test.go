@@ -98,3 +98,62 @@ func TestPrivilegedProbeAddress(t *testing.T) {
 		t.Error("probe on a missing link: no error")
 	}
 }
+
+// WatchClaims sees, through the real kernel, another host's probes for the
+// address of a macvlan child of the watched parent (ARP, and IPv6 duplicate
+// address detection to the child's solicited-node group), and not the
+// parent's own probes.
+func TestPrivilegedWatchClaims(t *testing.T) {
+	host := netnstest.NewHost(t)
+	other := netnstest.New(t)
+	child := netnstest.New(t)
+	otherMAC, _ := net.ParseMAC("02:42:0a:09:00:05")
+	if err := netnstest.MoveInto(host, other, "p0peer", "eth0", otherMAC, cidr(t, "10.9.0.5/24"), cidr(t, "fd09::5/64")); err != nil {
+		t.Fatal(err)
+	}
+	childMAC, _ := net.ParseMAC("02:42:0a:09:00:07")
+	if _, err := host.CreateMacvlan(netns.MacvlanSpec{Name: "mv0", Parent: "p0", Mode: "bridge", MAC: childMAC}); err != nil {
+		t.Fatal(err)
+	}
+	if err := netnstest.MoveInto(host, child, "mv0", "eth0", nil, cidr(t, "10.9.0.7/24"), cidr(t, "fd09::7/64")); err != nil {
+		t.Fatal(err)
+	}
+	claims := make(chan netns.Claim, 64)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- host.WatchClaims(ctx, "p0", func(c netns.Claim) { claims <- c }) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("WatchClaims: %v", err)
+		}
+	}()
+	time.Sleep(50 * time.Millisecond) // the sockets are bound
+
+	// The parent's own probe is not a claim.
+	if _, err := host.ProbeAddress(context.Background(), "p0", netip.MustParseAddr("10.9.0.7"), nil, netns.Probe{Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	fast := netns.Probe{Count: 1, Wait: 50 * time.Millisecond}
+	for _, addr := range []string{"10.9.0.7", "fd09::7"} {
+		if _, err := other.ProbeAddress(context.Background(), "eth0", netip.MustParseAddr(addr), nil, fast); err != nil {
+			t.Fatal(err)
+		}
+		want := netns.Claim{Addr: netip.MustParseAddr(addr), MAC: otherMAC, Probe: true}
+		for seen := false; !seen; {
+			select {
+			case c := <-claims:
+				if c.Probe && c.Addr == want.Addr {
+					if c.MAC.String() != otherMAC.String() {
+						t.Errorf("probe for %s from %s claimed by %s", addr, otherMAC, c.MAC)
+					}
+					seen = true
+				} else if c.MAC.String() != otherMAC.String() && c.MAC.String() != childMAC.String() {
+					t.Errorf("claim %+v from neither the other host nor the child", c)
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatalf("the other host's probe for %s: no claim seen on p0", addr)
+			}
+		}
+	}
+}

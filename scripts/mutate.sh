@@ -193,6 +193,26 @@ mutant probe-own-mac-counted netns/probe.go './netns/' 'TestPrivilegedProbeAddre
 mutant probe-ndp-checksum-unset netns/probe.go './netns/' 'TestPrivilegedProbeAddress' \
   'binary.BigEndian.PutUint16(icmp[2:], icmpv6Checksum(src, group, icmp))' \
   '_ = icmpv6Checksum'
+# The watch of the parent's segment: another host's probe for an endpoint's
+# address is seen through the real kernel (the IPv6 filter lets the DAD
+# solicitation through), is a conflict unless the MAC is the endpoint's
+# own, a later frame of the holder says it holds it, and the watch resumes
+# after a restart and ends with the parent's last endpoint.
+mutant claim-watch-nd-filtered netns/claims.go './netns/' 'TestPrivilegedWatchClaims' \
+  '{Code: jeq, Jt: 1, K: 135},' \
+  '{Code: jeq, Jt: 1, K: 134},'
+mutant claim-own-mac-counted driver/addrcheck.go "$unit" 'TestAddressClaimsWatchedOnSegment' \
+  'if e.Parent != parent || e.Sandbox == "" || strings.EqualFold(e.MAC, m) ||' \
+  'if e.Parent != parent || e.Sandbox == "" ||'
+mutant claim-probed-kept driver/addrcheck.go "$unit" 'TestAddressClaimsWatchedOnSegment' \
+  '} else if !c.Probed {' \
+  '} else if false {'
+mutant claim-watch-not-resumed driver/restore.go "$unit" 'TestAddressClaimsWatchedOnSegment' \
+  'd.watchParent(e.Parent)' \
+  '_ = e'
+mutant claim-watch-never-ends driver/addrcheck.go "$unit" 'TestAddressClaimsWatchedOnSegment' \
+  'if !d.watched(parent) {' \
+  'if false {'
 mutant address-conflict-unrecorded driver/addrcheck.go "$unit" 'TestAddressConflictReportedAfterJoin' \
   '	e.Conflicts = found
 	for _, c := range found {' \

@@ -223,6 +223,9 @@ func run(args []string) error {
 		ProbeAddress: func(ctx context.Context, parent string, addr netip.Addr, own net.HardwareAddr) ([]net.HardwareAddr, error) {
 			return host.ProbeAddress(ctx, parent, addr, own, netns.DefaultProbe)
 		},
+		WatchClaims: func(ctx context.Context, parent string, claim func(netip.Addr, net.HardwareAddr, bool)) error {
+			return host.WatchClaims(ctx, parent, func(c netns.Claim) { claim(c.Addr, c.MAC, c.Probe) })
+		},
 	})
 	if err != nil {
 		return err

@@ -196,6 +196,18 @@ func (w *world) network(name, id, drv string, options map[string]string, contain
 	w.setNetworks()
 }
 
+// ipam gives network name the engine's IPAM configs (Subnet, IPRange).
+func (w *world) ipam(name string, configs ...map[string]string) {
+	for _, n := range w.networks {
+		if n["Name"] == name {
+			n["IPAM"] = map[string]any{"Config": configs}
+			b, _ := json.Marshal([]any{n})
+			w.docker.on([]string{"network", "inspect", "--", name}, string(b)+"\n", "", 0)
+			w.docker.on([]string{"network", "inspect", "--", n["Id"].(string)}, string(b)+"\n", "", 0)
+		}
+	}
+}
+
 func (w *world) setNetworks() {
 	var sb strings.Builder
 	for _, n := range w.networks {

@@ -158,6 +158,7 @@ func (s *session) describeNetwork(n docker.Network) (inspectNetwork, *netView) {
 	for _, c := range n.IPAM.Config {
 		if p, err := netip.ParsePrefix(c.Subnet); err == nil {
 			in.subnets = append(in.subnets, p.Masked())
+			in.Subnets = append(in.Subnets, lsSubnet{Subnet: c.Subnet, IPRange: c.IPRange})
 		}
 	}
 	v, err := s.resolveNetwork(n)
@@ -566,6 +567,13 @@ func renderNetworkHead(w io.Writer, n lsNetwork) {
 		}
 	}
 	tprintf(w, "  parent     %s\n", dash(n.Parent))
+	for _, sn := range n.Subnets {
+		if sn.IPRange != "" && sn.IPRange != sn.Subnet {
+			tprintf(w, "  subnet     %s, this host's range %s\n", sn.Subnet, sn.IPRange)
+		} else {
+			tprintf(w, "  subnet     %s (no --ip-range: hosts that share the subnet need ranges of their own)\n", sn.Subnet)
+		}
+	}
 	tprintf(w, "  HCA        %s\n", port)
 	if n.NetnsMode != "" {
 		tprintf(w, "  netns mode %s\n", n.NetnsMode)
@@ -624,7 +632,11 @@ func renderEndpoint(w io.Writer, ep inspectEndpoint) {
 		tprintf(w, "  moved      %s (given->now, -1: gone): the workload keeps the index it was given; restart the container to give it the new one (NCCL 2.21 and later follow it when started with -e NCCL_IB_GID_INDEX=-1)\n", movedCell(ep.GIDDrift))
 	}
 	for _, c := range ep.AddressConflicts {
-		tprintf(w, "  DUPLICATE  %s is also held by MAC %s on the parent's segment (found %s): RDMA traffic for it may reach the other holder; give each host its own --ip-range of the subnet, then restart the container\n", c.Address, c.MAC, c.Seen)
+		held := "is also held by"
+		if c.Probed {
+			held = "was probed for by"
+		}
+		tprintf(w, "  DUPLICATE  %s %s MAC %s on the parent's segment (found %s): RDMA traffic for it may reach the other holder; give each host its own --ip-range of the subnet, then restart the container\n", c.Address, held, c.MAC, c.Seen)
 	}
 	tprintf(w, "  RDMA       %s\n", readiness(ep))
 }

@@ -222,7 +222,7 @@ func TestInspectShowsMovedEntries(t *testing.T) {
 // in the container's view with the fix.
 func TestInspectShowsDuplicateAddress(t *testing.T) {
 	status := strings.Replace(string(readFixture(t, "status.json")), `"rdma_ready": true`,
-		`"rdma_ready": true, "address_conflicts": [{"address": "192.168.7.2", "mac": "02:42:c0:a8:07:99", "seen": "2026-11-28T00:00:00Z"}]`, 1)
+		`"rdma_ready": true, "address_conflicts": [{"address": "192.168.7.2", "mac": "02:42:c0:a8:07:99", "seen": "2026-11-28T00:00:00Z"}, {"address": "192.168.7.2", "mac": "02:42:c0:a8:07:98", "seen": "2026-11-28T00:00:01Z", "probed": true}]`, 1)
 	w := standardWorldWith(t, []byte(status))
 	w.container("c1", containerJSON("c1", "c1c1c1c1c1c1c1c1", "roce", netRoce, "aaaa00000001"+strings.Repeat("0", 52), "192.168.7.2", true))
 	if rc := w.run("inspect", "c1"); rc != 0 {
@@ -231,6 +231,32 @@ func TestInspectShowsDuplicateAddress(t *testing.T) {
 	if want := "DUPLICATE  192.168.7.2 is also held by MAC 02:42:c0:a8:07:99 on the parent's segment"; !strings.Contains(w.stdout.String(), want) ||
 		!strings.Contains(w.stdout.String(), "--ip-range") {
 		t.Errorf("the container's view lacks %q and the fix:\n%s", want, w.stdout.String())
+	}
+	if want := "DUPLICATE  192.168.7.2 was probed for by MAC 02:42:c0:a8:07:98"; !strings.Contains(w.stdout.String(), want) {
+		t.Errorf("the container's view lacks %q:\n%s", want, w.stdout.String())
+	}
+}
+
+// A network's subnet is shown with this host's --ip-range of it, the
+// plan of several hosts on one subnet; without one, the view says so.
+func TestInspectNetworkShowsIPRange(t *testing.T) {
+	w := standardWorld(t)
+	w.ipam("roce", map[string]string{"Subnet": "192.168.7.0/24", "IPRange": "192.168.7.32/27"}, map[string]string{"Subnet": "fd07::/64"})
+	if rc := w.run("inspect", "roce"); rc != 0 {
+		t.Fatalf("status %d, stderr:\n%s", rc, w.stderr.String())
+	}
+	out := w.stdout.String()
+	for _, want := range []string{"subnet     192.168.7.0/24, this host's range 192.168.7.32/27\n", "subnet     fd07::/64 (no --ip-range"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the network's view lacks %q:\n%s", want, out)
+		}
+	}
+	w.stdout.Reset()
+	if rc := w.run("ls", "--format", "json"); rc != 0 {
+		t.Fatalf("ls: status %d, stderr:\n%s", rc, w.stderr.String())
+	}
+	if want := `"subnets":[{"subnet":"192.168.7.0/24","ip_range":"192.168.7.32/27"},{"subnet":"fd07::/64"}]`; !strings.Contains(strings.Join(strings.Fields(w.stdout.String()), ""), want) {
+		t.Errorf("ls --format json lacks %s:\n%s", want, w.stdout.String())
 	}
 }
 

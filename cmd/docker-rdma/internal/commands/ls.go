@@ -19,12 +19,20 @@ type lsNetwork struct {
 	ID     string `json:"id"`
 	Driver string `json:"driver"`
 	Parent string `json:"parent"`
+	// Subnets are the network's subnets as this host's engine has them,
+	// each with this host's --ip-range of it, if any.
+	Subnets []lsSubnet `json:"subnets,omitempty"`
 	netFacts
 	Containers int `json:"containers"`
 	// DeviceFlags are the docker run flags that give a container the
 	// network's devices on this engine, one argument per element.
 	DeviceFlags []string `json:"device_flags"`
 	DeviceNodes []string `json:"device_nodes,omitempty"`
+}
+
+type lsSubnet struct {
+	Subnet  string `json:"subnet"`
+	IPRange string `json:"ip_range,omitempty"`
 }
 
 type lsOutput struct {

@@ -353,7 +353,7 @@ type Network struct {
 	Options    map[string]string
 	Containers map[string]NetworkContainer
 	IPAM       struct {
-		Config []struct{ Subnet string }
+		Config []struct{ Subnet, IPRange string }
 	}
 }
 
