@@ -4,7 +4,7 @@
 #   <!-- e2e:NAME -->           a suite runs the block as written (test/e2e/lib/e2e.sh readme_block NAME)
 #   <!-- not run: REASON -->    or <!-- not run as written: REASON -->, with the reason.
 # Every e2e:NAME marker must be read by a test (`readme_block NAME` under test/), appear once, and
-# every name a test reads must have a marker in README.md. Fails with the file, line and fix.
+# every name a test reads must have a marker in README.md or docs/*.md. Fails with the file, line and fix.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,24 +40,24 @@ for f in "$@"; do
 		NF { prev = $0 }' "$f")
 done
 
-# The markers of README.md and the names the suites read.
-mapfile -t marks < <(grep -oE '^<!-- e2e:[a-z0-9_-]+ -->$' README.md | sed -E 's/^<!-- e2e:(.*) -->$/\1/' | sort)
+# The markers of README.md and docs/*.md, and the names the suites read.
+mapfile -t marks < <(grep -ohE '^<!-- e2e:[a-z0-9_-]+ -->$' README.md docs/*.md | sed -E 's/^<!-- e2e:(.*) -->$/\1/' | sort)
 mapfile -t read < <(grep -rhE 'readme_block [a-z0-9_-]+' test/ | grep -vE '^[[:space:]]*#' |
 	grep -oE 'readme_block [a-z0-9_-]+' | awk '{print $2}' | sort -u)
 dups=$(printf '%s\n' "${marks[@]}" | uniq -d)
 if [[ -n $dups ]]; then
-	echo "README.md: e2e markers used more than once (readme_block takes the first): $dups"
+	echo "README.md, docs/: e2e markers used more than once (readme_block takes the first): $dups"
 	bad=1
 fi
 for m in "${marks[@]}"; do
 	if ! printf '%s\n' "${read[@]}" | grep -qx -- "$m"; then
-		echo "README.md: <!-- e2e:$m --> is read by no test: call readme_block $m from the suite that runs it, or mark the block <!-- not run: REASON -->"
+		echo "README.md, docs/: <!-- e2e:$m --> is read by no test: call readme_block $m from the suite that runs it, or mark the block <!-- not run: REASON -->"
 		bad=1
 	fi
 done
 for r in "${read[@]}"; do
 	if ! printf '%s\n' "${marks[@]}" | grep -qx -- "$r"; then
-		echo "test/: readme_block $r reads a block README.md does not mark: add <!-- e2e:$r --> before it"
+		echo "test/: readme_block $r reads a block neither README.md nor docs/*.md marks: add <!-- e2e:$r --> before it"
 		bad=1
 	fi
 done

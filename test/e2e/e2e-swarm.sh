@@ -21,21 +21,29 @@
 #   - duplicates across the two "hosts": standalone rdma-macvlan networks on both nodes with one
 #     subnet and the same --ip-range hand out one address twice; the second node's daemon finds
 #     the first node's container on its parent's segment (address_check=warn: the endpoint's
-#     address_conflicts in /v1/status), address_check=strict refuses that start naming the
-#     address and the other MAC, and a node with its own range starts and reaches the other;
+#     address_conflicts in /v1/status), the first node's daemon sees the second's probe for it
+#     on its segment, address_check=strict refuses that start naming the address and the other
+#     MAC, and a node with its own range starts and reaches the other; before that, the documented
+#     per-host ranges (docs/multi-host.md) on both nodes, and a rendezvous as torchrun or mpirun
+#     do it (rank 0 listens on TCP port 29500 of its RoCE address, rank 1 on the other node
+#     connects);
 #   - RDMA-ready swarm tasks: the runtime as each node's default runtime (docker rdma runtime
 #     install --default, SIGHUP), fake device nodes of both nodes' HCAs (mlx5_0 with uverbs0 on
 #     node 1, mlx5_3 with uverbs3 on node 2: one fake tree holds both), a service of 2 replicas on
 #     an rdma-macvlan swarm network naming no runtime: each task sees only its node's HCA's nodes,
 #     keeps the engine's memlock (this machine refuses more than 8 MiB), and is started by
-#     rdma-exec with the RoCE v2 index the fake kernel gave its address on its node's HCA.
+#     rdma-exec with the RoCE v2 index the fake kernel gave its address on its node's HCA; the
+#     same as a stack (docker stack deploy of a compose file naming the network as external),
+#     whose two ranks rendezvous.
+# On the engines between (Docker 28.5.2; make check's middle engines), the standalone hosts only:
+#   the per-host ranges, the rendezvous and the duplicates, no swarm.
 # Every check prints `ok - ...` or `not ok - ...`; the last line is `N passed, N failed`.
 #
 # Needs: root, Go, apt (scripts/engines.sh installs the engines), iproute2, nsenter, jq.
 # Leaves behind: nothing of a run (namespaces, links, processes, mounts, temp dirs), also when a
 #   step fails.
 #
-# Usage: e2e-swarm.sh [debian] [current]            (default: both)
+# Usage: e2e-swarm.sh [debian] [v27] [v28] [current]   (default: debian, v28, current)
 # Environment: E2E_CMD_TIMEOUT  seconds any single docker command may take (default 60)
 set -Eeuo pipefail
 
@@ -192,6 +200,13 @@ conflict_is() {
 	[[ $got == "$4" ]] || { echo "conflicts=$got, want $4"; return 1; }
 }
 
+# conflict_has N NET C WANT: conflicts_of holds WANT.
+conflict_has() {
+	local got
+	got=$(conflicts_of "$1" "$2" "$3")
+	[[ ,$got, == *,"$4",* ]] || { echo "conflicts=$got, want $4 among them"; return 1; }
+}
+
 # on_net N NET C FIELD: FIELD (IPAddress, MacAddress) of container C on network NET, on node N.
 on_net() { on "$1" inspect -f "{{(index .NetworkSettings.Networks \"$2\").$4}}" "$3"; }
 
@@ -200,7 +215,7 @@ on_net() { on "$1" inspect -f "{{(index .NetworkSettings.Networks \"$2\").$4}}" 
 # its parent's segment (address_check=warn reports it, strict refuses the start); distinct
 # ranges give no problem.
 dup_checks() {
-	local net=rmvw-dup r="$S.96/28" c1 c2 a1 a2 m1 out
+	local net=rmvw-dup r="$S.96/28" c1 c2 a1 a2 m1 p2mac out
 	tag="$engine/duplicates"
 	plan_checks
 	if ! out=$(on 1 network create -d "$PLUGIN" --subnet "$S.0/24" --gateway "$S.1" --ip-range "$r" -o parent="$P1" "$net" 2>&1) ||
@@ -216,7 +231,9 @@ dup_checks() {
 	a1=$(on_net 1 "$net" "$c1" IPAddress) a2=$(on_net 2 "$net" "$c2" IPAddress) m1=$(on_net 1 "$net" "$c1" MacAddress)
 	if [[ -n $a1 && $a1 == "$a2" ]]; then pass "both nodes gave out $a1"; else fail "both nodes gave out one address" "node 1: $a1, node 2: $a2"; fi
 	check "node 2's daemon reports $a1 held by node 1's container ($m1)" poll 10 conflict_is 2 "$net" "$c2" "$a1@$m1"
-	check "node 1's daemon, whose container started first and found no one, reports nothing" conflict_is 1 "$net" "$c1" -
+	p2mac=$(ip -n "$ns2" -o link show "$P2" | sed -n 's|.*link/ether \([^ ]*\).*|\1|p')
+	check "node 1's daemon, whose container started first and found no one, reports node 2's probe for $a1 (from $p2mac, node 2's parent)" \
+		poll 10 conflict_has 1 "$net" "$c1" "$a1@$p2mac"
 	check "node 2: the container and its warn network removed" on 2 rm -f "$c2"
 	check "node 2: the warn network removed" on 2 network rm "$net"
 	check "node 2: an address_check=strict network with the same range" on 2 network create -d "$PLUGIN" --subnet "$S.0/24" --gateway "$S.1" --ip-range "$r" -o parent="$P2" -o address_check=strict "$net"
@@ -236,7 +253,7 @@ dup_checks() {
 	check "the duplicate checks' networks removed" poll 30 rm_dup_nets "$net"
 }
 
-# readme_net N TEXT: a README block's TEXT run against node N, on this run's subnet, node N's
+# readme_net N TEXT: a documented block's TEXT run against node N, on this run's subnet, node N's
 # parent, the plugin under test and network rmvw-plan.
 readme_net() {
 	local p=P$1
@@ -244,12 +261,12 @@ readme_net() {
 		sed -e "s/192\.168\.7\./$S./g" -e "s/ens2f0/${!p}/" -e "s/rdma-macvlan:latest/$PLUGIN/" -e 's/ roce$/ rmvw-plan/')"
 }
 
-# plan_checks: the README's per-host ranges on both nodes: each node's container gets an address
+# plan_checks: docs/multi-host.md's per-host ranges on both nodes: each node's container gets an address
 # from its own range, they reach each other, and neither daemon reports a duplicate.
 plan_checks() {
 	local net=rmvw-plan c1 c2 a1 a2
-	check "node 1: the README's network of the first host (--ip-range .32/27)" readme_net 1 "$(readme_block multihost-a)"
-	check "node 2: the README's network of the second host (--ip-range .64/27)" readme_net 2 "$(readme_block multihost-b)"
+	check "node 1: the documented network of the first host (--ip-range .32/27)" readme_net 1 "$(readme_block multihost-a)"
+	check "node 2: the documented network of the second host (--ip-range .64/27)" readme_net 2 "$(readme_block multihost-b)"
 	if ! c1=$(on 1 run -d --net "$net" "$IMAGE" "${SLEEPER[@]}" 2>&1) || ! c2=$(on 2 run -d --net "$net" "$IMAGE" "${SLEEPER[@]}" 2>&1); then
 		fail "a container on each node on the planned network" "$c1 $c2"
 	else
@@ -260,6 +277,7 @@ plan_checks() {
 			fail "each node's container has an address of its own range" "node 1: $a1 (want .32-.63), node 2: $a2 (want .64-.95)"
 		fi
 		check "node 1's container reaches node 2's across the segment" on 1 exec "$c1" ping -c 2 -W 2 "$a2"
+		rendezvous "node 1's container (rank 0, $a1)" 1 "$c1" "$a1" 2 "$c2"
 		check "neither daemon reports a duplicate" poll 5 both_clean "$net" "$c1" "$c2"
 	fi
 	on 1 rm -f "$c1" >/dev/null 2>&1 || true
@@ -272,9 +290,10 @@ both_clean() { conflict_is 1 "$1" "$2" - && conflict_is 2 "$1" "$3" -; }
 # ready_checks: with the runtime as each node's default runtime, a service on an rdma-macvlan
 # swarm network is RDMA-ready on each node with that node's HCA: its device nodes only, the
 # engine's memlock kept (this machine refuses more than 8 MiB), and rdma-exec's GID index of the
-# entry the node's kernel gave the task.
+# entry the node's kernel gave the task. Created with docker service create, then deployed as a
+# stack of a compose file naming the swarm network as external, whose two ranks rendezvous.
 ready_checks() {
-	local cfg=rmvw-rcfg net=rmvw-rdy svc=rmvw-rdy n c a idx out hca=(mlx5_0 mlx5_3) dev=(uverbs0 uverbs3) lo=(128 144)
+	local cfg=rmvw-rcfg net=rmvw-rdy out
 	tag="$engine/rdma-ready"
 	check "node 1: the runtime as the default runtime" runtime_on 1
 	check "node 2: the runtime as the default runtime" runtime_on 2
@@ -284,30 +303,107 @@ ready_checks() {
 		fail "the swarm network of per-node config-only networks" "$out"
 		return 0
 	fi
-	if ! out=$(on 1 service create --detach --no-resolve-image --replicas 2 --replicas-max-per-node 1 --name "$svc" --network "$net" \
+	if out=$(on 1 service create --detach --no-resolve-image --replicas 2 --replicas-max-per-node 1 --name rmvw-rdy --network "$net" \
 		--mount "type=bind,src=$rdir/fs,dst=/rdma-fake,readonly" --env RDMA_EXEC_SYSFS_ROOT=/rdma-fake --env RDMA_MACVLAN_GID_TIMEOUT=60s \
 		"$IMAGE" sh -c "$PROBE; $SLEEP" 2>&1); then
+		ready_tasks rmvw-rdy "docker service create on $net, no runtime named"
+		check "docker service rm; the tasks go on both nodes" on 1 service rm rmvw-rdy
+	else
 		fail "docker service create on $net, no runtime named" "$out"
+	fi
+	check "the tasks are gone on both nodes" poll 30 svc_gone rmvw-rdy
+	stack_file "$net" >"$rdir/stack.yaml"
+	if out=$(on 1 stack deploy --resolve-image never -c "$rdir/stack.yaml" rmvs 2>&1); then
+		ready_tasks rmvs_rank "docker stack deploy of a compose file with $net external"
+		check "docker stack rm; the tasks go on both nodes" on 1 stack rm rmvs
+	else
+		fail "docker stack deploy of a compose file with $net external" "$out"
+	fi
+	check "the stack's tasks are gone on both nodes" poll 30 svc_gone rmvs_rank
+	check "swarm network and config-only networks removed" poll 30 rm_nets "$net" "$cfg"
+}
+
+# ready_tasks SVC HOW: service SVC, started by HOW on network rmvw-rdy, runs one task on each node,
+# each RDMA-ready with its node's HCA; the task on node 2 rendezvouses with node 1's over TCP.
+ready_tasks() {
+	local svc=$1 n c a idx out hca=(mlx5_0 mlx5_3) dev=(uverbs0 uverbs3) lo=(128 144) tasks=() addrs=()
+	if ! out=$(poll 60 both_running "$svc"); then
+		fail "$2: one task runs on each node" "$out"
 		return 0
 	fi
-	if ! out=$(poll 60 both_running "$svc"); then
-		fail "service $svc: one task runs on each node" "$out"
-	else
-		pass "service $svc: one task runs on each node, started by the default runtime"
-		for n in 1 2; do
-			c=$(task_on "$n" "$svc")
-			a=$(on_net "$n" "$net" "$c" IPAddress)
-			# The fake kernel: the task's address gets its entries in its node's HCA's table.
-			idx=$("$work/bin/fakesysfs" add-ip -root "$rdir/fs" -hca "${hca[n - 1]}" -ip "$a" -ndev eth0 | tr '\n' ' ')
-			idx=${idx% } idx=${idx##* } # the RoCE v2 entry, the last one add-ip prints: what NCCL is given
-			check "node $n's task ($a) sees only ${hca[n - 1]}'s device nodes, the engine's memlock and its GID index $idx" \
-				poll 30 task_probe_is "$n" "$c" "dev=rdma_cm ${dev[n - 1]} " "memlock=$MEMLOCK:$MEMLOCK" "gid=$idx hca==${hca[n - 1]}:1"
-			((${a##*.} >= ${lo[n - 1]} && ${a##*.} < ${lo[n - 1]} + 16)) || fail "node $n's task has an address of its node's range" "$a"
-		done
+	pass "$2: one task runs on each node, started by the default runtime"
+	for n in 1 2; do
+		c=$(task_on "$n" "$svc")
+		a=$(on_net "$n" rmvw-rdy "$c" IPAddress)
+		tasks+=("$c") addrs+=("$a")
+		# The fake kernel: the task's address gets its entries in its node's HCA's table.
+		idx=$("$work/bin/fakesysfs" add-ip -root "$rdir/fs" -hca "${hca[n - 1]}" -ip "$a" -ndev eth0 | tr '\n' ' ')
+		idx=${idx% } idx=${idx##* } # the RoCE v2 entry, the last one add-ip prints: what NCCL is given
+		check "node $n's task ($a) sees only ${hca[n - 1]}'s device nodes, the engine's memlock and its GID index $idx" \
+			poll 30 task_probe_is "$n" "$c" "dev=rdma_cm ${dev[n - 1]} " "memlock=$MEMLOCK:$MEMLOCK" "gid=$idx hca==${hca[n - 1]}:1"
+		((${a##*.} >= ${lo[n - 1]} && ${a##*.} < ${lo[n - 1]} + 16)) || fail "node $n's task has an address of its node's range" "$a"
+	done
+	rendezvous "node 1's task (rank 0, ${addrs[0]})" 1 "${tasks[0]}" "${addrs[0]}" 2 "${tasks[1]}"
+	# As the kernel does when the tasks go: the next service gets the same addresses.
+	for n in 1 2; do "$work/bin/fakesysfs" del-ip -root "$rdir/fs" -hca "${hca[n - 1]}" -ip "${addrs[n - 1]}" >/dev/null; done
+}
+
+# stack_file NET: a compose file of two ranks on the external swarm network NET, one per node, each
+# running PROBE. Compose reads $$ as $.
+stack_file() {
+	cat <<EOF
+services:
+  rank:
+    image: $IMAGE
+    command:
+      - sh
+      - -c
+      - |
+        ${PROBE//\$/\$\$}; ${SLEEP//\$/\$\$}
+    environment:
+      RDMA_EXEC_SYSFS_ROOT: /rdma-fake
+      RDMA_MACVLAN_GID_TIMEOUT: 60s
+    volumes:
+      - type: bind
+        source: $rdir/fs
+        target: /rdma-fake
+        read_only: true
+    networks: [roce]
+    deploy:
+      replicas: 2
+      placement:
+        max_replicas_per_node: 1
+networks:
+  roce:
+    external: true
+    name: $1
+EOF
+}
+
+# rendezvous WHO N1 C1 A1 N2 C2: as torchrun or mpirun start a job across hosts: rank 0 (container C1
+# on node N1) listens on fixed port 29500 of its RoCE address A1, rank 1 (C2 on node N2) connects
+# there; each gets the other's message.
+rendezvous() {
+	local out
+	if ! out=$(on "$2" exec -d "$3" sh -c 'echo world=2 | nc -l -p 29500 >/tmp/rdzv' 2>&1); then
+		fail "rendezvous: $1 listens on port 29500" "$out"
+		return 0
 	fi
-	check "docker service rm; the tasks go on both nodes" on 1 service rm "$svc"
-	check "the tasks are gone on both nodes" poll 30 svc_gone "$svc"
-	check "swarm network and config-only networks removed" poll 30 rm_nets "$net" "$cfg"
+	check "rendezvous: node $5's rank 1 connects to $1 on port 29500 and gets world=2" poll 10 rdzv_client "$5" "$6" "$4"
+	check "rendezvous: $1 got rank 1's message" poll 5 file_is "$2" "$3" /tmp/rdzv rank=1
+}
+
+rdzv_client() {
+	local out
+	out=$(on "$1" exec "$2" sh -c "echo rank=1 | nc -w 2 $3 29500" 2>&1)
+	[[ $out == world=2 ]] || { echo "$out"; return 1; }
+}
+
+# file_is N C FILE WANT: FILE in container C on node N holds exactly WANT.
+file_is() {
+	local out
+	out=$(on "$1" exec "$2" cat "$3" 2>&1)
+	[[ $out == "$4" ]] || { echo "$out"; return 1; }
 }
 
 # shellcheck disable=SC2016 # expanded in the task
@@ -353,6 +449,14 @@ swarm_run() {
 	check_here "node 2: dockerd in namespace $ns2 with the plugin" node_up 2 "$engine" "$P2"
 	check_here "fake device nodes of both nodes' HCAs (uverbs0, uverbs3, rdma_cm)" fake_devs
 	[[ $run_failed ]] && { teardown; return 0; }
+	if [[ $engine != debian && $engine != current ]]; then
+		# The engines between: the standalone hosts only (the swarm runs on the first and last).
+		dup_checks
+		tag=$engine
+		teardown
+		timings+=("$engine: $(($(date +%s) - t0)) s (standalone)")
+		return 0
+	fi
 	if ! out=$(on 1 swarm init --advertise-addr "$A1" --listen-addr "$A1:2377" --data-path-addr "$A1" 2>&1); then
 		fail "node 1: docker swarm init --advertise-addr $A1" "$out"
 		teardown
@@ -372,7 +476,7 @@ swarm_run() {
 	timings+=("$engine: $(($(date +%s) - t0)) s")
 }
 
-select_engines --both "$@"
+select_engines --both --middle "$@"
 e2e_preflight nsenter:util-linux jq:apt-get\ install\ jq
 suite_start swarm rdma-macvlan fakesysfs rmvstatus docker-rdma rdma-exec rdma-macvlan-runtime
 make_plugin_dir "$work/plugin"

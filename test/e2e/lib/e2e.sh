@@ -660,5 +660,5 @@ readme_block() {
 		$0 == m { on = 1; next }
 		on == 1 && /^```/ { on = 2; next }
 		on == 2 && /^```/ { exit }
-		on == 2 { print }' "${repo:?}/README.md"
+		on == 2 { print }' "${repo:?}/README.md" "$repo"/docs/*.md
 }
