@@ -224,7 +224,8 @@ dup_checks() {
 		return 0
 	fi
 	pass "standalone networks on both nodes with one --ip-range $r"
-	if ! c1=$(on 1 run -d --net "$net" "$IMAGE" "${SLEEPER[@]}" 2>&1) || ! c2=$(on 2 run -d --net "$net" "$IMAGE" "${SLEEPER[@]}" 2>&1); then
+	# runc, named: these checks are of the network only.
+	if ! c1=$(on 1 run -d --runtime runc --net "$net" "$IMAGE" "${SLEEPER[@]}" 2>&1) || ! c2=$(on 2 run -d --runtime runc --net "$net" "$IMAGE" "${SLEEPER[@]}" 2>&1); then
 		fail "a container on each node" "$c1 $c2"
 		return 0
 	fi
@@ -238,10 +239,10 @@ dup_checks() {
 	check "node 2: the warn network removed" on 2 network rm "$net"
 	check "node 2: an address_check=strict network with the same range" on 2 network create -d "$PLUGIN" --subnet "$S.0/24" --gateway "$S.1" --ip-range "$r" -o parent="$P2" -o address_check=strict "$net"
 	refused "node 2: a container given $a1 on the strict network is refused, naming the address and node 1's MAC" \
-		"address_check=strict refused the start: address $a1 is also held by MAC $m1" -- on 2 run -d --net "$net" "$IMAGE" "${SLEEPER[@]}"
+		"address_check=strict refused the start: address $a1 is also held by MAC $m1" -- on 2 run -d --runtime runc --net "$net" "$IMAGE" "${SLEEPER[@]}"
 	check "node 2: the strict network removed" on 2 network rm "$net"
 	check "node 2: a strict network with its own --ip-range $S.112/28" on 2 network create -d "$PLUGIN" --subnet "$S.0/24" --gateway "$S.1" --ip-range "$S.112/28" -o parent="$P2" -o address_check=strict "$net"
-	if c2=$(on 2 run -d --net "$net" "$IMAGE" "${SLEEPER[@]}" 2>&1); then
+	if c2=$(on 2 run -d --runtime runc --net "$net" "$IMAGE" "${SLEEPER[@]}" 2>&1); then
 		pass "node 2: a container from its own range starts on the strict network ($(on_net 2 "$net" "$c2" IPAddress))"
 		check "node 2's container reaches node 1's across the segment" on 2 exec "$c2" ping -c 2 -W 2 "$a1"
 		check "node 2's daemon reports no duplicate" conflict_is 2 "$net" "$c2" -
@@ -253,32 +254,59 @@ dup_checks() {
 	check "the duplicate checks' networks removed" poll 30 rm_dup_nets "$net"
 }
 
-# readme_net N TEXT: a documented block's TEXT run against node N, on this run's subnet, node N's
-# parent, the plugin under test and network rmvw-plan.
+# readme_net N TEXT [NAME]: a documented block's TEXT run against node N, on this run's subnet, node
+# N's parent, the plugin under test, and network NAME for roce (default rmvw-plan).
 readme_net() {
 	local p=P$1
 	DOCKER_HOST=unix://$rdir/d$1/docker.sock bash -euo pipefail -c "$(printf '%s\n' "$2" |
-		sed -e "s/192\.168\.7\./$S./g" -e "s/ens2f0/${!p}/" -e "s/rdma-macvlan:latest/$PLUGIN/" -e 's/ roce$/ rmvw-plan/')"
+		sed -e "s/192\.168\.7\./$S./g" -e "s/ens2f0/${!p}/" -e "s/rdma-macvlan:latest/$PLUGIN/" -e "s/ roce\$/ ${3:-rmvw-plan}/")"
 }
 
-# plan_checks: docs/multi-host.md's per-host ranges on both nodes: each node's container gets an address
-# from its own range, they reach each other, and neither daemon reports a duplicate.
+# RANK: what a rank container gets in these tests: the fake sysfs tree for rdma-exec, and a GID
+# timeout that outlasts the test's adding of its entries; it prints PROBE, then sleeps.
+RANK=(--mount "type=bind,src=/RDIR/fs,dst=/rdma-fake,readonly" -e RDMA_EXEC_SYSFS_ROOT=/rdma-fake -e RDMA_MACVLAN_GID_TIMEOUT=60s)
+rank() { on "$1" run -d --net "$2" "${RANK[@]/\/RDIR/$rdir}" "$IMAGE" sh -c "$PROBE; $SLEEP"; }
+
+# rdma_ready N C NET LO WHO: container C on node N, started by the default runtime, has an address
+# of NET in node N's range (LO to LO+31) and is RDMA-ready with node N's HCA: that HCA's device
+# nodes only, the engine's memlock, and rdma-exec's GID index of the RoCE v2 entry the node's (fake)
+# kernel gives the address. Sets addr.
+rdma_ready() {
+	local n=$1 c=$2 idx hca=(mlx5_0 mlx5_3) dev=(uverbs0 uverbs3)
+	addr=$(on_net "$n" "$3" "$c" IPAddress)
+	idx=$("$work/bin/fakesysfs" add-ip -root "$rdir/fs" -hca "${hca[n - 1]}" -ip "$addr" -ndev eth0 | tr '\n' ' ')
+	idx=${idx% } idx=${idx##* } # the RoCE v2 entry, the last one add-ip prints: what NCCL is given
+	check "node $n's $5 ($addr) sees only ${hca[n - 1]}'s device nodes, the engine's memlock and its GID index $idx" \
+		poll 30 task_probe_is "$n" "$c" "dev=rdma_cm ${dev[n - 1]} " "memlock=$MEMLOCK:$MEMLOCK" "gid=$idx hca==${hca[n - 1]}:1"
+	((${addr##*.} >= $4 && ${addr##*.} < $4 + 32)) || fail "node $n's $5 has an address of its node's range .$4/27" "$addr"
+}
+
+# unfake_ips N ADDR...: node N's fake kernel drops the entries of ADDR, as the kernel does when a
+# container goes (the next one may get the same address).
+unfake_ips() {
+	local hca=(mlx5_0 mlx5_3) a
+	for a in "${@:2}"; do "$work/bin/fakesysfs" del-ip -root "$rdir/fs" -hca "${hca[$1 - 1]}" -ip "$a" >/dev/null || true; done
+}
+
+# plan_checks: docs/multi-host.md's per-host ranges on both nodes, as standalone hosts: each node's
+# container is RDMA-ready with its node's HCA and has an address from its node's range, they reach
+# each other and rendezvous, and neither daemon reports a duplicate.
 plan_checks() {
-	local net=rmvw-plan c1 c2 a1 a2
+	local net=rmvw-plan c1 c2 a1 a2 addr
 	check "node 1: the documented network of the first host (--ip-range .32/27)" readme_net 1 "$(readme_block multihost-a)"
 	check "node 2: the documented network of the second host (--ip-range .64/27)" readme_net 2 "$(readme_block multihost-b)"
-	if ! c1=$(on 1 run -d --net "$net" "$IMAGE" "${SLEEPER[@]}" 2>&1) || ! c2=$(on 2 run -d --net "$net" "$IMAGE" "${SLEEPER[@]}" 2>&1); then
+	if ! c1=$(rank 1 "$net" 2>&1) || ! c2=$(rank 2 "$net" 2>&1); then
 		fail "a container on each node on the planned network" "$c1 $c2"
 	else
-		a1=$(on_net 1 "$net" "$c1" IPAddress) a2=$(on_net 2 "$net" "$c2" IPAddress)
-		if [[ ${a1##*.} -ge 32 && ${a1##*.} -le 63 && ${a2##*.} -ge 64 && ${a2##*.} -le 95 ]]; then
-			pass "each node's container has an address of its own range ($a1, $a2)"
-		else
-			fail "each node's container has an address of its own range" "node 1: $a1 (want .32-.63), node 2: $a2 (want .64-.95)"
-		fi
+		rdma_ready 1 "$c1" "$net" 32 container
+		a1=$addr
+		rdma_ready 2 "$c2" "$net" 64 container
+		a2=$addr
 		check "node 1's container reaches node 2's across the segment" on 1 exec "$c1" ping -c 2 -W 2 "$a2"
 		rendezvous "node 1's container (rank 0, $a1)" 1 "$c1" "$a1" 2 "$c2"
 		check "neither daemon reports a duplicate" poll 5 both_clean "$net" "$c1" "$c2"
+		unfake_ips 1 "$a1"
+		unfake_ips 2 "$a2"
 	fi
 	on 1 rm -f "$c1" >/dev/null 2>&1 || true
 	on 2 rm -f "$c2" >/dev/null 2>&1 || true
@@ -287,46 +315,44 @@ plan_checks() {
 
 both_clean() { conflict_is 1 "$1" "$2" - && conflict_is 2 "$1" "$3" -; }
 
-# ready_checks: with the runtime as each node's default runtime, a service on an rdma-macvlan
-# swarm network is RDMA-ready on each node with that node's HCA: its device nodes only, the
-# engine's memlock kept (this machine refuses more than 8 MiB), and rdma-exec's GID index of the
-# entry the node's kernel gave the task. Created with docker service create, then deployed as a
-# stack of a compose file naming the swarm network as external, whose two ranks rendezvous.
+# ready_checks: docs/multi-host.md's swarm network (a config-only network per node with its range,
+# one swarm network), and with the runtime as each node's default runtime, a service on it is
+# RDMA-ready on each node with that node's HCA. Created with docker service create, then deployed
+# as the page's stack (a global service on the external network), whose two ranks rendezvous.
 ready_checks() {
-	local cfg=rmvw-rcfg net=rmvw-rdy out
+	local out
 	tag="$engine/rdma-ready"
-	check "node 1: the runtime as the default runtime" runtime_on 1
-	check "node 2: the runtime as the default runtime" runtime_on 2
-	if ! out=$(on 1 network create --config-only --subnet "$S.0/24" --gateway "$S.1" --ip-range "$S.128/28" -o parent="$P1" "$cfg" 2>&1) ||
-		! out=$(on 2 network create --config-only --subnet "$S.0/24" --gateway "$S.1" --ip-range "$S.144/28" -o parent="$P2" "$cfg" 2>&1) ||
-		! out=$(on 1 network create -d "$PLUGIN" --scope swarm --config-from "$cfg" "$net" 2>&1); then
-		fail "the swarm network of per-node config-only networks" "$out"
+	if ! out=$(readme_net 1 "$(readme_block multihost-swarm-config)" roce-config 2>&1) ||
+		! out=$(readme_net 2 "$(readme_block multihost-swarm-config | sed 's|\.32/27|.64/27|')" roce-config 2>&1) ||
+		! out=$(readme_net 1 "$(readme_block multihost-swarm-net)" roce 2>&1); then
+		fail "the documented swarm network: a config-only network per node, one swarm network" "$out"
 		return 0
 	fi
-	if out=$(on 1 service create --detach --no-resolve-image --replicas 2 --replicas-max-per-node 1 --name rmvw-rdy --network "$net" \
-		--mount "type=bind,src=$rdir/fs,dst=/rdma-fake,readonly" --env RDMA_EXEC_SYSFS_ROOT=/rdma-fake --env RDMA_MACVLAN_GID_TIMEOUT=60s \
-		"$IMAGE" sh -c "$PROBE; $SLEEP" 2>&1); then
-		ready_tasks rmvw-rdy "docker service create on $net, no runtime named"
+	pass "the documented swarm network: a config-only network per node (.32/27, .64/27), one swarm network"
+	if out=$(on 1 service create --detach --no-resolve-image --replicas 2 --replicas-max-per-node 1 --name rmvw-rdy --network roce \
+		"${RANK[@]/\/RDIR/$rdir}" "$IMAGE" sh -c "$PROBE; $SLEEP" 2>&1); then
+		ready_tasks rmvw-rdy "docker service create on roce, no runtime named"
 		check "docker service rm; the tasks go on both nodes" on 1 service rm rmvw-rdy
 	else
-		fail "docker service create on $net, no runtime named" "$out"
+		fail "docker service create on roce, no runtime named" "$out"
 	fi
 	check "the tasks are gone on both nodes" poll 30 svc_gone rmvw-rdy
-	stack_file "$net" >"$rdir/stack.yaml"
-	if out=$(on 1 stack deploy --resolve-image never -c "$rdir/stack.yaml" rmvs 2>&1); then
-		ready_tasks rmvs_rank "docker stack deploy of a compose file with $net external"
+	readme_block multihost-stack | sed "s|YOUR_IMAGE|$IMAGE|" >"$rdir/stack.yaml"
+	stack_ranks >"$rdir/ranks.yaml"
+	if out=$(on 1 stack deploy --resolve-image never -c "$rdir/stack.yaml" -c "$rdir/ranks.yaml" rmvs 2>&1); then
+		ready_tasks rmvs_rank "docker stack deploy of the documented stack (global, roce external)"
 		check "docker stack rm; the tasks go on both nodes" on 1 stack rm rmvs
 	else
-		fail "docker stack deploy of a compose file with $net external" "$out"
+		fail "docker stack deploy of the documented stack (global, roce external)" "$out"
 	fi
 	check "the stack's tasks are gone on both nodes" poll 30 svc_gone rmvs_rank
-	check "swarm network and config-only networks removed" poll 30 rm_nets "$net" "$cfg"
+	check "swarm network and config-only networks removed" poll 30 rm_nets roce roce-config
 }
 
-# ready_tasks SVC HOW: service SVC, started by HOW on network rmvw-rdy, runs one task on each node,
-# each RDMA-ready with its node's HCA; the task on node 2 rendezvouses with node 1's over TCP.
+# ready_tasks SVC HOW: service SVC, started by HOW on network roce, runs one task on each node, each
+# RDMA-ready with its node's HCA; the task on node 2 rendezvouses with node 1's over TCP.
 ready_tasks() {
-	local svc=$1 n c a idx out hca=(mlx5_0 mlx5_3) dev=(uverbs0 uverbs3) lo=(128 144) tasks=() addrs=()
+	local svc=$1 n c addr out lo=(32 64) tasks=() addrs=()
 	if ! out=$(poll 60 both_running "$svc"); then
 		fail "$2: one task runs on each node" "$out"
 		return 0
@@ -334,27 +360,20 @@ ready_tasks() {
 	pass "$2: one task runs on each node, started by the default runtime"
 	for n in 1 2; do
 		c=$(task_on "$n" "$svc")
-		a=$(on_net "$n" rmvw-rdy "$c" IPAddress)
-		tasks+=("$c") addrs+=("$a")
-		# The fake kernel: the task's address gets its entries in its node's HCA's table.
-		idx=$("$work/bin/fakesysfs" add-ip -root "$rdir/fs" -hca "${hca[n - 1]}" -ip "$a" -ndev eth0 | tr '\n' ' ')
-		idx=${idx% } idx=${idx##* } # the RoCE v2 entry, the last one add-ip prints: what NCCL is given
-		check "node $n's task ($a) sees only ${hca[n - 1]}'s device nodes, the engine's memlock and its GID index $idx" \
-			poll 30 task_probe_is "$n" "$c" "dev=rdma_cm ${dev[n - 1]} " "memlock=$MEMLOCK:$MEMLOCK" "gid=$idx hca==${hca[n - 1]}:1"
-		((${a##*.} >= ${lo[n - 1]} && ${a##*.} < ${lo[n - 1]} + 16)) || fail "node $n's task has an address of its node's range" "$a"
+		rdma_ready "$n" "$c" roce "${lo[n - 1]}" task
+		tasks+=("$c") addrs+=("$addr")
 	done
 	rendezvous "node 1's task (rank 0, ${addrs[0]})" 1 "${tasks[0]}" "${addrs[0]}" 2 "${tasks[1]}"
-	# As the kernel does when the tasks go: the next service gets the same addresses.
-	for n in 1 2; do "$work/bin/fakesysfs" del-ip -root "$rdir/fs" -hca "${hca[n - 1]}" -ip "${addrs[n - 1]}" >/dev/null; done
+	unfake_ips 1 "${addrs[0]}"
+	unfake_ips 2 "${addrs[1]}"
 }
 
-# stack_file NET: a compose file of two ranks on the external swarm network NET, one per node, each
-# running PROBE. Compose reads $$ as $.
-stack_file() {
+# stack_ranks: what the tests add to the documented stack file (a second -c file): each rank
+# prints PROBE with the fake sysfs tree, then sleeps. Compose reads $$ as $.
+stack_ranks() {
 	cat <<EOF
 services:
   rank:
-    image: $IMAGE
     command:
       - sh
       - -c
@@ -368,15 +387,6 @@ services:
         source: $rdir/fs
         target: /rdma-fake
         read_only: true
-    networks: [roce]
-    deploy:
-      replicas: 2
-      placement:
-        max_replicas_per_node: 1
-networks:
-  roce:
-    external: true
-    name: $1
 EOF
 }
 
@@ -449,6 +459,8 @@ swarm_run() {
 	check_here "node 2: dockerd in namespace $ns2 with the plugin" node_up 2 "$engine" "$P2"
 	check_here "fake device nodes of both nodes' HCAs (uverbs0, uverbs3, rdma_cm)" fake_devs
 	[[ $run_failed ]] && { teardown; return 0; }
+	check "node 1: the runtime as the default runtime" runtime_on 1
+	check "node 2: the runtime as the default runtime" runtime_on 2
 	if [[ $engine != debian && $engine != current ]]; then
 		# The engines between: the standalone hosts only (the swarm runs on the first and last).
 		dup_checks
