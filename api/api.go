@@ -1,5 +1,10 @@
-// Package api is the wire format of the daemon's own HTTP interface, GET
-// /v1/status, and a small client for it. It depends on the standard library
+// Package api is the one contract between the daemon, the docker rdma CLI,
+// rdma-exec and the runtime: the wire format of the daemon's own HTTP
+// interface, GET /v1/status, and a small client for it (api.go, client.go);
+// the network options, their ranges, values and defaults, rdma-exec's
+// environment and exit statuses (options.go); what the runtime reads from a
+// container's environment (runtime.go). No other package spells one of
+// these again (a test looks). It depends on the standard library
 // only, so that programs which read the status (the docker rdma CLI plugin)
 // do not link the daemon's netlink, logging and plugin-protocol packages.
 //

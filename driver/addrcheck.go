@@ -103,7 +103,7 @@ func (d *Driver) strictProbe(e *endpoint, log *logrus.Entry) error {
 	found, err := d.probeEndpoint(ctx, e.Parent, e.MAC, e.IPv4, e.IPv6)
 	if err != nil {
 		return &HostSetupError{Msg: fmt.Sprintf("address_check=strict: could not probe the segment of parent %s for the container's addresses: %v (the daemon needs CAP_NET_RAW; or create the network with -o %s=%s)",
-			e.Parent, err, OptAddressCheck, AddressCheckWarn)}
+			e.Parent, err, api.OptAddressCheck, api.AddressCheckWarn)}
 	}
 	log.WithField("took", time.Since(start).Round(time.Millisecond)).Debug("address probe done")
 	if len(found) == 0 {
@@ -206,7 +206,7 @@ func (d *Driver) watchParent(parent string) {
 // that checks addresses. d.mu is held.
 func (d *Driver) watched(parent string) bool {
 	for _, e := range d.endpoints {
-		if e.Parent == parent && e.Sandbox != "" && d.networks[e.NetworkID].addressCheck() != AddressCheckOff {
+		if e.Parent == parent && e.Sandbox != "" && d.networks[e.NetworkID].addressCheck() != api.AddressCheckOff {
 			return true
 		}
 	}
@@ -263,7 +263,7 @@ func (d *Driver) claimSeen(parent string, addr netip.Addr, mac net.HardwareAddr,
 	for _, e := range d.endpoints {
 		if e.Parent != parent || e.Sandbox == "" || strings.EqualFold(e.MAC, m) ||
 			!(strings.HasPrefix(e.IPv4, a+"/") || strings.HasPrefix(e.IPv6, a+"/")) ||
-			!addsConflicts(e.Conflicts, []addressConflict{c}) || d.networks[e.NetworkID].addressCheck() == AddressCheckOff {
+			!addsConflicts(e.Conflicts, []addressConflict{c}) || d.networks[e.NetworkID].addressCheck() == api.AddressCheckOff {
 			continue
 		}
 		hits = append(hits, hit{e.ID, e.Sandbox})
@@ -278,7 +278,7 @@ func (d *Driver) claimSeen(parent string, addr netip.Addr, mac net.HardwareAddr,
 // it have none: warn).
 func (n *network) addressCheck() string {
 	if n == nil || n.AddressCheck == "" {
-		return AddressCheckWarn
+		return api.AddressCheckWarn
 	}
 	return n.AddressCheck
 }

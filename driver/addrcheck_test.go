@@ -105,7 +105,7 @@ func TestAddressConflictReportedAfterJoin(t *testing.T) {
 		t.Errorf("conflicts %+v, want 10.5.0.2 held by 02:42:0a:05:00:99", c)
 	}
 	n := networkStatus(d, "n1")
-	if n.AddressCheck != AddressCheckWarn || len(n.Problems) != 1 ||
+	if n.AddressCheck != api.AddressCheckWarn || len(n.Problems) != 1 ||
 		!strings.Contains(n.Problems[0], "10.5.0.2") || !strings.Contains(n.Problems[0], "02:42:0a:05:00:99") || !strings.Contains(n.Problems[0], "--ip-range") {
 		t.Errorf("network n1: address_check %q, problems %q: want warn and one naming the address, the MAC and the fix", n.AddressCheck, n.Problems)
 	}
@@ -143,7 +143,7 @@ func TestAddressCheckStrictAndOff(t *testing.T) {
 	seg := &fakeSegment{held: map[string]string{"10.5.0.2": "02:42:0a:05:00:99"}}
 	d.probe = seg.probe
 	mustT(t, d.CreateNetwork(netReq("strict", "parent", "p0", "address_check", "strict")))
-	if n := networkStatus(d, "strict"); n.AddressCheck != AddressCheckStrict {
+	if n := networkStatus(d, "strict"); n.AddressCheck != api.AddressCheckStrict {
 		t.Errorf("address_check %q, want strict", n.AddressCheck)
 	}
 	for _, id := range []string{"e1", "e2"} {
@@ -188,16 +188,16 @@ func TestAddressCheckStrictAndOff(t *testing.T) {
 }
 
 func TestAddressCheckOption(t *testing.T) {
-	o, err := ParseNetworkOptions([]Option{{OptParent, "p0"}})
-	if err != nil || o.AddressCheck != AddressCheckWarn {
+	o, err := ParseNetworkOptions([]Option{{api.OptParent, "p0"}})
+	if err != nil || o.AddressCheck != api.AddressCheckWarn {
 		t.Errorf("default: %q, %v; want warn", o.AddressCheck, err)
 	}
-	for _, v := range []string{AddressCheckWarn, AddressCheckStrict, AddressCheckOff} {
-		if o, err := ParseNetworkOptions([]Option{{OptParent, "p0"}, {OptAddressCheck, v}}); err != nil || o.AddressCheck != v {
+	for _, v := range []string{api.AddressCheckWarn, api.AddressCheckStrict, api.AddressCheckOff} {
+		if o, err := ParseNetworkOptions([]Option{{api.OptParent, "p0"}, {api.OptAddressCheck, v}}); err != nil || o.AddressCheck != v {
 			t.Errorf("%s: %q, %v", v, o.AddressCheck, err)
 		}
 	}
-	if _, err := ParseNetworkOptions([]Option{{OptParent, "p0"}, {OptAddressCheck, "yes"}}); err == nil || !strings.Contains(err.Error(), "strict") {
+	if _, err := ParseNetworkOptions([]Option{{api.OptParent, "p0"}, {api.OptAddressCheck, "yes"}}); err == nil || !strings.Contains(err.Error(), "strict") {
 		t.Errorf("address_check=yes: %v, want a refusal listing the values", err)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/driver/gid"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
@@ -65,7 +66,7 @@ type Config struct {
 	// CDIDir receives one CDI spec per HCA in use.
 	CDIDir string
 	// GIDTimeout bounds the wait for an endpoint's GID entries after Join
-	// (default DefaultGIDTimeout); GIDPoll is the polling interval.
+	// (default api.DefaultGIDTimeout); GIDPoll is the polling interval.
 	GIDTimeout time.Duration
 	GIDPoll    time.Duration
 	// UnjoinedGrace is how long an endpoint found at start without a
@@ -98,8 +99,7 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultGIDTimeout = 10 * time.Second
-	DefaultGIDPoll    = 25 * time.Millisecond
+	DefaultGIDPoll = 25 * time.Millisecond
 
 	DefaultUnjoinedGrace = 2 * time.Minute
 
@@ -206,7 +206,7 @@ func New(cfg Config) (*Driver, error) {
 		return nil, errors.New("driver: Links, Sysfs and CDIDir are required")
 	}
 	if cfg.GIDTimeout <= 0 {
-		cfg.GIDTimeout = DefaultGIDTimeout
+		cfg.GIDTimeout = api.DefaultGIDTimeout
 	}
 	if cfg.GIDPoll <= 0 {
 		cfg.GIDPoll = DefaultGIDPoll
@@ -312,7 +312,7 @@ func (d *Driver) Close() {
 // Stopping ends every gid_check=strict wait in progress with an error that
 // says the daemon is stopping, so that the calls in progress finish at once.
 // The engine kills a managed plugin 10 s after SIGTERM, no longer than one
-// strict wait may take (DefaultGIDTimeout), so the server calls this before
+// strict wait may take (api.DefaultGIDTimeout), so the server calls this before
 // it waits for the calls in progress. The GID watches themselves go on until
 // Close, and resume at the next start.
 func (d *Driver) Stopping() {
@@ -357,5 +357,5 @@ func GetCapabilities() Capabilities {
 // Unparseable options are the business of CreateNetwork, which follows.
 func SkipGatewayAllocation(opts []Option) bool {
 	o, err := ParseNetworkOptions(opts)
-	return err != nil || o.GIDCheck != GIDCheckStrict
+	return err != nil || o.GIDCheck != api.GIDCheckStrict
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/sirupsen/logrus"
 )
@@ -145,7 +146,7 @@ func (d *Driver) createDecide(req CreateEndpointRequest, ifname string) (*networ
 		}
 		return nil, nil
 	}
-	if n.Mode == ModePassthru {
+	if n.Mode == api.ModePassthru {
 		for _, m := range []map[string]*endpoint{d.endpoints, d.reserved} {
 			for _, e := range m {
 				if e.NetworkID == n.ID {
@@ -375,10 +376,10 @@ func (d *Driver) EndpointInfo(nid, eid string) (map[string]string, error) {
 		held = d.strictOf(e, false)
 	}
 	info := map[string]string{
-		"host_ifname":  e.Ifname,
-		"parent":       e.Parent,
-		"macvlan_mode": e.Mode,
-		"mtu":          fmt.Sprint(e.MTU),
+		"host_ifname": e.Ifname,
+		api.OptParent: e.Parent,
+		api.OptMode:   e.Mode,
+		api.OptMTU:    fmt.Sprint(e.MTU),
 	}
 	d.mu.Unlock()
 	for _, h := range held {

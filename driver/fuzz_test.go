@@ -16,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
@@ -140,25 +141,25 @@ func FuzzParseNetworkOptions(f *testing.F) {
 		})
 		given := checkAccepted(t, own, networkOptionNames)
 		if engineMTU != "" {
-			if given[OptMTU] != "" && given[OptMTU] != engineMTU {
+			if given[api.OptMTU] != "" && given[api.OptMTU] != engineMTU {
 				t.Fatalf("options %.200q: accepted two different MTUs", in)
 			}
-			given[OptMTU] = engineMTU
+			given[api.OptMTU] = engineMTU
 		}
-		if !kernelValidIfname(got.Parent) || got.Parent != given[OptParent] {
+		if !kernelValidIfname(got.Parent) || got.Parent != given[api.OptParent] {
 			t.Fatalf("options %.200q: accepted parent %q", in, got.Parent)
 		}
-		if !slices.Contains(macvlanModeNames, got.Mode) || (given[OptMode] != "" && got.Mode != given[OptMode]) {
+		if !slices.Contains(macvlanModeNames, got.Mode) || (given[api.OptMode] != "" && got.Mode != given[api.OptMode]) {
 			t.Fatalf("options %.200q: accepted mode %q", in, got.Mode)
 		}
-		checkMTU(t, in, given[OptMTU], got.MTU)
-		if got.RDMADevice != given[OptRDMADevice] {
-			t.Fatalf("options %.200q: rdma_device %q, given %q", in, got.RDMADevice, given[OptRDMADevice])
+		checkMTU(t, in, given[api.OptMTU], got.MTU)
+		if got.RDMADevice != given[api.OptRDMADevice] {
+			t.Fatalf("options %.200q: rdma_device %q, given %q", in, got.RDMADevice, given[api.OptRDMADevice])
 		}
 		if d := got.RDMADevice; d != "" && (d == "." || d == ".." || strings.ContainsAny(d, "/\x00") || !rdmaDeviceRE.MatchString(d)) {
 			t.Fatalf("options %.200q: accepted rdma_device %q", in, d)
 		}
-		if got.GIDCheck != GIDCheckWarn && got.GIDCheck != GIDCheckStrict {
+		if got.GIDCheck != api.GIDCheckWarn && got.GIDCheck != api.GIDCheckStrict {
 			t.Fatalf("options %.200q: gid_check %q", in, got.GIDCheck)
 		}
 	})
@@ -177,7 +178,7 @@ func FuzzParseEndpointOptions(f *testing.F) {
 		}
 		own := slices.DeleteFunc(slices.Clone(in), func(o Option) bool { return IsLibnetworkLabel(o.Key) })
 		given := checkAccepted(t, own, endpointOptionNames)
-		checkMTU(t, in, given[OptMTU], got.MTU)
+		checkMTU(t, in, given[api.OptMTU], got.MTU)
 	})
 }
 
@@ -192,12 +193,12 @@ var (
 )
 
 func fuzzGoodRecords() (*network, *endpoint) {
-	n := &network{ID: fuzzGoodNet, Parent: "p0", Mode: ModeBridge, MTU: 1500, GIDCheck: GIDCheckWarn,
+	n := &network{ID: fuzzGoodNet, Parent: "p0", Mode: api.ModeBridge, MTU: 1500, GIDCheck: api.GIDCheckWarn,
 		// The identity of the fixture's mlx5_0: restore records it.
 		RDMA: &networkRDMA{HCA: "mlx5_0", Port: 1, Netdev: "p0", CDIName: "mlx5_0", NodeGUID: "a088:c203:005b:0300", PCI: "0000:03:00.0"},
 		IPv4: []Subnet{{Pool: "10.9.0.0/24", Gateway: "10.9.0.1/24"}}, Options: map[string]string{"parent": "p0", "mtu": "1500"},
 		Created: time.Unix(1700000000, 0).UTC()}
-	e := &endpoint{ID: fuzzGoodEP, NetworkID: fuzzGoodNet, Ifname: LinkName(fuzzGoodEP), Parent: "p0", Mode: ModeBridge,
+	e := &endpoint{ID: fuzzGoodEP, NetworkID: fuzzGoodNet, Ifname: LinkName(fuzzGoodEP), Parent: "p0", Mode: api.ModeBridge,
 		MTU: 1500, MAC: "02:42:0a:09:00:02", IPv4: "10.9.0.2/24", GIDNeed: 2, Created: time.Unix(1700000001, 0).UTC()}
 	return n, e
 }
@@ -288,7 +289,7 @@ func FuzzStateLoad(f *testing.F) {
 		links := drivertest.NewLinks("p0", "p1")
 		p0, _ := links.LinkByName("p0")
 		for _, name := range []string{goodEP.Ifname, orphan} {
-			links.Add(netns.Link{Name: name, Kind: "macvlan", EncapType: "ether", MTU: 1500, ParentIndex: p0.Index, MacvlanMode: ModeBridge, Alias: owner})
+			links.Add(netns.Link{Name: name, Kind: "macvlan", EncapType: "ether", MTU: 1500, ParentIndex: p0.Index, MacvlanMode: api.ModeBridge, Alias: owner})
 		}
 
 		type result struct {

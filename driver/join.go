@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/sirupsen/logrus"
 )
@@ -54,7 +55,7 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 	d.mu.Unlock()
 
 	err = d.ensureLink(e, log)
-	if err == nil && check == AddressCheckStrict && d.probe != nil {
+	if err == nil && check == api.AddressCheckStrict && d.probe != nil {
 		err = d.strictProbe(e, log)
 	}
 	if err == nil && save {
@@ -85,11 +86,11 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 	if err != nil {
 		return resp, err
 	}
-	if check == AddressCheckWarn && d.probe != nil {
+	if check == api.AddressCheckWarn && d.probe != nil {
 		d.probes.Add(1)
 		go d.probeLater(eid, sandboxKey, e.Parent, e.MAC, e.IPv4, e.IPv6)
 	}
-	if check != AddressCheckOff {
+	if check != api.AddressCheckOff {
 		d.watchParent(e.Parent)
 	}
 	resp = JoinResponse{

@@ -6,63 +6,17 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 )
 
-// Option names (contract: same names and meaning as Docker's built-in macvlan
-// driver where they overlap).
-const (
-	OptParent     = "parent"
-	OptMode       = "macvlan_mode"
-	OptMTU        = "mtu"
-	OptRDMADevice = "rdma_device"
-	OptGIDCheck   = "gid_check"
-	// OptAddressCheck: probe each container's addresses on the parent's
-	// segment for another host holding them (see addrcheck.go).
-	OptAddressCheck = "address_check"
-	// OptTrafficClass and OptServiceLevel are the QoS every workload on the
-	// network is told to send RoCE with (see TrafficClassMax).
-	OptTrafficClass = "traffic_class"
-	OptServiceLevel = "service_level"
-)
-
-// Ranges of the QoS options: the traffic class is the IP ToS byte RoCE v2
-// packets carry (DSCP in its upper six bits, ECN in the lower two), as
-// NCCL_IB_TC and UCX_IB_TRAFFIC_CLASS take it; the service level is the
-// 802.1p priority (PCP) of a VLAN-tagged frame, as NCCL_IB_SL and UCX_IB_SL
-// take it.
-const (
-	TrafficClassMax = 255
-	ServiceLevelMax = 7
-)
-
-// gid_check values: warn logs a container whose GID entries do not appear in
-// time; strict fails its start (see ProgramExternalConnectivity).
-const (
-	GIDCheckWarn   = "warn"
-	GIDCheckStrict = "strict"
-)
-
-// address_check values: warn probes after the start and reports a
-// duplicate; strict probes before Join answers and refuses the start; off
-// sends no probe.
-const (
-	AddressCheckWarn   = "warn"
-	AddressCheckStrict = "strict"
-	AddressCheckOff    = "off"
-)
-
-// Macvlan modes, as Docker's built-in macvlan driver names them.
-const (
-	ModeBridge   = "bridge"
-	ModePrivate  = "private"
-	ModeVEPA     = "vepa"
-	ModePassthru = "passthru"
-)
+// The option names, ranges and values are api's (api/options.go), the
+// contract the CLI, rdma-exec and the runtime read too.
 
 var (
-	networkOptionNames  = []string{OptParent, OptMode, OptMTU, OptRDMADevice, OptGIDCheck, OptAddressCheck, OptTrafficClass, OptServiceLevel}
-	endpointOptionNames = []string{OptMTU}
-	macvlanModeNames    = []string{ModeBridge, ModePrivate, ModeVEPA, ModePassthru}
+	networkOptionNames  = []string{api.OptParent, api.OptMode, api.OptMTU, api.OptRDMADevice, api.OptGIDCheck, api.OptAddressCheck, api.OptTrafficClass, api.OptServiceLevel}
+	endpointOptionNames = []string{api.OptMTU}
+	macvlanModeNames    = []string{api.ModeBridge, api.ModePrivate, api.ModeVEPA, api.ModePassthru}
 )
 
 // Limits on what the driver accepts.
@@ -88,9 +42,9 @@ type NetworkOptions struct {
 	Mode       string
 	MTU        int // 0: the parent's MTU
 	RDMADevice string
-	GIDCheck   string // GIDCheckWarn (default) or GIDCheckStrict
-	// AddressCheck is AddressCheckWarn (default), AddressCheckStrict or
-	// AddressCheckOff.
+	GIDCheck   string // api.GIDCheckWarn (default) or api.GIDCheckStrict
+	// AddressCheck is api.AddressCheckWarn (default), api.AddressCheckStrict or
+	// api.AddressCheckOff.
 	AddressCheck string
 	// TrafficClass and ServiceLevel are what workloads on the network are
 	// told to send RoCE with; unset when not given.
@@ -163,50 +117,50 @@ func ParseNetworkOptions(opts []Option) (NetworkOptions, error) {
 	}
 	for _, o := range kv {
 		switch o.Key {
-		case OptParent:
+		case api.OptParent:
 			if err := checkIfname("parent", o.Value); err != nil {
 				return out, err
 			}
 			out.Parent = o.Value
-		case OptMode:
+		case api.OptMode:
 			if !slices.Contains(macvlanModeNames, o.Value) {
 				return out, invalidf("option %s=%q is not a macvlan mode: use one of %s (default %s)",
-					OptMode, o.Value, strings.Join(macvlanModeNames, ", "), ModeBridge)
+					api.OptMode, o.Value, strings.Join(macvlanModeNames, ", "), api.ModeBridge)
 			}
 			out.Mode = o.Value
-		case OptMTU:
+		case api.OptMTU:
 			mtu, err := parseMTU(o.Value)
 			if err != nil {
 				return out, err
 			}
 			out.MTU = mtu
-		case OptRDMADevice:
+		case api.OptRDMADevice:
 			if !rdmaDeviceRE.MatchString(o.Value) {
 				return out, invalidf("option %s=%q is not an RDMA device name (like mlx5_0 or rxe0; list them with: rdma link show)",
-					OptRDMADevice, o.Value)
+					api.OptRDMADevice, o.Value)
 			}
 			out.RDMADevice = o.Value
-		case OptGIDCheck:
-			if o.Value != GIDCheckWarn && o.Value != GIDCheckStrict {
+		case api.OptGIDCheck:
+			if o.Value != api.GIDCheckWarn && o.Value != api.GIDCheckStrict {
 				return out, invalidf("option %s=%q: use %s (log a container whose RDMA is not ready) or %s (fail its start)",
-					OptGIDCheck, o.Value, GIDCheckWarn, GIDCheckStrict)
+					api.OptGIDCheck, o.Value, api.GIDCheckWarn, api.GIDCheckStrict)
 			}
 			out.GIDCheck = o.Value
-		case OptAddressCheck:
-			if o.Value != AddressCheckWarn && o.Value != AddressCheckStrict && o.Value != AddressCheckOff {
+		case api.OptAddressCheck:
+			if o.Value != api.AddressCheckWarn && o.Value != api.AddressCheckStrict && o.Value != api.AddressCheckOff {
 				return out, invalidf("option %s=%q: use %s (probe each container's addresses on the parent's segment after its start and report another host holding them), %s (probe before the start, about 0.4 s, and refuse it on a duplicate) or %s (send no probe)",
-					OptAddressCheck, o.Value, AddressCheckWarn, AddressCheckStrict, AddressCheckOff)
+					api.OptAddressCheck, o.Value, api.AddressCheckWarn, api.AddressCheckStrict, api.AddressCheckOff)
 			}
 			out.AddressCheck = o.Value
-		case OptTrafficClass:
-			n, err := parseLevel(o.Key, o.Value, TrafficClassMax,
+		case api.OptTrafficClass:
+			n, err := parseLevel(o.Key, o.Value, api.TrafficClassMax,
 				"the IP ToS byte RoCE v2 packets carry, as NCCL_IB_TC takes it: DSCP times 4 plus the ECN bits, e.g. 104 for DSCP 26, 106 for DSCP 26 with ECT(0)")
 			if err != nil {
 				return out, err
 			}
 			out.TrafficClass = Optional{N: n, Set: true}
-		case OptServiceLevel:
-			n, err := parseLevel(o.Key, o.Value, ServiceLevelMax,
+		case api.OptServiceLevel:
+			n, err := parseLevel(o.Key, o.Value, api.ServiceLevelMax,
 				"the 802.1p priority of VLAN-tagged RoCE frames, as NCCL_IB_SL takes it")
 			if err != nil {
 				return out, err
@@ -216,22 +170,22 @@ func ParseNetworkOptions(opts []Option) (NetworkOptions, error) {
 	}
 	if out.Parent == "" {
 		return out, invalidf("option %s is required: the RoCE netdev the containers' macvlan links hang off, e.g. -o %s=ens2f0 (or ens2f0.10 for VLAN 10)",
-			OptParent, OptParent)
+			api.OptParent, api.OptParent)
 	}
 	if out.Mode == "" {
-		out.Mode = ModeBridge
+		out.Mode = api.ModeBridge
 	}
 	if out.GIDCheck == "" {
-		out.GIDCheck = GIDCheckWarn
+		out.GIDCheck = api.GIDCheckWarn
 	}
 	if out.AddressCheck == "" {
-		out.AddressCheck = AddressCheckWarn
+		out.AddressCheck = api.AddressCheckWarn
 	}
 	return out, nil
 }
 
 // withoutEngineOptions drops the engine's own keys from opts, turning
-// OptEngineMTU into OptMTU. Both MTU keys may be given only with one value.
+// OptEngineMTU into api.OptMTU. Both MTU keys may be given only with one value.
 func withoutEngineOptions(opts []Option) ([]Option, error) {
 	own := make([]Option, 0, len(opts))
 	var engineMTU *Option
@@ -241,7 +195,7 @@ func withoutEngineOptions(opts []Option) ([]Option, error) {
 			if engineMTU != nil {
 				return nil, invalidf("option %s is given more than once: give it once", OptEngineMTU)
 			}
-			engineMTU = &Option{Key: OptMTU, Value: o.Value}
+			engineMTU = &Option{Key: api.OptMTU, Value: o.Value}
 		case strings.HasPrefix(o.Key, EngineOptionPrefix):
 			// The engine's own: nothing for a macvlan driver to do.
 		default:
@@ -252,9 +206,9 @@ func withoutEngineOptions(opts []Option) ([]Option, error) {
 		return own, nil
 	}
 	for _, o := range own {
-		if o.Key == OptMTU {
+		if o.Key == api.OptMTU {
 			if o.Value != engineMTU.Value {
-				return nil, invalidf("options %s=%q and %s=%q disagree: give one of them", OptMTU, o.Value, OptEngineMTU, engineMTU.Value)
+				return nil, invalidf("options %s=%q and %s=%q disagree: give one of them", api.OptMTU, o.Value, OptEngineMTU, engineMTU.Value)
 			}
 			return own, nil
 		}
@@ -283,7 +237,7 @@ func ParseEndpointOptions(opts []Option) (EndpointOptions, error) {
 		return out, err
 	}
 	for _, o := range kv {
-		if o.Key == OptMTU {
+		if o.Key == api.OptMTU {
 			mtu, err := parseMTU(o.Value)
 			if err != nil {
 				return out, err
@@ -373,7 +327,7 @@ func parseMTU(v string) (int, error) {
 	mtu, err := strconv.Atoi(v)
 	if !mtuRE.MatchString(v) || err != nil || mtu < minMTU || mtu > maxMTU {
 		return 0, invalidf("option %s=%q is not an MTU: give a whole number from %d to the parent's MTU, or leave it out to use the parent's",
-			OptMTU, v, minMTU)
+			api.OptMTU, v, minMTU)
 	}
 	return mtu, nil
 }

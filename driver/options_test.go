@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 )
 
 func opts(kv ...string) []Option {
@@ -21,11 +23,11 @@ func TestParseNetworkOptions(t *testing.T) {
 		want    NetworkOptions
 		wantErr []string // substrings of the error; nil: success
 	}{
-		{name: "parent only defaults to bridge", in: opts("parent", "ens2f0"), want: NetworkOptions{Parent: "ens2f0", Mode: ModeBridge, GIDCheck: GIDCheckWarn, AddressCheck: AddressCheckWarn}},
+		{name: "parent only defaults to bridge", in: opts("parent", "ens2f0"), want: NetworkOptions{Parent: "ens2f0", Mode: api.ModeBridge, GIDCheck: api.GIDCheckWarn, AddressCheck: api.AddressCheckWarn}},
 		{name: "all options", in: opts("parent", "ens2f0.10", "macvlan_mode", "vepa", "mtu", "4200", "rdma_device", "mlx5_0", "gid_check", "strict"),
-			want: NetworkOptions{Parent: "ens2f0.10", Mode: ModeVEPA, MTU: 4200, RDMADevice: "mlx5_0", GIDCheck: GIDCheckStrict, AddressCheck: AddressCheckWarn}},
-		{name: "private", in: opts("parent", "p", "macvlan_mode", "private"), want: NetworkOptions{Parent: "p", Mode: ModePrivate, GIDCheck: GIDCheckWarn, AddressCheck: AddressCheckWarn}},
-		{name: "passthru", in: opts("parent", "p", "macvlan_mode", "passthru"), want: NetworkOptions{Parent: "p", Mode: ModePassthru, GIDCheck: GIDCheckWarn, AddressCheck: AddressCheckWarn}},
+			want: NetworkOptions{Parent: "ens2f0.10", Mode: api.ModeVEPA, MTU: 4200, RDMADevice: "mlx5_0", GIDCheck: api.GIDCheckStrict, AddressCheck: api.AddressCheckWarn}},
+		{name: "private", in: opts("parent", "p", "macvlan_mode", "private"), want: NetworkOptions{Parent: "p", Mode: api.ModePrivate, GIDCheck: api.GIDCheckWarn, AddressCheck: api.AddressCheckWarn}},
+		{name: "passthru", in: opts("parent", "p", "macvlan_mode", "passthru"), want: NetworkOptions{Parent: "p", Mode: api.ModePassthru, GIDCheck: api.GIDCheckWarn, AddressCheck: api.AddressCheckWarn}},
 		{name: "bad gid_check", in: opts("parent", "p", "gid_check", "always"), wantErr: []string{`gid_check="always"`, "warn", "strict"}},
 		{name: "missing parent", in: opts("mtu", "1500"), wantErr: []string{"option parent is required", "-o parent="}},
 		{name: "no options", in: nil, wantErr: []string{"option parent is required"}},
@@ -46,11 +48,11 @@ func TestParseNetworkOptions(t *testing.T) {
 			wantErr: []string{`unknown option "ipvlan_mode"`, "parent, macvlan_mode, mtu, rdma_device, gid_check, address_check, traffic_class, service_level"}},
 		// QoS: traffic_class 0-255 (the IP ToS byte), service_level 0-7.
 		{name: "traffic class and service level", in: opts("parent", "p", "traffic_class", "106", "service_level", "3"),
-			want: NetworkOptions{Parent: "p", Mode: ModeBridge, GIDCheck: GIDCheckWarn, AddressCheck: AddressCheckWarn, TrafficClass: Optional{N: 106, Set: true}, ServiceLevel: Optional{N: 3, Set: true}}},
+			want: NetworkOptions{Parent: "p", Mode: api.ModeBridge, GIDCheck: api.GIDCheckWarn, AddressCheck: api.AddressCheckWarn, TrafficClass: Optional{N: 106, Set: true}, ServiceLevel: Optional{N: 3, Set: true}}},
 		{name: "lowest values are set, not absent", in: opts("parent", "p", "traffic_class", "0", "service_level", "0"),
-			want: NetworkOptions{Parent: "p", Mode: ModeBridge, GIDCheck: GIDCheckWarn, AddressCheck: AddressCheckWarn, TrafficClass: Optional{N: 0, Set: true}, ServiceLevel: Optional{N: 0, Set: true}}},
+			want: NetworkOptions{Parent: "p", Mode: api.ModeBridge, GIDCheck: api.GIDCheckWarn, AddressCheck: api.AddressCheckWarn, TrafficClass: Optional{N: 0, Set: true}, ServiceLevel: Optional{N: 0, Set: true}}},
 		{name: "highest values", in: opts("parent", "p", "traffic_class", "255", "service_level", "7"),
-			want: NetworkOptions{Parent: "p", Mode: ModeBridge, GIDCheck: GIDCheckWarn, AddressCheck: AddressCheckWarn, TrafficClass: Optional{N: 255, Set: true}, ServiceLevel: Optional{N: 7, Set: true}}},
+			want: NetworkOptions{Parent: "p", Mode: api.ModeBridge, GIDCheck: api.GIDCheckWarn, AddressCheck: api.AddressCheckWarn, TrafficClass: Optional{N: 255, Set: true}, ServiceLevel: Optional{N: 7, Set: true}}},
 		{name: "traffic class above 255", in: opts("parent", "p", "traffic_class", "256"), wantErr: []string{`traffic_class="256" is out of range`, "from 0 to 255", "NCCL_IB_TC"}},
 		{name: "traffic class negative", in: opts("parent", "p", "traffic_class", "-1"), wantErr: []string{`traffic_class="-1" is out of range`, "from 0 to 255"}},
 		{name: "traffic class in hex", in: opts("parent", "p", "traffic_class", "0x6a"), wantErr: []string{`traffic_class="0x6a" is out of range`, "whole number"}},
@@ -66,9 +68,9 @@ func TestParseNetworkOptions(t *testing.T) {
 		{name: "empty traffic class", in: opts("parent", "p", "traffic_class", ""), wantErr: []string{"option traffic_class is empty"}},
 		// The engine's own keys are ignored, as the built-in macvlan does.
 		{name: "engine keys ignored", in: opts("parent", "p", "com.docker.network.bridge.name", "br0", "com.docker.network.enable_ipv4", "true",
-			"com.docker.network.advertise_addr_nmsgs", "3"), want: NetworkOptions{Parent: "p", Mode: ModeBridge, GIDCheck: GIDCheckWarn, AddressCheck: AddressCheckWarn}},
-		{name: "engine mtu is mtu", in: opts("parent", "p", "com.docker.network.driver.mtu", "1400"), want: NetworkOptions{Parent: "p", Mode: ModeBridge, MTU: 1400, GIDCheck: GIDCheckWarn, AddressCheck: AddressCheckWarn}},
-		{name: "engine mtu and mtu agree", in: opts("parent", "p", "mtu", "1400", "com.docker.network.driver.mtu", "1400"), want: NetworkOptions{Parent: "p", Mode: ModeBridge, MTU: 1400, GIDCheck: GIDCheckWarn, AddressCheck: AddressCheckWarn}},
+			"com.docker.network.advertise_addr_nmsgs", "3"), want: NetworkOptions{Parent: "p", Mode: api.ModeBridge, GIDCheck: api.GIDCheckWarn, AddressCheck: api.AddressCheckWarn}},
+		{name: "engine mtu is mtu", in: opts("parent", "p", "com.docker.network.driver.mtu", "1400"), want: NetworkOptions{Parent: "p", Mode: api.ModeBridge, MTU: 1400, GIDCheck: api.GIDCheckWarn, AddressCheck: api.AddressCheckWarn}},
+		{name: "engine mtu and mtu agree", in: opts("parent", "p", "mtu", "1400", "com.docker.network.driver.mtu", "1400"), want: NetworkOptions{Parent: "p", Mode: api.ModeBridge, MTU: 1400, GIDCheck: api.GIDCheckWarn, AddressCheck: api.AddressCheckWarn}},
 		{name: "engine mtu and mtu disagree", in: opts("parent", "p", "mtu", "1400", "com.docker.network.driver.mtu", "1300"), wantErr: []string{"disagree", "give one"}},
 		{name: "engine mtu checked", in: opts("parent", "p", "com.docker.network.driver.mtu", "big"), wantErr: []string{`mtu="big" is not an MTU`}},
 		{name: "typo of our option still refused", in: opts("parent", "p", "rdma_devcie", "mlx5_0"), wantErr: []string{`unknown option "rdma_devcie"`}},

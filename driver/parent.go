@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/sirupsen/logrus"
@@ -39,11 +40,11 @@ func (d *Driver) checkParentConflicts(parent, mode string) error {
 		if other.Parent != parent {
 			continue
 		}
-		if other.Mode == ModePassthru {
+		if other.Mode == api.ModePassthru {
 			return conflictf("parent %q is taken by network %s in passthru mode, which allows no other network on it: use another parent, or a VLAN (-o parent=%s.<vlan id>)",
 				parent, ShortID(other.ID), parent)
 		}
-		if mode == ModePassthru {
+		if mode == api.ModePassthru {
 			return conflictf("macvlan_mode=passthru needs parent %q to itself, but network %s uses it: use -o macvlan_mode=bridge, or another parent",
 				parent, ShortID(other.ID))
 		}

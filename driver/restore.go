@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/sirupsen/logrus"
 )
@@ -28,7 +29,7 @@ func (d *Driver) restore() error {
 		log.WithError(p.Err).WithField("file", p.Path).Error("state file unusable; set aside, the objects in it are forgotten")
 	}
 	for _, n := range nets {
-		if n.MTU != 0 && n.Options[OptMTU] == "" && n.Options[OptEngineMTU] == "" {
+		if n.MTU != 0 && n.Options[api.OptMTU] == "" && n.Options[OptEngineMTU] == "" {
 			// Records written before the MTU followed the parent hold the
 			// parent's MTU at creation; the user asked for none.
 			n.MTU = 0
@@ -73,7 +74,7 @@ func (d *Driver) restore() error {
 		}
 		if e.Sandbox == "" {
 			unjoined = append(unjoined, e.ID)
-		} else if d.networks[e.NetworkID].addressCheck() != AddressCheckOff {
+		} else if d.networks[e.NetworkID].addressCheck() != api.AddressCheckOff {
 			d.watchParent(e.Parent)
 		}
 	}

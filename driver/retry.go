@@ -5,6 +5,8 @@ import (
 	"net"
 	"slices"
 	"strings"
+
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 )
 
 // sameNetwork reports why a CreateNetwork for the known network n asks for
@@ -24,7 +26,7 @@ func sameNetwork(n *network, opts NetworkOptions, req CreateNetworkRequest) erro
 		// recorded.
 		old = NetworkOptions{Parent: n.Parent, Mode: n.Mode, RDMADevice: n.RDMADevice, GIDCheck: n.GIDCheck,
 			TrafficClass: optionalOf(n.TrafficClass), ServiceLevel: optionalOf(n.ServiceLevel)}
-		if _, ok := n.Options[OptMTU]; ok {
+		if _, ok := n.Options[api.OptMTU]; ok {
 			old.MTU = n.MTU
 		}
 	}
@@ -34,13 +36,13 @@ func sameNetwork(n *network, opts NetworkOptions, req CreateNetworkRequest) erro
 			diff = append(diff, fmt.Sprintf("%s %s (asked: %s)", what, orNone(was), orNone(now)))
 		}
 	}
-	add(OptParent, old.Parent, opts.Parent)
-	add(OptMode, old.Mode, opts.Mode)
-	add(OptMTU, mtuText(old.MTU), mtuText(opts.MTU))
-	add(OptRDMADevice, old.RDMADevice, opts.RDMADevice)
-	add(OptGIDCheck, old.GIDCheck, opts.GIDCheck)
-	add(OptTrafficClass, old.TrafficClass.String(), opts.TrafficClass.String())
-	add(OptServiceLevel, old.ServiceLevel.String(), opts.ServiceLevel.String())
+	add(api.OptParent, old.Parent, opts.Parent)
+	add(api.OptMode, old.Mode, opts.Mode)
+	add(api.OptMTU, mtuText(old.MTU), mtuText(opts.MTU))
+	add(api.OptRDMADevice, old.RDMADevice, opts.RDMADevice)
+	add(api.OptGIDCheck, old.GIDCheck, opts.GIDCheck)
+	add(api.OptTrafficClass, old.TrafficClass.String(), opts.TrafficClass.String())
+	add(api.OptServiceLevel, old.ServiceLevel.String(), opts.ServiceLevel.String())
 	add("IPv4 subnets", subnetText(n.IPv4), subnetText(req.IPv4))
 	add("IPv6 subnets", subnetText(n.IPv6), subnetText(req.IPv6))
 	add("enable_ipv6", fmt.Sprint(n.EnableIPv6), fmt.Sprint(req.EnableIPv6))

@@ -61,13 +61,6 @@ func TestStatusConvertsRecords(t *testing.T) {
 	}
 }
 
-// The option values the driver accepts are the ones the wire format names.
-func TestGIDCheckValuesAreTheWireValues(t *testing.T) {
-	if GIDCheckWarn != api.GIDCheckWarn || GIDCheckStrict != api.GIDCheckStrict {
-		t.Fatalf("driver %q/%q, api %q/%q", GIDCheckWarn, GIDCheckStrict, api.GIDCheckWarn, api.GIDCheckStrict)
-	}
-}
-
 // The QoS options reach the status as given, 0 included; a network without
 // them has none (absent, not 0). A repeated CreateNetwork asking for another
 // class is refused, naming the option.

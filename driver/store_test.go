@@ -11,17 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/atomicfile"
 	"golang.org/x/sys/unix"
 )
 
 func testNetwork(id string) *network {
-	return &network{ID: id, Parent: "p0", Mode: ModeBridge, MTU: 1500, Created: time.Unix(1700000000, 0).UTC(),
+	return &network{ID: id, Parent: "p0", Mode: api.ModeBridge, MTU: 1500, Created: time.Unix(1700000000, 0).UTC(),
 		IPv4: []Subnet{{Pool: "10.9.0.0/24", Gateway: "10.9.0.1/24"}}}
 }
 
 func testEndpoint(id, nid string) *endpoint {
-	return &endpoint{ID: id, NetworkID: nid, Ifname: LinkName(id), Parent: "p0", Mode: ModeBridge, MTU: 1500,
+	return &endpoint{ID: id, NetworkID: nid, Ifname: LinkName(id), Parent: "p0", Mode: api.ModeBridge, MTU: 1500,
 		MAC: "02:42:0a:09:00:02", IPv4: "10.9.0.2/24", Created: time.Unix(1700000000, 0).UTC()}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/sirupsen/logrus"
 )
@@ -74,7 +75,7 @@ func (d *Driver) strictOf(e *endpoint, peers bool) []strictHold {
 	var held []strictHold
 	add := func(o *endpoint) {
 		n, ok := d.networks[o.NetworkID]
-		if !ok || n.RDMA == nil || n.GIDCheck != GIDCheckStrict || d.hcaProblem(n.ID) != "" {
+		if !ok || n.RDMA == nil || n.GIDCheck != api.GIDCheckStrict || d.hcaProblem(n.ID) != "" {
 			return
 		}
 		held = append(held, strictHold{nid: o.NetworkID, eid: o.ID, ifname: o.Ifname, ready: o.RDMAReady, done: d.gids.Done(o.ID)})

@@ -218,11 +218,11 @@ mutant address-conflict-unrecorded driver/addrcheck.go "$unit" 'TestAddressConfl
 	for _, c := range found {' \
   '	for _, c := range found {'
 mutant address-probe-on-start-path driver/join.go "$unit" 'TestAddressConflictReportedAfterJoin' \
-  'if err == nil && check == AddressCheckStrict && d.probe != nil {' \
-  'if err == nil && check != AddressCheckOff && d.probe != nil {'
+  'if err == nil && check == api.AddressCheckStrict && d.probe != nil {' \
+  'if err == nil && check != api.AddressCheckOff && d.probe != nil {'
 mutant address-strict-unprobed driver/join.go "$unit" 'TestAddressCheckStrictAndOff' \
-  'if err == nil && check == AddressCheckStrict && d.probe != nil {' \
-  'if false && err == nil && check == AddressCheckStrict && d.probe != nil {'
+  'if err == nil && check == api.AddressCheckStrict && d.probe != nil {' \
+  'if false && err == nil && check == api.AddressCheckStrict && d.probe != nil {'
 mutant address-conflict-kept-after-leave driver/leave.go "$unit" 'TestAddressConflictReportedAfterJoin' \
   'e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason, e.Conflicts = "", nil, false, "", nil' \
   'e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason = "", nil, false, ""'

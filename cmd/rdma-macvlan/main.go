@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/connlimit"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/version"
@@ -62,7 +63,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&c.grace, "unjoined-grace", driver.DefaultUnjoinedGrace, "after a restart, how long an endpoint without a container may wait for Docker's Join before it is deleted")
-	fs.DurationVar(&c.gidTimeout, "gid-timeout", driver.DefaultGIDTimeout, "how long to wait for a container's RoCE GID entries after it joins")
+	fs.DurationVar(&c.gidTimeout, "gid-timeout", api.DefaultGIDTimeout, "how long to wait for a container's RoCE GID entries after it joins")
 	fs.StringVar(&c.metrics, "metrics-address", "", "TCP HOST:PORT to serve GET /metrics on as well (e.g. 127.0.0.1:9464); empty: only on the plugin socket")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	fs.Usage = func() {

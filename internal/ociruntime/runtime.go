@@ -16,6 +16,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/atomicfile"
 )
 
@@ -249,7 +250,7 @@ func prepare(inv *Invocation, sys *Sys) error {
 		edit.GIDTimeout = found.GIDTimeout
 	}
 	if edit.GIDTimeout == 0 {
-		edit.GIDTimeout = 10 * time.Second
+		edit.GIDTimeout = api.DefaultGIDTimeout
 	}
 	if !choice.NoWait && len(plan.Rails) > 0 {
 		if edit.Helper, err = helperPath(inv.Own.ExecHelper, sys.Self); err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 )
 
 // Names of the QoS variables: the traffic class (the IP ToS byte RoCE v2
@@ -53,8 +55,8 @@ func QoSVars(nets []QoS, given Lookup) QoSPlan {
 		nccl, ucx string
 		get       func(QoS) *int
 	}{
-		{"traffic_class", NCCLTrafficClass, UCXTrafficClass, func(q QoS) *int { return q.TrafficClass }},
-		{"service_level", NCCLServiceLevel, UCXServiceLevel, func(q QoS) *int { return q.ServiceLevel }},
+		{api.OptTrafficClass, NCCLTrafficClass, UCXTrafficClass, func(q QoS) *int { return q.TrafficClass }},
+		{api.OptServiceLevel, NCCLServiceLevel, UCXServiceLevel, func(q QoS) *int { return q.ServiceLevel }},
 	} {
 		value, same, any := -1, true, false
 		var each []string

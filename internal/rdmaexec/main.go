@@ -15,21 +15,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaenv"
 )
 
 // ContainerPath is where docker rdma run mounts rdma-exec in a container.
 const ContainerPath = "/.rdma-macvlan/rdma-exec"
-
-// EnvSysfsRoot points rdma-exec at a fake sysfs tree. For tests only: a
-// container's own /sys is the real one.
-const EnvSysfsRoot = "RDMA_EXEC_SYSFS_ROOT"
-
-// EnvTiming set to 1 makes rdma-exec say on stderr, before it execs the
-// workload, how long it waited for the GID entries and how many looks at
-// the tables that took (make bench reads it). Like EnvSysfsRoot, it is
-// removed from the workload's environment.
-const EnvTiming = "RDMA_EXEC_TIMING"
 
 // Usage is rdma-exec's help.
 const Usage = `Usage: rdma-exec [OPTIONS] -- COMMAND [ARG...]
@@ -93,10 +84,10 @@ func Main(args []string, sys *Sys) int {
 			return 0
 		}
 		fmt.Fprintf(sys.Stderr, "rdma-exec: %v\n%s", err, Usage)
-		return ExitUsage
+		return api.ExitUsage
 	}
-	timing, _ := lookup(sys.Environ, EnvTiming)
-	env := withoutVar(withoutVar(sys.Environ, EnvSysfsRoot), EnvTiming)
+	timing, _ := lookup(sys.Environ, api.EnvExecTiming)
+	env := withoutVar(withoutVar(sys.Environ, api.EnvExecSysfsRoot), api.EnvExecTiming)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var got os.Signal
@@ -119,7 +110,7 @@ func Main(args []string, sys *Sys) int {
 		}
 		if q := rdmaenv.QoSVars(qos, func(name string) (string, bool) { return lookup(env, name) }); len(q.Conflict) > 0 {
 			fmt.Fprintf(sys.Stderr, "rdma-exec: %v\n", &QoSConflictError{Conflict: q.Conflict})
-			return ExitQoSConflict
+			return api.ExitQoSConflict
 		}
 		// Each look at the tables lists the interfaces once.
 		looks, ifaces := 0, cfg.Ifaces
@@ -131,12 +122,12 @@ func Main(args []string, sys *Sys) int {
 			if ctx.Err() != nil && got != nil {
 				fmt.Fprintf(sys.Stderr, "rdma-exec: %v while waiting for the container's GID entries: the workload was not started\n", got)
 				if s, ok := got.(syscall.Signal); ok {
-					return ExitSignal + int(s)
+					return api.ExitSignal + int(s)
 				}
-				return ExitNotReady
+				return api.ExitNotReady
 			}
 			fmt.Fprintf(sys.Stderr, "rdma-exec: %v\n", err)
-			return ExitNotReady
+			return api.ExitNotReady
 		}
 		if timing == "1" {
 			fmt.Fprintf(sys.Stderr, "rdma-exec: GID entries ready after %.3f ms (%d %s)\n",
@@ -148,7 +139,7 @@ func Main(args []string, sys *Sys) int {
 			err := &MismatchError{Ports: ports, Mismatch: mismatch}
 			if !cfg.AcceptMismatch {
 				fmt.Fprintf(sys.Stderr, "rdma-exec: %v\n", err)
-				return ExitGIDMismatch
+				return api.ExitGIDMismatch
 			}
 			fmt.Fprintf(sys.Stderr, "rdma-exec: warning: --accept-gid-mismatch given: starting although NCCL or UCX will use another entry than the container's:\n  %s\n",
 				strings.Join(mismatch, "\n  "))
@@ -212,7 +203,7 @@ func (e *QoSConflictError) Error() string {
 }
 
 func parse(args []string, sys *Sys) (Config, []string, error) {
-	cfg := Config{Ifaces: sys.Ifaces, Timeout: 10 * time.Second}
+	cfg := Config{Ifaces: sys.Ifaces, Timeout: api.DefaultGIDTimeout}
 	fs := flag.NewFlagSet("rdma-exec", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var nets []string
@@ -242,7 +233,7 @@ func parse(args []string, sys *Sys) (Config, []string, error) {
 		}
 		cfg.Networks = append(cfg.Networks, n)
 	}
-	if root, ok := lookup(sys.Environ, EnvSysfsRoot); ok {
+	if root, ok := lookup(sys.Environ, api.EnvExecSysfsRoot); ok {
 		cfg.SysfsRoot = root
 	}
 	return cfg, cmd, nil
@@ -296,13 +287,13 @@ func parseNet(v string) (Network, error) {
 				return n, fmt.Errorf("--net %q: subnet %q: %v", v, val, err)
 			}
 			n.Subnets = append(n.Subnets, p.Masked())
-		case "traffic_class", "service_level":
-			limit := map[string]int{"traffic_class": 255, "service_level": 7}[k]
+		case api.OptTrafficClass, api.OptServiceLevel:
+			limit := map[string]int{api.OptTrafficClass: api.TrafficClassMax, api.OptServiceLevel: api.ServiceLevelMax}[k]
 			q, err := strconv.Atoi(val)
 			if err != nil || q < 0 || q > limit {
 				return n, fmt.Errorf("--net %q: %s %q is not a number from 0 to %d", v, k, val, limit)
 			}
-			if k == "traffic_class" {
+			if k == api.OptTrafficClass {
 				n.TrafficClass = &q
 			} else {
 				n.ServiceLevel = &q
@@ -328,9 +319,9 @@ func execCommand(cmd, env []string, sys *Sys) int {
 	}
 	fmt.Fprintf(sys.Stderr, "rdma-exec: exec %s: %v\n", cmd[0], err)
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, errNotFound) {
-		return ExitNotFound
+		return api.ExitNotFound
 	}
-	return ExitCannotExec
+	return api.ExitCannotExec
 }
 
 var errNotFound = errors.New("executable file not found in $PATH")

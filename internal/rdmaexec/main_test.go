@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )
 
@@ -104,7 +105,7 @@ func TestExecReal(t *testing.T) {
 	root := rdmatest.MLX5(t, rdmatest.MLX5Options{})
 	rdmatest.AddAddress(root, "mlx5_0", 1, "127.0.0.9", "eth0")
 	rdmatest.AddAddress(root, "mlx5_0", 1, "127.0.0.1", "lo")
-	cmd, stdout, stderr := runHelper(t, []string{EnvSysfsRoot + "=" + root, "UCX_IB_GID_INDEX=9"},
+	cmd, stdout, stderr := runHelper(t, []string{api.EnvExecSysfsRoot + "=" + root, "UCX_IB_GID_INDEX=9"},
 		"--net", "name=roce,hca=mlx5_0,port=1,subnet=127.0.0.0/8", "--timeout", "5s", "--", self(t), "7", "a b", "", "--net", "-x")
 	code := exitCode(t, cmd)
 	out := stdout.String()
@@ -121,8 +122,8 @@ func TestExecReal(t *testing.T) {
 			t.Errorf("workload output lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, EnvSysfsRoot) {
-		t.Errorf("the workload sees %s:\n%s", EnvSysfsRoot, out)
+	if strings.Contains(out, api.EnvExecSysfsRoot) {
+		t.Errorf("the workload sees %s:\n%s", api.EnvExecSysfsRoot, out)
 	}
 	if !strings.Contains(stderr.String(), "keeping UCX_IB_GID_INDEX=9 from the environment (this container's own: 5)") {
 		t.Errorf("stderr: %s", stderr)
@@ -132,10 +133,10 @@ func TestExecReal(t *testing.T) {
 func TestExecNotReadyNeverStartsWorkload(t *testing.T) {
 	root := rdmatest.MLX5(t, rdmatest.MLX5Options{TableSize: 4})
 	rdmatest.AddAddress(root, "mlx5_0", 1, "127.0.0.9", "eth0")
-	cmd, stdout, stderr := runHelper(t, []string{EnvSysfsRoot + "=" + root},
+	cmd, stdout, stderr := runHelper(t, []string{api.EnvExecSysfsRoot + "=" + root},
 		"--net", "name=roce,hca=mlx5_0,port=1,subnet=127.0.0.0/8", "--timeout", "300ms", "--", self(t), "0")
-	if code := exitCode(t, cmd); code != ExitNotReady {
-		t.Fatalf("status %d, want %d; stderr %s", code, ExitNotReady, stderr)
+	if code := exitCode(t, cmd); code != api.ExitNotReady {
+		t.Fatalf("status %d, want %d; stderr %s", code, api.ExitNotReady, stderr)
 	}
 	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "the table is full (4 of 4 entries used") {
 		t.Fatalf("stdout %q stderr %q", stdout, stderr)
@@ -144,7 +145,7 @@ func TestExecNotReadyNeverStartsWorkload(t *testing.T) {
 
 func TestExecSignalWhileWaiting(t *testing.T) {
 	root := rdmatest.MLX5(t, rdmatest.MLX5Options{})
-	cmd, stdout, stderr := runHelper(t, []string{EnvSysfsRoot + "=" + root},
+	cmd, stdout, stderr := runHelper(t, []string{api.EnvExecSysfsRoot + "=" + root},
 		"--net", "name=roce,hca=mlx5_0,port=1,subnet=127.0.0.0/8", "--timeout", "1m", "--", self(t), "0")
 	time.Sleep(300 * time.Millisecond)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -187,7 +188,7 @@ func TestExecSignalEndsAStuckWait(t *testing.T) {
 			}
 			defer readyR.Close()
 			cmd := exec.Command(self(t), "--net", "name=roce,hca=mlx5_0,port=1,subnet=127.0.0.0/8", "--timeout", "1m", "--", self(t), "0")
-			cmd.Env = append(os.Environ(), "RDMAEXEC_TEST_ROLE=helper", "RDMAEXEC_TEST_LOOK="+tc.look, EnvSysfsRoot+"="+root)
+			cmd.Env = append(os.Environ(), "RDMAEXEC_TEST_ROLE=helper", "RDMAEXEC_TEST_LOOK="+tc.look, api.EnvExecSysfsRoot+"="+root)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = stdinR, &stdout, &stderr, []*os.File{readyW}
 			if err := cmd.Start(); err != nil {
@@ -238,12 +239,12 @@ func TestExecErrors(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"--", "no-such-program-rdmaexec"}, ExitNotFound, "executable file not found"},
-		{[]string{"--", "/no/such/file"}, ExitNotFound, "no such file"},
-		{[]string{"--", "/"}, ExitCannotExec, "exec /"},
-		{[]string{"--roce-version", "3", "--", "true"}, ExitUsage, "--roce-version"},
-		{[]string{"--net", "name=x,port=a", "--", "true"}, ExitUsage, "not a port number"},
-		{[]string{}, ExitUsage, "no COMMAND"},
+		{[]string{"--", "no-such-program-rdmaexec"}, api.ExitNotFound, "executable file not found"},
+		{[]string{"--", "/no/such/file"}, api.ExitNotFound, "no such file"},
+		{[]string{"--", "/"}, api.ExitCannotExec, "exec /"},
+		{[]string{"--roce-version", "3", "--", "true"}, api.ExitUsage, "--roce-version"},
+		{[]string{"--net", "name=x,port=a", "--", "true"}, api.ExitUsage, "not a port number"},
+		{[]string{}, api.ExitUsage, "no COMMAND"},
 	} {
 		cmd, _, stderr := runHelper(t, nil, tc.args...)
 		if code := exitCode(t, cmd); code != tc.code || !strings.Contains(stderr.String(), tc.msg) {
@@ -262,7 +263,7 @@ func TestExecErrors(t *testing.T) {
 func TestExecReportsWait(t *testing.T) {
 	root := rdmatest.MLX5(t, rdmatest.MLX5Options{})
 	args := []string{"--net", "name=roce,hca=mlx5_0,port=1,subnet=127.0.0.0/8", "--timeout", "20s", "--", self(t), "0"}
-	cmd, stdout, stderr := runHelper(t, []string{EnvSysfsRoot + "=" + root, EnvTiming + "=1"}, args...)
+	cmd, stdout, stderr := runHelper(t, []string{api.EnvExecSysfsRoot + "=" + root, api.EnvExecTiming + "=1"}, args...)
 	time.Sleep(300 * time.Millisecond)
 	if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "127.0.0.1", "lo"); err != nil {
 		t.Fatal(err)
@@ -280,15 +281,15 @@ func TestExecReportsWait(t *testing.T) {
 	if ms < 100 || looks < 2 || unit != "looks)" {
 		t.Errorf("stderr %q: the entry appeared 300 ms after the start, so the wait took more than one look, a poll interval (100 ms) apart", line)
 	}
-	if strings.Contains(stdout.String(), EnvTiming) {
-		t.Errorf("the workload sees %s:\n%s", EnvTiming, stdout)
+	if strings.Contains(stdout.String(), api.EnvExecTiming) {
+		t.Errorf("the workload sees %s:\n%s", api.EnvExecTiming, stdout)
 	}
 
-	cmd, _, stderr = runHelper(t, []string{EnvSysfsRoot + "=" + root}, args...)
+	cmd, _, stderr = runHelper(t, []string{api.EnvExecSysfsRoot + "=" + root}, args...)
 	if code := exitCode(t, cmd); code != 0 || strings.Contains(stderr.String(), "ready after") {
-		t.Fatalf("without %s: status %d, stderr %q; want 0 and no report", EnvTiming, code, stderr)
+		t.Fatalf("without %s: status %d, stderr %q; want 0 and no report", api.EnvExecTiming, code, stderr)
 	}
-	cmd, _, stderr = runHelper(t, []string{EnvSysfsRoot + "=" + root, EnvTiming + "=1"}, args...)
+	cmd, _, stderr = runHelper(t, []string{api.EnvExecSysfsRoot + "=" + root, api.EnvExecTiming + "=1"}, args...)
 	if code := exitCode(t, cmd); code != 0 || !strings.Contains(stderr.String(), "ready after ") || !strings.HasSuffix(stderr.String(), " (1 look)\n") {
 		t.Fatalf("entry already there: status %d, stderr %q; want 0 and one look reported", code, stderr)
 	}
@@ -329,7 +330,7 @@ func twoRailsAt(t *testing.T, hostIPv4 bool, ip0, ip1 string) (root string, sys 
 	execed = new([]string)
 	sys = &Sys{
 		Stderr:  stderr,
-		Environ: []string{EnvSysfsRoot + "=" + root, "PATH=/bin:/usr/bin"},
+		Environ: []string{api.EnvExecSysfsRoot + "=" + root, "PATH=/bin:/usr/bin"},
 		Ifaces:  ifaces(lo, iface("eth0", ip0+"/24"), iface("eth1", ip1+"/24")),
 		Exec: func(argv0 string, argv, env []string) error {
 			*execed = env
@@ -370,8 +371,8 @@ func TestExecDifferentIndexesFoundSetting(t *testing.T) {
 func TestExecDifferentIndexesNoRangeOfItsOwn(t *testing.T) {
 	_, sys, env, stderr := twoRails(t, false)
 	code := Main(append(append([]string{}, twoRailArgs...), "--", "true"), sys)
-	if code != ExitGIDMismatch || *env != nil {
-		t.Fatalf("status %d (want %d), workload started: %v; stderr %s", code, ExitGIDMismatch, *env != nil, stderr)
+	if code != api.ExitGIDMismatch || *env != nil {
+		t.Fatalf("status %d (want %d), workload started: %v; stderr %s", code, api.ExitGIDMismatch, *env != nil, stderr)
 	}
 	if msg := stderr.String(); !strings.Contains(msg, "has no NCCL_IB_ADDR_RANGE holding this container's addresses and no other one: 10.0.0.0/22 also holds 10.0.1.0, an address of subnet 10.0.1.0/24") ||
 		strings.Contains(msg, "UCX: ") {
@@ -387,8 +388,8 @@ func TestExecDifferentIndexesNoRangeOfItsOwn(t *testing.T) {
 func TestExecDifferentIndexesRefused(t *testing.T) {
 	_, sys, env, stderr := twoRails(t, true)
 	code := Main(append(append([]string{}, twoRailArgs...), "--", "true"), sys)
-	if code != ExitGIDMismatch || *env != nil {
-		t.Fatalf("status %d (want %d), workload started: %v; stderr %s", code, ExitGIDMismatch, *env != nil, stderr)
+	if code != api.ExitGIDMismatch || *env != nil {
+		t.Fatalf("status %d (want %d), workload started: %v; stderr %s", code, api.ExitGIDMismatch, *env != nil, stderr)
 	}
 	msg := stderr.String()
 	for _, want := range []string{

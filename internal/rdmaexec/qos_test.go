@@ -3,6 +3,8 @@ package rdmaexec
 import (
 	"strings"
 	"testing"
+
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 )
 
 // qosArgs are two rails' --net flags with the QoS fields given: one
@@ -85,8 +87,8 @@ func TestExecQoSConflictRefused(t *testing.T) {
 				return nil, nil
 			}
 			code := Main(append(qosArgs(tt.a, tt.b), "--", "true"), sys)
-			if code != ExitQoSConflict || *env != nil {
-				t.Fatalf("status %d (want %d), workload started: %v; stderr %s", code, ExitQoSConflict, *env != nil, stderr)
+			if code != api.ExitQoSConflict || *env != nil {
+				t.Fatalf("status %d (want %d), workload started: %v; stderr %s", code, api.ExitQoSConflict, *env != nil, stderr)
 			}
 			for _, w := range append(tt.want, "The workload was not started", "-o traffic_class", "-e NCCL_IB_TC=N -e UCX_IB_TRAFFIC_CLASS=N") {
 				if !strings.Contains(stderr.String(), w) {

@@ -23,34 +23,6 @@ import (
 	"github.com/rdma-macvlan/rdma-macvlan/internal/sysattr"
 )
 
-// Exit statuses of rdma-exec (documented in the README).
-const (
-	// ExitQoSConflict: the container's networks ask for different traffic
-	// classes or service levels, which NCCL and UCX take one of for every
-	// device, and the user set no value of their own; the workload was not
-	// started.
-	ExitQoSConflict = 120
-	// ExitGIDMismatch: the entries appeared, but their indexes differ per
-	// port and no setting makes NCCL and UCX use the container's own entry
-	// on every port; the workload was not started (--accept-gid-mismatch
-	// starts it anyway).
-	ExitGIDMismatch = 121
-	// ExitNotReady: the container's GID entries did not appear within the
-	// timeout; the workload was not started.
-	ExitNotReady = 122
-	// ExitUsage: rdma-exec was called with invalid arguments.
-	ExitUsage = 123
-	// ExitCannotExec and ExitNotFound: the workload's executable could not
-	// be run or was not found, as a shell and docker run say.
-	ExitCannotExec = 126
-	ExitNotFound   = 127
-	// ExitSignal plus the signal's number: SIGTERM, SIGINT, SIGHUP or
-	// SIGQUIT came while rdma-exec waited (143 for docker stop's SIGTERM),
-	// as a shell reports a command the signal killed; the workload was not
-	// started.
-	ExitSignal = 128
-)
-
 // Network is one rdma-macvlan network of the container, as docker rdma run
 // describes it.
 type Network struct {

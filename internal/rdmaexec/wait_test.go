@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaenv"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )
@@ -241,8 +242,8 @@ func TestNetRejectsBadHCA(t *testing.T) {
 		v := "name=x,hca=" + bad + ",port=1"
 		code := Main([]string{"--net", v, "--timeout", "100ms", "--", "true"}, sys)
 		want := fmt.Sprintf("rdma-exec: --net %q: hca: RDMA device name %q is not valid: a name is 1 to 63 bytes of printable characters, without \"/\", and not \".\" or \"..\"", v, bad)
-		if code != ExitUsage || !strings.Contains(stderr.String(), want) {
-			t.Errorf("hca=%q: status %d, stderr %q; want %d, %q", bad, code, stderr.String(), ExitUsage, want)
+		if code != api.ExitUsage || !strings.Contains(stderr.String(), want) {
+			t.Errorf("hca=%q: status %d, stderr %q; want %d, %q", bad, code, stderr.String(), api.ExitUsage, want)
 		}
 	}
 }

@@ -511,7 +511,7 @@ func renderInspect(w io.Writer, out inspectOutput) {
 				tprintf(w, "# %s\n", n)
 			}
 			if len(c.GIDMismatch) > 0 {
-				what := "rdma-exec does not start the workload (status 121; docker rdma run --accept-gid-mismatch starts it anyway)"
+				what := fmt.Sprintf("rdma-exec does not start the workload (status %d; docker rdma run --accept-gid-mismatch starts it anyway)", api.ExitGIDMismatch)
 				if c.AcceptMismatch {
 					what = "started with --accept-gid-mismatch"
 				}
@@ -521,7 +521,7 @@ func renderInspect(w io.Writer, out inspectOutput) {
 				}
 			}
 			if len(c.QoSConflict) > 0 {
-				fmt.Fprintln(w, "# QoS conflict: the networks ask for different values of variables that take one for every device; rdma-exec does not start the workload (status 120) unless you set them (-e):")
+				tprintf(w, "# QoS conflict: the networks ask for different values of variables that take one for every device; rdma-exec does not start the workload (status %d) unless you set them (-e):\n", api.ExitQoSConflict)
 				for _, m := range c.QoSConflict {
 					tprintf(w, "#   %s\n", m)
 				}

@@ -62,14 +62,14 @@ type netView struct {
 // resolveNetwork builds the view of one Docker network known to be
 // rdma-macvlan. An error means the plugin is missing or disabled.
 func (s *session) resolveNetwork(n docker.Network) (*netView, error) {
-	v := &netView{Name: n.Name, ID: n.ID, Driver: n.Driver, Parent: n.Options["parent"]}
-	v.GIDCheck = firstNonEmpty(n.Options["gid_check"], api.GIDCheckWarn)
+	v := &netView{Name: n.Name, ID: n.ID, Driver: n.Driver, Parent: n.Options[api.OptParent]}
+	v.GIDCheck = firstNonEmpty(n.Options[api.OptGIDCheck], api.GIDCheckWarn)
 	b, err := s.backendFor(n.Driver)
 	if err != nil {
 		return v, err
 	}
 	v.Backend = b
-	tc, sl := optionLevel(n.Options, "traffic_class", 255), optionLevel(n.Options, "service_level", 7)
+	tc, sl := optionLevel(n.Options, api.OptTrafficClass, api.TrafficClassMax), optionLevel(n.Options, api.OptServiceLevel, api.ServiceLevelMax)
 	defer func() {
 		// The daemon's word, else Docker's copy of the options.
 		v.TrafficClass = firstSet(v.TrafficClass, tc)
@@ -85,7 +85,7 @@ func (s *session) resolveNetwork(n docker.Network) (*netView, error) {
 	} else {
 		v.Missing = append(v.Missing, fmt.Sprintf("the daemon at %s does not know network %s (its state was lost? containers on it will fail: recreate the network)", b.Socket, shortID(n.ID)))
 	}
-	s.fallback(v, n.Options["rdma_device"])
+	s.fallback(v, n.Options[api.OptRDMADevice])
 	return v, nil
 }
 
