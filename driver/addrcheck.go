@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -45,8 +46,13 @@ type ProbeFunc func(ctx context.Context, parent string, addr netip.Addr, own net
 type WatchFunc func(ctx context.Context, parent string, claim func(addr netip.Addr, mac net.HardwareAddr, probe bool)) error
 
 // watchIdle is how often a parent's watch looks whether it still has an
-// endpoint to watch for.
-var watchIdle = 30 * time.Second
+// endpoint to watch for; a failed watch starts again after watchRetry, then
+// twice as long each time, up to watchRetryMax.
+var (
+	watchIdle     = 30 * time.Second
+	watchRetry    = time.Second
+	watchRetryMax = 30 * time.Second
+)
 
 // probeBound bounds one endpoint's probe of all its addresses, should the
 // socket calls themselves hang.
@@ -214,10 +220,37 @@ func (d *Driver) watched(parent string) bool {
 }
 
 // watchSegment watches parent's segment for other hosts' claims of the
-// endpoints' addresses while it has endpoints to watch for.
+// endpoints' addresses while it has endpoints to watch for. A watch that
+// fails (the parent down or gone, no CAP_NET_RAW) starts again after
+// watchRetry, twice as long after each failure up to watchRetryMax.
 func (d *Driver) watchSegment(parent string) {
 	defer d.probes.Done()
 	log := d.logFor("address-watch", logrus.Fields{"parent": parent})
+	retry := watchRetry
+	for {
+		start := time.Now()
+		err := d.watchUntilIdle(parent, log)
+		if err != nil && d.probeCtx.Err() == nil {
+			if time.Since(start) > watchRetryMax {
+				retry = watchRetry
+			}
+			log.WithError(err).WithField("retry_in", retry.String()).Warn("could not watch the parent's segment (is it down or gone? the daemon needs CAP_NET_RAW): a duplicate address another host gives out meanwhile goes unnoticed here")
+			select {
+			case <-d.probeCtx.Done():
+			case <-time.After(retry):
+			}
+			retry = min(2*retry, watchRetryMax)
+		}
+		if d.unwatch(parent) {
+			return
+		}
+	}
+}
+
+// watchUntilIdle runs one watch of parent's segment until it fails (its
+// error), the driver closes, or the parent has no endpoint left to watch
+// for (nil).
+func (d *Driver) watchUntilIdle(parent string, log *logrus.Entry) error {
 	ctx, cancel := context.WithCancel(d.probeCtx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -231,25 +264,37 @@ func (d *Driver) watchSegment(parent string) {
 	for {
 		select {
 		case err := <-done:
-			d.mu.Lock()
-			delete(d.watching, parent)
-			d.mu.Unlock()
-			if err != nil && ctx.Err() == nil {
-				log.WithError(err).Warn("could not watch the parent's segment: a duplicate address another host gives out after this host's goes unnoticed here (the daemon needs CAP_NET_RAW)")
+			if ctx.Err() != nil {
+				return nil
 			}
-			return
+			if err == nil {
+				err = errors.New("the watch ended")
+			}
+			return err
 		case <-idle.C:
 			d.mu.Lock()
-			if !d.watched(parent) {
-				delete(d.watching, parent)
-				d.mu.Unlock()
+			still := d.watched(parent)
+			d.mu.Unlock()
+			if !still {
 				cancel()
 				<-done
-				return
+				return nil
 			}
-			d.mu.Unlock()
 		}
 	}
+}
+
+// unwatch ends the watch of parent, unless the driver is not closing and
+// the parent still has an endpoint to watch for (a Join may have come
+// since the watch looked).
+func (d *Driver) unwatch(parent string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.probeCtx.Err() == nil && d.watched(parent) {
+		return false
+	}
+	delete(d.watching, parent)
+	return true
 }
 
 // claimSeen records mac's claim of addr on parent's segment as a conflict

@@ -208,6 +208,7 @@ type fakeWatch struct {
 	mu      sync.Mutex
 	claims  map[string]func(netip.Addr, net.HardwareAddr, bool) // watched parent: its callback
 	started chan string
+	fails   int // so many watches fail at once (the parent down)
 }
 
 func newFakeWatch() *fakeWatch {
@@ -216,6 +217,11 @@ func newFakeWatch() *fakeWatch {
 
 func (f *fakeWatch) watch(ctx context.Context, parent string, claim func(netip.Addr, net.HardwareAddr, bool)) error {
 	f.mu.Lock()
+	if f.fails > 0 {
+		f.fails--
+		f.mu.Unlock()
+		return errors.New("receive: network is down")
+	}
 	f.claims[parent] = claim
 	f.mu.Unlock()
 	f.started <- parent
@@ -264,7 +270,9 @@ func waitWatch(t *testing.T, f *fakeWatch, parent string) {
 // segment. The watch runs while the parent has a joined endpoint on a
 // network that checks, and again after a restart.
 func TestAddressClaimsWatchedOnSegment(t *testing.T) {
-	defer func(d time.Duration) { watchIdle = d }(watchIdle)
+	// Put back after the drivers' Close (cleanups run last first).
+	idle := watchIdle
+	t.Cleanup(func() { watchIdle = idle })
 	watchIdle = 10 * time.Millisecond
 	links := drivertest.NewLinks("p0", "p1")
 	dir := t.TempDir()
@@ -327,5 +335,32 @@ func TestAddressClaimsWatchedOnSegment(t *testing.T) {
 	}
 	if fw.watching("p0") {
 		t.Error("the watch of p0 goes on with no joined endpoint there")
+	}
+}
+
+// A watch that fails (the parent went down, or is gone for a while) starts
+// again while the parent has an endpoint to watch for: a link flap does not
+// end duplicate detection for the containers already running.
+func TestAddressWatchRetried(t *testing.T) {
+	// Put back after the driver's Close (cleanups run last first).
+	i, r := watchIdle, watchRetry
+	t.Cleanup(func() { watchIdle, watchRetry = i, r })
+	watchIdle, watchRetry = 10*time.Millisecond, 5*time.Millisecond
+	links := drivertest.NewLinks("p0")
+	d := newTestDriver(t, links, t.TempDir())
+	fw := newFakeWatch()
+	fw.fails = 3
+	d.watch = fw.watch
+	mustT(t, d.CreateNetwork(netReq("n1", "parent", "p0")))
+	if _, err := d.CreateEndpoint(ep("n1", "e1", "10.5.0.2/24")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Join("n1", "e1", "/sb/e1"); err != nil {
+		t.Fatal(err)
+	}
+	waitWatch(t, fw, "p0")
+	fw.send("p0", "10.5.0.2", "02:42:0a:05:00:99", false)
+	if c := waitStatus(t, d, "e1", time.Second, func(e api.Endpoint) bool { return len(e.AddressConflicts) > 0 }).AddressConflicts; len(c) != 1 {
+		t.Errorf("after the watch came back: conflicts %+v, want the one claimed", c)
 	}
 }

@@ -30,11 +30,12 @@ type Claim struct {
 // for duplicate address detection (source ::) the target they probe for.
 // Frames from the link's own MAC are not claims.
 //
-// What reaches a macvlan parent's sockets is what its children do not
-// take: broadcasts, the multicast groups its children joined (each
-// address's solicited-node group among them) and frames to the parent's own
-// MAC. So another host's probe for a child's address, or its announcement
-// of it, is seen here; unicast traffic to the children is not.
+// Only what the link itself receives counts (see recvOn): broadcasts, the
+// multicast groups its macvlan children joined (each address's
+// solicited-node group among them) and frames to the link's own MAC. So
+// another host's probe for a child's address, or its announcement of it,
+// is seen here; frames the kernel hands on to a child or to a VLAN device
+// on the link are not (another VLAN may use the same addresses).
 //
 // claim runs on one goroutine per address family, so calls may overlap.
 func (h *Handle) WatchClaims(ctx context.Context, link string, claim func(Claim)) error {
@@ -67,7 +68,7 @@ func (h *Handle) WatchClaims(ctx context.Context, link string, claim func(Claim)
 			defer wg.Done()
 			buf := make([]byte, 2048)
 			for {
-				n, err := f.Read(buf)
+				n, err := recvOn(f, buf, l.Index)
 				if err != nil {
 					if ctx.Err() == nil {
 						errs <- fmt.Errorf("watch %s: receive: %w", link, err)
@@ -90,10 +91,39 @@ func (h *Handle) WatchClaims(ctx context.Context, link string, claim func(Claim)
 	arp.Close()
 	nd.Close()
 	wg.Wait()
-	if err == nil || errors.Is(err, os.ErrClosed) {
-		return nil
-	}
 	return err
+}
+
+// recvOn reads from f, a packet socket bound to the link with index
+// ifindex, the next frame that link itself received: not one the kernel
+// handed on to a device on top of it (a macvlan child, a VLAN: packet
+// sockets of the lower link see those too, under the upper device's index)
+// nor one addressed to another host's MAC, nor one that reached the socket
+// before it was bound. It honours f's read deadline; closing f ends it.
+func recvOn(f *os.File, buf []byte, ifindex int) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	for {
+		var (
+			n    int
+			from unix.Sockaddr
+			rerr error
+		)
+		if err := rc.Read(func(fd uintptr) bool {
+			n, from, rerr = unix.Recvfrom(int(fd), buf, 0)
+			return !errors.Is(rerr, unix.EAGAIN)
+		}); err != nil {
+			return 0, err
+		}
+		if rerr != nil {
+			return 0, rerr
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Ifindex == ifindex && ll.Pkttype != unix.PACKET_OTHERHOST {
+			return n, nil
+		}
+	}
 }
 
 // attachNDFilter lets only ICMPv6 neighbour solicitations and

@@ -107,7 +107,7 @@ func (h *Handle) ProbeAddress(ctx context.Context, link string, addr netip.Addr,
 			return found, nil
 		}
 		_ = f.SetReadDeadline(wake)
-		n, err := f.Read(buf)
+		n, err := recvOn(f, buf, l.Index)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			continue
 		}

@@ -134,6 +134,38 @@ func TestPrivilegedWatchClaims(t *testing.T) {
 	if _, err := host.ProbeAddress(context.Background(), "p0", netip.MustParseAddr("10.9.0.7"), nil, netns.Probe{Count: 1}); err != nil {
 		t.Fatal(err)
 	}
+	// A frame to a device on top of the parent is that device's, not the
+	// parent's: the kernel shows it to the parent's packet sockets under
+	// the upper device's index when that device is in the parent's
+	// namespace (a VLAN device; here a macvlan child left there), and it is
+	// no claim on the parent's segment. A broadcast is.
+	upperMAC, _ := net.ParseMAC("02:42:0a:09:00:08")
+	if _, err := host.CreateMacvlan(netns.MacvlanSpec{Name: "mv1", Parent: "p0", Mode: "bridge", MAC: upperMAC}); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.SetUp("mv1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.SendFrame("eth0", arpFrame(upperMAC, otherMAC, "10.9.0.77")); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.SendFrame("eth0", arpFrame(broadcast, otherMAC, "10.9.0.78")); err != nil {
+		t.Fatal(err)
+	}
+	for seen := false; !seen; {
+		select {
+		case c := <-claims:
+			switch c.Addr.String() {
+			case "10.9.0.77":
+				t.Errorf("claim %+v of a frame to an upper device's MAC, which the parent did not receive", c)
+			case "10.9.0.78":
+				seen = true
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("the other host's broadcast announcement of 10.9.0.78: no claim seen on p0")
+		}
+	}
+
 	fast := netns.Probe{Count: 1, Wait: 50 * time.Millisecond}
 	for _, addr := range []string{"10.9.0.7", "fd09::7"} {
 		if _, err := other.ProbeAddress(context.Background(), "eth0", netip.MustParseAddr(addr), nil, fast); err != nil {
@@ -156,4 +188,16 @@ func TestPrivilegedWatchClaims(t *testing.T) {
 			}
 		}
 	}
+}
+
+var broadcast = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+
+// arpFrame is an ARP announcement of addr by src, sent to dst.
+func arpFrame(dst, src net.HardwareAddr, addr string) []byte {
+	a := netip.MustParseAddr(addr).As4()
+	b := append(append([]byte{}, dst...), src...)
+	b = append(b, 0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1)
+	b = append(append(b, src...), a[:]...)
+	b = append(append(b, 0, 0, 0, 0, 0, 0), a[:]...)
+	return b
 }

@@ -195,12 +195,17 @@ mutant probe-ndp-checksum-unset netns/probe.go './netns/' 'TestPrivilegedProbeAd
   '_ = icmpv6Checksum'
 # The watch of the parent's segment: another host's probe for an endpoint's
 # address is seen through the real kernel (the IPv6 filter lets the DAD
-# solicitation through), is a conflict unless the MAC is the endpoint's
+# solicitation through; a frame to a device on top of the parent is not the
+# parent's), is a conflict unless the MAC is the endpoint's
 # own, a later frame of the holder says it holds it, and the watch resumes
-# after a restart and ends with the parent's last endpoint.
+# after a restart and after a failure, and ends with the parent's last
+# endpoint.
 mutant claim-watch-nd-filtered netns/claims.go './netns/' 'TestPrivilegedWatchClaims' \
   '{Code: jeq, Jt: 1, K: 135},' \
   '{Code: jeq, Jt: 1, K: 134},'
+mutant claim-upper-device-counted netns/claims.go './netns/' 'TestPrivilegedWatchClaims' \
+  'ok && ll.Ifindex == ifindex && ll.Pkttype != unix.PACKET_OTHERHOST {' \
+  'ok && ll != nil {'
 mutant claim-own-mac-counted driver/addrcheck.go "$unit" 'TestAddressClaimsWatchedOnSegment' \
   'if e.Parent != parent || e.Sandbox == "" || strings.EqualFold(e.MAC, m) ||' \
   'if e.Parent != parent || e.Sandbox == "" ||'
@@ -211,7 +216,10 @@ mutant claim-watch-not-resumed driver/restore.go "$unit" 'TestAddressClaimsWatch
   'd.watchParent(e.Parent)' \
   '_ = e'
 mutant claim-watch-never-ends driver/addrcheck.go "$unit" 'TestAddressClaimsWatchedOnSegment' \
-  'if !d.watched(parent) {' \
+  'if !still {' \
+  'if !still && false {'
+mutant claim-watch-not-retried driver/addrcheck.go "$unit" 'TestAddressWatchRetried' \
+  'if d.probeCtx.Err() == nil && d.watched(parent) {' \
   'if false {'
 mutant address-conflict-unrecorded driver/addrcheck.go "$unit" 'TestAddressConflictReportedAfterJoin' \
   '	e.Conflicts = found
