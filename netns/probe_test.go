@@ -34,26 +34,46 @@ func probe(t *testing.T, h *netns.Handle, addr string, own net.HardwareAddr) []s
 	return out
 }
 
-// ProbeAddress finds, through the real kernel, another host on the parent's
-// segment that holds an address (it answers the ARP probe or the duplicate
-// address detection), and only that: not an address nobody holds, not the
-// endpoint's own MAC, not a macvlan child of the parent itself, which never
-// sees what its parent sends.
-func TestPrivilegedProbeAddress(t *testing.T) {
-	host := netnstest.NewHost(t)
-	other := netnstest.New(t)
+var (
+	otherMAC = mustMAC("02:42:0a:09:00:05")
+	childMAC = mustMAC("02:42:0a:09:00:07")
+)
+
+// segment is a parent p0 in a host namespace with, on its segment, another
+// host (eth0, 10.9.0.5 and fd09::5, otherMAC) and a macvlan child of p0 in
+// a namespace of its own (10.9.0.7 and fd09::7, childMAC).
+func segment(t *testing.T) (host, other *netns.Handle) {
+	t.Helper()
+	host = netnstest.NewHost(t)
+	other = netnstest.New(t)
 	child := netnstest.New(t)
-	otherMAC, _ := net.ParseMAC("02:42:0a:09:00:05")
 	if err := netnstest.MoveInto(host, other, "p0peer", "eth0", otherMAC, cidr(t, "10.9.0.5/24"), cidr(t, "fd09::5/64")); err != nil {
 		t.Fatal(err)
 	}
-	childMAC, _ := net.ParseMAC("02:42:0a:09:00:07")
 	if _, err := host.CreateMacvlan(netns.MacvlanSpec{Name: "mv0", Parent: "p0", Mode: "bridge", MAC: childMAC}); err != nil {
 		t.Fatal(err)
 	}
 	if err := netnstest.MoveInto(host, child, "mv0", "eth0", nil, cidr(t, "10.9.0.7/24"), cidr(t, "fd09::7/64")); err != nil {
 		t.Fatal(err)
 	}
+	return host, other
+}
+
+func mustMAC(s string) net.HardwareAddr {
+	m, err := net.ParseMAC(s)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// ProbeAddress finds, through the real kernel, another host on the parent's
+// segment that holds an address (it answers the ARP probe or the duplicate
+// address detection), and only that: not an address nobody holds, not the
+// endpoint's own MAC, not a macvlan child of the parent itself, which never
+// sees what its parent sends.
+func TestPrivilegedProbeAddress(t *testing.T) {
+	host, _ := segment(t)
 
 	if got := probe(t, host, "10.9.0.5", nil); len(got) != 1 || got[0] != otherMAC.String() {
 		t.Errorf("probe of an address the other host holds: %v, want [%s]", got, otherMAC)
@@ -101,23 +121,11 @@ func TestPrivilegedProbeAddress(t *testing.T) {
 
 // WatchClaims sees, through the real kernel, another host's probes for the
 // address of a macvlan child of the watched parent (ARP, and IPv6 duplicate
-// address detection to the child's solicited-node group), and not the
-// parent's own probes.
+// address detection to the child's solicited-node group) and its
+// broadcasts, and not frames naming the parent's own MAC nor frames to a
+// device on top of the parent.
 func TestPrivilegedWatchClaims(t *testing.T) {
-	host := netnstest.NewHost(t)
-	other := netnstest.New(t)
-	child := netnstest.New(t)
-	otherMAC, _ := net.ParseMAC("02:42:0a:09:00:05")
-	if err := netnstest.MoveInto(host, other, "p0peer", "eth0", otherMAC, cidr(t, "10.9.0.5/24"), cidr(t, "fd09::5/64")); err != nil {
-		t.Fatal(err)
-	}
-	childMAC, _ := net.ParseMAC("02:42:0a:09:00:07")
-	if _, err := host.CreateMacvlan(netns.MacvlanSpec{Name: "mv0", Parent: "p0", Mode: "bridge", MAC: childMAC}); err != nil {
-		t.Fatal(err)
-	}
-	if err := netnstest.MoveInto(host, child, "mv0", "eth0", nil, cidr(t, "10.9.0.7/24"), cidr(t, "fd09::7/64")); err != nil {
-		t.Fatal(err)
-	}
+	host, other := segment(t)
 	claims := make(chan netns.Claim, 64)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -130,8 +138,14 @@ func TestPrivilegedWatchClaims(t *testing.T) {
 	}()
 	time.Sleep(50 * time.Millisecond) // the sockets are bound
 
-	// The parent's own probe is not a claim.
-	if _, err := host.ProbeAddress(context.Background(), "p0", netip.MustParseAddr("10.9.0.7"), nil, netns.Probe{Count: 1}); err != nil {
+	// A frame naming the parent's own MAC (a switch that reflects what the
+	// parent sent) is not a claim. (The parent's own probes never come
+	// back to its sockets on their own.)
+	p0, err := host.LinkByName("p0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.SendFrame("eth0", arpFrame(broadcast, p0.MAC, "10.9.0.79")); err != nil {
 		t.Fatal(err)
 	}
 	// A frame to a device on top of the parent is that device's, not the
@@ -158,6 +172,8 @@ func TestPrivilegedWatchClaims(t *testing.T) {
 			switch c.Addr.String() {
 			case "10.9.0.77":
 				t.Errorf("claim %+v of a frame to an upper device's MAC, which the parent did not receive", c)
+			case "10.9.0.79":
+				t.Errorf("claim %+v in a frame that names the parent's own MAC", c)
 			case "10.9.0.78":
 				seen = true
 			}

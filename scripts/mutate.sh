@@ -203,6 +203,9 @@ mutant probe-ndp-checksum-unset netns/probe.go './netns/' 'TestPrivilegedProbeAd
 mutant claim-watch-nd-filtered netns/claims.go './netns/' 'TestPrivilegedWatchClaims' \
   '{Code: jeq, Jt: 1, K: 135},' \
   '{Code: jeq, Jt: 1, K: 134},'
+mutant claim-parent-mac-counted netns/claims.go './netns/' 'TestPrivilegedWatchClaims' \
+  'if c, ok := parseClaim(buf[:n]); ok && !slices.Equal(c.MAC, l.MAC) {' \
+  'if c, ok := parseClaim(buf[:n]); ok {'
 mutant claim-upper-device-counted netns/claims.go './netns/' 'TestPrivilegedWatchClaims' \
   'ok && ll.Ifindex == ifindex && ll.Pkttype != unix.PACKET_OTHERHOST {' \
   'ok && ll != nil {'
