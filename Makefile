@@ -75,16 +75,9 @@ install-cli: build ## install docker rdma into CLI_PLUGINS_DIR (~/.docker/cli-pl
 
 e2e: ## end to end on private Docker engines (20.10, 28.5 and the current one; make e2e-v27 for 27.5): managed and legacy plugin, side by side with the built-in macvlan, the default bridge with iptables, two-node swarm, Prometheus scraping both plugins, a release installed from a local registry, host reboots (root)
 	bash scripts/engines.sh install debian current v28 compose
-	bash test/e2e/e2e.sh
-	bash test/e2e/e2e-diff.sh
-	bash test/e2e/e2e-bridge.sh
-	bash test/e2e/e2e-swarm.sh
-	bash test/e2e/e2e-metrics.sh
-	bash test/e2e/e2e-compose.sh
-	bash test/e2e/e2e-release.sh
-	bash test/e2e/e2e-reboot.sh
-	bash test/e2e/e2e-hca.sh
-	bash test/e2e/e2e-runtime.sh
+	bash scripts/suites.sh test/e2e/e2e.sh -- test/e2e/e2e-diff.sh -- test/e2e/e2e-bridge.sh -- test/e2e/e2e-swarm.sh -- \
+		test/e2e/e2e-metrics.sh -- test/e2e/e2e-compose.sh -- test/e2e/e2e-release.sh -- test/e2e/e2e-reboot.sh -- \
+		test/e2e/e2e-hca.sh -- test/e2e/e2e-runtime.sh
 
 e2e-runtime: ## (part of e2e) rdma-macvlan-runtime on Docker 20.10, 28.5 and the current engine: plain docker run and docker compose up RDMA-ready, other specs byte for byte, restarts, install and uninstall (root)
 	bash scripts/engines.sh install debian current v28 compose
@@ -122,8 +115,7 @@ e2e-compose: ## (part of e2e) docker rdma compose with Compose v2 (built from it
 
 e2e-cli: ## docker rdma end to end on private engines (root), with containers on several rdma-macvlan networks (make e2e-rails)
 	bash scripts/engines.sh install
-	bash test/e2e/e2e-cli.sh
-	bash test/e2e/e2e-rails.sh
+	bash scripts/suites.sh test/e2e/e2e-cli.sh -- test/e2e/e2e-rails.sh
 
 e2e-rails: ## (part of e2e-cli) containers on 2, 4 and 8 rdma-macvlan networks: every rail on every path, the container's own GID on every rail or a refusal (root)
 	bash scripts/engines.sh install

@@ -878,8 +878,9 @@ done
 # runtests TREE LOG PACKAGES RUN TIMEOUT: go test in a copy; 0 when every
 # test passed. -failfast: a package's tests stop at its first failure, which
 # is all a mutant needs (a mutant that hangs a test otherwise waits out every
-# bound). A mutant's tests get mutant_timeout: the slowest caught mutant
-# takes about 15 s here, and one that deadlocks is caught by go test's
+# bound). -vet=off: the lint stage vets the tree, and a mutant counts as
+# caught by a failing test only. A mutant's tests get mutant_timeout: the
+# slowest caught mutant takes about 15 s here, and one that deadlocks is caught by go test's
 # timeout, which would otherwise hold its worker for the baseline's 10
 # minutes.
 mutant_timeout=${MUTATE_TIMEOUT:-2m}
@@ -887,7 +888,7 @@ runtests() {
   local tree=$1 log=$2 p=$3 run=$4 timeout=$5 args=()
   [ -n "$run" ] && args=(-run "$run")
   # shellcheck disable=SC2086 # PACKAGES is a list
-  (cd "$tree" && go test -count=1 -failfast -v -timeout "$timeout" "${args[@]}" $p) >"$log" 2>&1
+  (cd "$tree" && go test -count=1 -failfast -vet=off -v -timeout "$timeout" "${args[@]}" $p) >"$log" 2>&1
 }
 
 # Failing tests of a log, top level only, or what kept the package from
@@ -923,22 +924,28 @@ row() { printf '%-32s %-8s %5s  %s\n' "$@"; }
 status=0
 start=$SECONDS
 
-# The unmutated copy must pass the tests the mutants use: per -run regex,
-# the packages tested with it.
-declare -A basepkgs=()
+# The unmutated copy must pass the tests the mutants use: per package, one
+# go test of the tests of every mutant that names it (all of them when one
+# mutant names no test), so that each test binary is built once here.
+declare -A baseruns=()
 for i in "${selected[@]}"; do
   if [[ ${runs[$i]} == *TestPrivileged* && -z $root ]]; then continue; fi
-  basepkgs[${runs[$i]:--}]+=" ${pkgs[$i]}" # bash keys cannot be empty: - is none
+  for p in ${pkgs[$i]}; do
+    if [ -z "${runs[$i]}" ] || [ "${baseruns[$p]-}" = - ]; then
+      baseruns[$p]=- # every test of the package
+    else
+      baseruns[$p]+="${baseruns[$p]:+|}(${runs[$i]})"
+    fi
+  done
 done
-groups=("${!basepkgs[@]}")
+groups=("${!baseruns[@]}")
 baseline() {
-  local tree=$work/w$1/tree g key run p t0 log what
+  local tree=$work/w$1/tree g run p t0 log what
   for g in "${!groups[@]}"; do
     [ ! -e "$work/baseline.failed" ] || return 0
     claim "base.$g" || continue
-    key=${groups[$g]}
-    run=${key#-}
-    p=$(tr ' ' '\n' <<<"${basepkgs[$key]}" | sed '/^$/d' | sort -u | paste -sd' ' -)
+    p=${groups[$g]}
+    run=${baseruns[$p]#-}
     what="go test $p${run:+ -run $run}"
     echo "mutate: baseline: $what"
     t0=$SECONDS

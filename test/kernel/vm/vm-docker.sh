@@ -470,10 +470,13 @@ if [ ! -e /etc/cdi/rdma-macvlan-$HCA.json ]; then pass "no CDI spec left"; else 
 left=$(find /var/lib/rdma-macvlan -name '*.json' 2>/dev/null)
 if [ -z "$left" ]; then pass "no network or endpoint state left"; else fail "no network or endpoint state left" "$left"; fi
 
-# --- bonds and VLANs -----------------------------------------------------------------------------
-# shellcheck source=test/kernel/vm/vm-bond.sh
-. "$R/vm-bond.sh"
-bond_checks
+# --- bonds and VLANs (on the current engine: what is checked is the kernel's and the plugin's; the
+# engine only passes the parent option on, and Docker 20.10 took twice as long here under TCG) ------
+if [ "$engine" = current ]; then
+  # shellcheck source=test/kernel/vm/vm-bond.sh
+  . "$R/vm-bond.sh"
+  bond_checks
+fi
 
 # --- the runtime, two Soft-RoCE devices (on the current engine: Docker 20.10 runs make e2e-runtime) --
 if [ "$engine" = current ]; then
