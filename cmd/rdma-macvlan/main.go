@@ -53,30 +53,20 @@ func main() {
 	}
 }
 
+// logLevels are the levels --log-level takes. panic and fatal, which
+// logrus also knows, are refused: they would hide the daemon's errors.
+var logLevels = []string{"trace", "debug", "info", "warn", "error"}
+
 func parseFlags(args []string) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("rdma-macvlan", flag.ContinueOnError)
-	fs.StringVar(&c.socket, "socket", "/run/docker/plugins/rdma-macvlan.sock", "unix socket to serve the plugin API on")
-	fs.StringVar(&c.stateDir, "state-dir", "/var/lib/rdma-macvlan", "directory for persistent state")
-	fs.StringVar(&c.sysfsRoot, "sysfs-root", "/", "root under which sys/class/... RDMA facts are read")
-	fs.StringVar(&c.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI specs")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
-	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
-	fs.DurationVar(&c.grace, "unjoined-grace", driver.DefaultUnjoinedGrace, "after a restart, how long an endpoint without a container may wait for Docker's Join before it is deleted")
-	fs.DurationVar(&c.gidTimeout, "gid-timeout", api.DefaultGIDTimeout, "how long to wait for a container's RoCE GID entries after it joins")
-	fs.StringVar(&c.metrics, "metrics-address", "", "TCP HOST:PORT to serve GET /metrics on as well (e.g. 127.0.0.1:9464); empty: only on the plugin socket")
-	fs.BoolVar(&c.version, "version", false, "print the version and exit")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: rdma-macvlan [flags]\n\nEvery flag can also be set with RDMA_MACVLAN_<FLAG> (upper case, dashes as underscores);\na flag given on the command line wins.\n\n")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet(&c)
 	// Environment twins first, so that explicit flags override them.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		if f.Name == "version" {
+		name, ok := envTwin(f.Name)
+		if !ok {
 			return
 		}
-		name := "RDMA_MACVLAN_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(name); ok && v != "" {
 			if err := f.Value.Set(v); err != nil && envErr == nil {
 				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
@@ -95,6 +85,36 @@ func parseFlags(args []string) (config, error) {
 	return c, nil
 }
 
+// envTwin is the environment variable of the flag named name: the managed
+// plugin's config.json declares each one, so that docker plugin set can set
+// it. --version has none.
+func envTwin(name string) (string, bool) {
+	if name == "version" {
+		return "", false
+	}
+	return "RDMA_MACVLAN_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")), true
+}
+
+// newFlagSet defines the daemon's flags on c.
+func newFlagSet(c *config) *flag.FlagSet {
+	fs := flag.NewFlagSet("rdma-macvlan", flag.ContinueOnError)
+	fs.StringVar(&c.socket, "socket", "/run/docker/plugins/rdma-macvlan.sock", "unix socket to serve the plugin API on")
+	fs.StringVar(&c.stateDir, "state-dir", "/var/lib/rdma-macvlan", "directory for persistent state")
+	fs.StringVar(&c.sysfsRoot, "sysfs-root", "/", "root under which sys/class/... RDMA facts are read")
+	fs.StringVar(&c.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI specs")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: "+strings.Join(logLevels, ", "))
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.DurationVar(&c.grace, "unjoined-grace", driver.DefaultUnjoinedGrace, "after a restart, how long an endpoint without a container may wait for Docker's Join before it is deleted")
+	fs.DurationVar(&c.gidTimeout, "gid-timeout", api.DefaultGIDTimeout, "how long to wait for a container's RoCE GID entries after it joins")
+	fs.StringVar(&c.metrics, "metrics-address", "", "TCP HOST:PORT to serve GET /metrics on as well (e.g. 127.0.0.1:9464); empty: only on the plugin socket")
+	fs.BoolVar(&c.version, "version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: rdma-macvlan [flags]\n\nEvery flag can also be set with RDMA_MACVLAN_<FLAG> (upper case, dashes as underscores);\na flag given on the command line wins.\n\n")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
 // newLogger writes entries at warn, info, debug and trace to stdout and
 // entries at error and above to stderr. Docker reads a managed plugin's
 // stdout as level=info and its stderr as level=error (both 20.10 and the
@@ -109,8 +129,8 @@ func newLoggerTo(c config, stdout, stderr io.Writer) (*logrus.Logger, error) {
 	// Every entry goes through the splitting hook; the logger's own output is unused.
 	log.SetOutput(io.Discard)
 	lvl, err := logrus.ParseLevel(c.logLevel)
-	if err != nil {
-		return nil, fmt.Errorf("--log-level %q: use trace, debug, info, warn or error", c.logLevel)
+	if err != nil || lvl < logrus.ErrorLevel { // panic and fatal
+		return nil, fmt.Errorf("--log-level %q: use one of %s", c.logLevel, strings.Join(logLevels, ", "))
 	}
 	log.SetLevel(lvl)
 	switch c.logFormat {

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,8 +51,67 @@ func TestParseFlagsEnvTwins(t *testing.T) {
 	if _, err := parseFlags([]string{"extra"}); err == nil {
 		t.Fatal("stray argument accepted")
 	}
-	if _, err := newLogger(config{logLevel: "loud", logFormat: "text"}); err == nil || !strings.Contains(err.Error(), "use trace, debug") {
-		t.Fatalf("bad level: %v", err)
+	for _, lvl := range []string{"loud", "panic", "fatal"} {
+		if _, err := newLogger(config{logLevel: lvl, logFormat: "text"}); err == nil || !strings.Contains(err.Error(), "use one of trace, debug, info, warn, error") {
+			t.Errorf("--log-level %s: %v", lvl, err)
+		}
+	}
+	for _, lvl := range logLevels {
+		if _, err := newLogger(config{logLevel: lvl, logFormat: "text"}); err != nil {
+			t.Errorf("--log-level %s: %v", lvl, err)
+		}
+	}
+}
+
+// TestConfigJSONDeclaresEveryFlag: the managed plugin can set only the
+// variables its config.json declares, so each flag's environment twin is
+// declared there (and settable, but for the socket Docker fixes), nothing
+// else is, and what config.json says of the log levels is what the daemon
+// takes.
+func TestConfigJSONDeclaresEveryFlag(t *testing.T) {
+	raw, err := os.ReadFile("../../config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Env []struct {
+			Name, Description, Value string
+			Settable                 []string
+		}
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	declared := map[string]int{}
+	for i, e := range cfg.Env {
+		declared[e.Name] = i
+	}
+	var c config
+	twins := map[string]bool{}
+	newFlagSet(&c).VisitAll(func(f *flag.Flag) {
+		name, ok := envTwin(f.Name)
+		if !ok {
+			return
+		}
+		twins[name] = true
+		i, ok := declared[name]
+		if !ok {
+			t.Errorf("config.json does not declare %s (--%s): the managed plugin cannot set it; add it to env", name, f.Name)
+			return
+		}
+		if settable := slices.Contains(cfg.Env[i].Settable, "value"); settable != (f.Name != "socket") {
+			t.Errorf("config.json: %s settable %v", name, settable)
+		}
+	})
+	for name := range declared {
+		if !twins[name] {
+			t.Errorf("config.json declares %s, which is no flag's twin", name)
+		}
+	}
+	if i, ok := declared["RDMA_MACVLAN_LOG_LEVEL"]; ok {
+		if want := "log level: " + strings.Join(logLevels, ", "); !strings.HasPrefix(cfg.Env[i].Description, want) {
+			t.Errorf("config.json's log levels %q, want %q: the daemon refuses the others", cfg.Env[i].Description, want)
+		}
 	}
 }
 

@@ -204,3 +204,37 @@ func TestRemoteEngine(t *testing.T) {
 		t.Errorf("run: status %d\n%s%s", rc, w.stdout.String(), w.stderr.String())
 	}
 }
+
+// TestSynopsisNamesEveryOption: each command's synopsis names every option
+// its --help lists, but --plugin and --socket, which docker rdma --help
+// gives for every command; doctor's says it checks GPU placement.
+func TestSynopsisNamesEveryOption(t *testing.T) {
+	for name := range usages {
+		w := newWorld(t)
+		if rc := w.run("rdma", name, "--help"); rc != 0 {
+			t.Fatalf("%s --help: status %d", name, rc)
+		}
+		help := w.stdout.String()
+		synopsis, _, _ := strings.Cut(help, "\n")
+		listed := 0
+		for _, line := range strings.Split(help, "\n") {
+			f := strings.Fields(line)
+			if !strings.HasPrefix(line, "  -") || len(f) == 0 {
+				continue
+			}
+			listed++
+			opt := "-" + f[0]
+			if opt != "--plugin" && opt != "--socket" && !strings.Contains(synopsis, "["+opt+" ") {
+				t.Errorf("docker rdma %s: the synopsis %q does not name %s", name, synopsis, opt)
+			}
+		}
+		if listed < 3 {
+			t.Errorf("docker rdma %s --help lists %d options:\n%s", name, listed, help)
+		}
+	}
+	w := newWorld(t)
+	w.run("rdma", "doctor", "--help")
+	if !strings.Contains(w.stdout.String(), "GPU placement") {
+		t.Errorf("doctor --help does not say it checks GPU placement:\n%s", w.stdout.String())
+	}
+}

@@ -11,10 +11,20 @@ const exitUsage = 2
 
 // usages are the one-line synopses of the commands that use package flag.
 var usages = map[string]string{
-	"ls":      "docker rdma ls [--format table|json]",
-	"inspect": "docker rdma inspect [--format table|json] CONTAINER|NETWORK [...]",
+	"ls":      "docker rdma ls [--format table|json] [--sysfs-root DIR]",
+	"inspect": "docker rdma inspect [--format table|json] [--sysfs-root DIR] CONTAINER|NETWORK [...]",
 	"version": "docker rdma version [--format table|json]",
-	"doctor":  "docker rdma doctor [--format table|json] [--sysfs-root DIR] [--image IMAGE] [--memlock SIZE]",
+	"doctor":  "docker rdma doctor [--format table|json] [--sysfs-root DIR] [--image IMAGE] [--memlock SIZE] [--traffic-class TC]",
+}
+
+// abouts say, under a synopsis, what a command does where the synopsis
+// does not.
+var abouts = map[string]string{
+	"doctor": "Checks the host (RDMA devices, ports, GID tables, device nodes, the RDMA netns mode now and at\n" +
+		"the next boot), the engine (memlock with --image, the plugin's state and CDI mounts), the plugin\n" +
+		"and its networks, each network's fabric (PFC and DSCP trust for its traffic class, MTU) and\n" +
+		"GPU placement (which GPUs NCCL would pair with each HCA, from the PCIe topology). Exits 1 when\n" +
+		"RDMA is blocked.\n",
 }
 
 // newFlagSet returns a flag set for a command and its --format flag.
@@ -22,7 +32,11 @@ func newFlagSet(name string, env *Env) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet("docker rdma "+name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage:  %s\n\nOptions:\n", usages[name])
+		fmt.Fprintf(fs.Output(), "Usage:  %s\n\n", usages[name])
+		if a := abouts[name]; a != "" {
+			fmt.Fprintf(fs.Output(), "%s\n", a)
+		}
+		fmt.Fprintf(fs.Output(), "Options:\n")
 		fs.PrintDefaults()
 	}
 	format := fs.String("format", "table", "output format: table or json")
