@@ -16,7 +16,9 @@
 #     docker-rdma-linux-ARCH                     the docker rdma CLI plugin
 #     rdma-exec-linux-ARCH                       its helper (docker rdma run puts it in containers)
 #     rdma-macvlan-runtime-linux-ARCH            the OCI runtime (docker rdma runtime install)
-#     SHA256SUMS                                 sha256sum of every file above but the plugin dirs
+#     licenses/                                  LICENSE, NOTICE and each linked Go module's licence
+#                                                and notice files (also in each plugin's rootfs)
+#     SHA256SUMS                                 sha256sum of every binary above
 #     VERSION                                    the version, and the plugin references pushed
 #   With REGISTRY, the plugin references below in the registry; nothing in the daemon (each
 #   reference is created, pushed and removed).
@@ -60,6 +62,26 @@ if [[ -n $REPO ]]; then
 	docker version -f '{{.Server.Version}}' >/dev/null 2>&1 || die "no Docker daemon answers (DOCKER_HOST=${DOCKER_HOST:-unset}): pushing creates the plugin in one"
 fi
 
+# licenses DIR BINARY...: this project's LICENSE and NOTICE into DIR, and the licence and notice
+# files of every module the binaries link (their build information lists them) into DIR/MODULE/,
+# as the module ships them. Fails naming a linked module without a licence file.
+licenses() {
+	local dir=$1 m mdir f n
+	shift
+	mkdir -p "$dir"
+	install -m 0644 "$repo/LICENSE" "$repo/NOTICE" "$dir/"
+	while read -r m; do
+		mdir=$(cd "$repo" && "$GO" list -m -f '{{.Dir}}' "$m") || die "module $m: not in the module cache (go mod download)"
+		n=0
+		for f in "$mdir"/LICENSE* "$mdir"/LICENCE* "$mdir"/COPYING* "$mdir"/NOTICE*; do
+			[[ -f $f ]] || continue
+			install -D -m 0644 "$f" "$dir/$m/${f##*/}"
+			[[ ${f##*/} == NOTICE* ]] || n=$((n + 1))
+		done
+		((n > 0)) || die "module $m is linked into the release but has no licence file in $mdir"
+	done < <("$GO" version -m "$@" | awk '$1 == "dep" {print $2}' | sort -u)
+}
+
 # The binaries a release has: the daemon, docker rdma, its helper rdma-exec and the OCI runtime.
 cmds=(rdma-macvlan docker-rdma rdma-exec rdma-macvlan-runtime)
 
@@ -84,7 +106,9 @@ for arch in "${ARCHES[@]}"; do
 	for c in "${cmds[@]}"; do
 		[[ $c == rdma-macvlan ]] || install -m 0755 "$OUT/$c-linux-$arch" "$pdir/rootfs/cli-plugins/$c"
 	done
+	licenses "$pdir/rootfs/licenses" "${files[@]}"
 done
+licenses "$OUT/licenses" "$OUT"/*-linux-*[0-9]
 sums=()
 for c in "${cmds[@]}"; do for arch in "${ARCHES[@]}"; do sums+=("$c-linux-$arch"); done; done
 (cd "$OUT" && sha256sum -- "${sums[@]}" >SHA256SUMS)
