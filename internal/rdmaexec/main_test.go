@@ -145,17 +145,33 @@ func TestExecNotReadyNeverStartsWorkload(t *testing.T) {
 
 func TestExecSignalWhileWaiting(t *testing.T) {
 	root := rdmatest.MLX5(t, rdmatest.MLX5Options{})
-	cmd, stdout, stderr := runHelper(t, []string{api.EnvExecSysfsRoot + "=" + root},
-		"--net", "name=roce,hca=mlx5_0,port=1,subnet=127.0.0.0/8", "--timeout", "1m", "--", self(t), "0")
-	time.Sleep(300 * time.Millisecond)
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer readyR.Close()
+	cmd := exec.Command(self(t), "--net", "name=roce,hca=mlx5_0,port=1,subnet=127.0.0.0/8", "--timeout", "1m", "--", self(t), "0")
+	cmd.Env = append(os.Environ(), "RDMAEXEC_TEST_ROLE=helper", "RDMAEXEC_TEST_LOOK=ready", api.EnvExecSysfsRoot+"="+root)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = &stdout, &stderr, []*os.File{readyW}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	readyW.Close()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// Signalled once it is waiting, its handlers set: a signal before that
+	// would meet the default action, and prove nothing of rdma-exec's.
+	if _, err := readyR.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("the helper did not start waiting: %v; stderr %s", err, &stderr)
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if code := exitCode(t, cmd); code != 128+int(syscall.SIGTERM) {
-		t.Fatalf("status %d, want 143; stderr %s", code, stderr)
+		t.Fatalf("status %d, want 143; stderr %s", code, &stderr)
 	}
 	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "terminated while waiting") {
-		t.Fatalf("stdout %q stderr %q", stdout, stderr)
+		t.Fatalf("stdout %q stderr %q", stdout.String(), stderr.String())
 	}
 }
 
