@@ -395,7 +395,7 @@ func helperPath(given, self string) (string, error) {
 			return c, nil
 		}
 	}
-	return "", fmt.Errorf("rdma-exec is not at %s: install it (make install-cli, or copy it out of the plugin: see the README), or start the container with RDMA_MACVLAN_NO_WAIT=1", strings.Join(cands, " or "))
+	return "", fmt.Errorf("rdma-exec is not at %s: install it (make install-cli, or copy it out of the plugin as the README's Quick start does), or start the container with RDMA_MACVLAN_NO_WAIT=1", strings.Join(cands, " or "))
 }
 
 // fail reports err where the engine shows it: containerd reads the last

@@ -67,7 +67,7 @@ source "$here/lib/e2e.sh"
 # imposes, one place. Each row: ENGINE SCENARIO ITEM | reason (" | " ends the key). ENGINE,
 # SCENARIO and ITEM are globs (extended ones too, like @(a|b)) over the engine names (debian,
 # v27, v28, current), the scenario names and the compared items (as printed by a failing check).
-# Keep README.md's table "Differences from the built-in macvlan, per engine" in step with this one.
+# Keep docs/engines.md's table "Differences from the built-in macvlan, per engine" in step with this one.
 DELIBERATE=(
 	"@(debian|v27) * *.mac | Docker 20.10's and 27's macvlan derive the MAC from the IPv4 address (02:42:a.b.c.d); the engine hands remote drivers no MAC, and rdma-macvlan keeps the kernel's random one, as the built-in macvlan of newer engines does (two hosts reusing an address on one L2 get no duplicate MAC)"
 	"* mtuopt *.mtu | rdma-macvlan reads -o com.docker.network.driver.mtu (what compose writes for driver_opts mtu) as its own mtu option; the built-in macvlan accepts the key and ignores it (it has no MTU option: its containers take the parent's MTU)"

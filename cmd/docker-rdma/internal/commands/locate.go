@@ -159,7 +159,7 @@ func (s *session) driverNames() []string {
 }
 
 // installHint says how to get the plugin.
-const installHint = "docker plugin install REPO:VERSION --alias rdma-macvlan --grant-all-permissions, then use -d rdma-macvlan:latest (see the README's Install)"
+const installHint = "docker plugin install REPO:VERSION --alias rdma-macvlan --grant-all-permissions, then use -d rdma-macvlan:latest (see docs/install.md)"
 
 // createHint is the command that creates an rdma-macvlan network on this
 // engine, with the exact driver name to give -d, or how to install the
