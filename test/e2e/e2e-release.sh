@@ -57,6 +57,7 @@ cli_install() {
 	local block
 	block=$(readme_block cli-install)
 	[[ -n $block ]] || { echo "README has no e2e:cli-install block"; return 1; }
+	block=${block//sudo /} # the suite runs as root
 	block=${block//\/usr\/local\/lib\/docker\/cli-plugins/$DOCKER_CONFIG\/cli-plugins}
 	block=${block//\/usr\/local\/lib\/rdma-macvlan/$DOCKER_CONFIG\/cli-plugins}
 	[[ $block != */usr/local/* ]] || { echo "the README's lines write elsewhere under /usr/local:"; echo "$block"; return 1; }
