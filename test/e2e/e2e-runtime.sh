@@ -276,6 +276,35 @@ EOF
 		'((rc == 0)) && [[ $out == *"dev=rdma_cm uverbs0 "* && $out == *"gid=$nra hca==mlx5_0:1"* ]]'
 	docker compose -f "$e/proj/compose.yaml" -p "rt$id" down >/dev/null 2>&1 || true
 
+	# examples/compose.yaml as written, with an override of the test's own: this image, a probe
+	# and a ping of rank0 by name for the command, the fake tree, addresses the fake kernel has
+	# entries for, and the network ra for roce.
+	local ip0=10.81.$sub.21 ip1=10.81.$sub.22 nr0 nr1
+	nr0=$("$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$ip0" -ndev eth0)
+	nr1=$("$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$ip1" -ndev eth0)
+	nr0=${nr0##* } nr1=${nr1##* }
+	local probe=${RDMA_PROBE//\$/\$\$}
+	cat >"$e/proj/example-test.yaml" <<EOF
+services:
+  rank0:
+    command: ["sh", "-c", $(jq -Rn --arg s "$probe; sleep 20" '$s')]
+    environment: {RDMA_EXEC_SYSFS_ROOT: /rdma-fake}
+    volumes: ["$e/fs:/rdma-fake:ro"]
+    networks: {roce: {ipv4_address: $ip0}}
+  rank1:
+    command: ["sh", "-c", $(jq -Rn --arg s "$probe; ping -c 1 -W 5 rank0 >/dev/null && echo rank0 answers" '$s')]
+    environment: {RDMA_EXEC_SYSFS_ROOT: /rdma-fake}
+    volumes: ["$e/fs:/rdma-fake:ro"]
+    networks: {roce: {ipv4_address: $ip1}}
+networks:
+  roce: {name: ra}
+EOF
+	run_cmd env IMAGE="$IMAGE" docker compose -f "$repo/examples/compose.yaml" -f "$e/proj/example-test.yaml" -p "ex$id" \
+		up --abort-on-container-exit --exit-code-from rank1
+	expect "examples/compose.yaml: both ranks RDMA-ready with their own GID index ($nr0, $nr1), rank 1 reaches rank0 by name" \
+		'((rc == 0)) && [[ $out == *"gid=$nr0 hca==mlx5_0:1"* && $out == *"gid=$nr1 hca==mlx5_0:1"* && $out == *"rank0 answers"* ]]'
+	IMAGE=$IMAGE docker compose -f "$repo/examples/compose.yaml" -f "$e/proj/example-test.yaml" -p "ex$id" down >/dev/null 2>&1 || true
+
 	# Uninstall: the file as it was (the check runtime and live-restore taken out by hand first).
 	run_cmd jq -c 'del(.runtimes.rtcheck) | del(."live-restore")' "$ddir/daemon.json"
 	printf '%s\n' "$out" >"$ddir/daemon.json"
