@@ -105,7 +105,7 @@ e2e-v27: ## the managed plugin, the differential subset and the default bridge o
 	E2E_MIDDLE_ENGINES="v27 v28" bash test/e2e/e2e-diff.sh v27
 	E2E_MIDDLE_ENGINES="v27 v28" bash test/e2e/e2e-bridge.sh v27
 
-e2e-metrics: ## (part of e2e) a real Prometheus scrapes the managed plugin and the legacy daemon during a container life cycle; PromQL against /v1/status, promtool on a scrape and on the README's rules (root)
+e2e-metrics: ## (part of e2e) a real Prometheus scrapes the managed plugin and the legacy daemon during a container life cycle; PromQL against /v1/status, promtool on a scrape and on examples/prometheus-rules.yml, one of its alerts made to fire (root)
 	bash scripts/engines.sh install
 	bash test/e2e/e2e-metrics.sh
 

@@ -6,11 +6,11 @@
 # RDMA_MACVLAN_METRICS_ADDRESS set as the README's "Metrics" block sets it, and the binary as a
 # legacy plugin with --metrics-address, each on a free port of 127.0.0.1, both on one fake mlx5
 # tree (test/fakesysfs) on a veth parent. Prometheus runs on 127.0.0.1 (a free port, a private
-# storage dir, 1 s scrapes) with the README's scrape config and alert rules. A container on each
+# storage dir, 1 s scrapes) with the docs' scrape config and examples/prometheus-rules.yml. A container on each
 # driver's network gets its GID entries (added to the fake tree by hand, as the kernel would);
 # then PromQL through Prometheus's HTTP API returns the GID fill and readiness that /v1/status
 # shows, GET /metrics on the plugin socket answers too, `promtool check metrics` passes on a
-# scrape of each, `promtool check rules` on the README's rules; after the containers are gone
+# scrape of each, `promtool check rules` on the rules file and one of its alerts made to fire; after the containers are gone
 # Prometheus sees their calls counted and no endpoint left.
 #
 # Needs: root, Go, prometheus and promtool (Debian's prometheus package: scripts/deps.sh), curl,
@@ -112,11 +112,12 @@ metrics_run() {
 	legacy_pid=$!
 	check "legacy daemon with --metrics-address 127.0.0.1:$lport answers on $legacy_sock" poll 15 "$work/bin/rmvstatus" -socket "$legacy_sock"
 
-	# Prometheus with the README's scrape config (its port and a 1 s interval) and alert rules.
-	readme_block metrics-rules >"$rdir/rules.yml"
-	check "promtool check rules passes on the README's alert rules" promtool check rules "$rdir/rules.yml"
+	# Prometheus with the docs' scrape config (its port and a 1 s interval) and the alert rules of
+	# examples/, evaluated every second.
+	check "promtool check rules passes on examples/prometheus-rules.yml" promtool check rules "$repo/examples/prometheus-rules.yml"
 	{
-		printf 'rule_files: [%s]\n' "$rdir/rules.yml"
+		printf 'global: {evaluation_interval: 1s}\n'
+		printf 'rule_files: [%s]\n' "$repo/examples/prometheus-rules.yml"
 		readme_block metrics-scrape | sed -e "s/'127\.0\.0\.1:9464'/'127.0.0.1:$mport', '127.0.0.1:$lport'/" \
 			-e 's/scrape_interval: .*/scrape_interval: 1s/'
 	} >"$rdir/prometheus.yml"
@@ -124,7 +125,7 @@ metrics_run() {
 	setsid prometheus --config.file="$rdir/prometheus.yml" --storage.tsdb.path="$rdir/prom" \
 		--web.listen-address="$prom" </dev/null >"$rdir/prometheus.log" 2>&1 &
 	prom_pid=$!
-	if ! check "Prometheus $(prometheus --version 2>&1 | awk 'NR == 1 {print $3}') runs on $prom with the README's scrape config and rules" \
+	if ! check "Prometheus $(prometheus --version 2>&1 | awk 'NR == 1 {print $3}') runs on $prom with the docs' scrape config and the rules file" \
 		poll 20 curl -fsS --max-time 2 "http://$prom/-/ready"; then
 		detail "Prometheus's log:" "$(tail -n 20 "$rdir/prometheus.log")"
 		return
@@ -168,6 +169,10 @@ metrics_run() {
 	dk network rm "rmvm-$id-m" "rmvm-$id-l" >/dev/null
 	check "PromQL: the refusal counted (reason invalid_option)" \
 		poll 15 prom_is 'sum(rdma_macvlan_refusals_total{reason="invalid_option"})' 1
+	check "no alert fires before a refusal the rules alert on" prom_is 'count(ALERTS{alertstate="firing"}) or vector(0)' 0
+	refused "a parent without an RDMA device is refused" "$peer" -- dk network create -d "$PLUGIN" -o parent="$peer" "rmvm-$id-nohca"
+	check "the alert RdmaMacvlanRefusals of examples/prometheus-rules.yml fires (reason host_setup)" \
+		poll 20 prom_is 'count(ALERTS{alertname="RdmaMacvlanRefusals",alertstate="firing",reason="host_setup"})' 1
 	check "PromQL: Join and Leave counted ok once per daemon" \
 		poll 15 prom_is 'count(rdma_macvlan_plugin_calls_total{method=~"Join|Leave",outcome="ok"} == 1)' 4
 	check "PromQL: no endpoint left, no network left" \
