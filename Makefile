@@ -24,117 +24,121 @@ FUZZTIME ?= 20
 .PHONY: e2e-runtime release e2e-release e2e-reboot e2e-hca help build test test-root mutate test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-rails e2e-reliability e2e-bridge e2e-metrics e2e-compose fuzz bench clean deps
 
 help: ## list the targets
+	@echo 'Times on 2 cores, caches warm. PKGS: installs Debian packages, docker.io (Docker 20.10) among them,'
+	@echo '  which replaces a docker-ce the host has: run it on a machine you can spare. ENGINES: starts its own'
+	@echo '  dockerds (own data dirs, sockets and namespaces); a dockerd the host runs is never started, stopped or'
+	@echo "  reconfigured by them. The host's dockerd: talks to the engine DOCKER_HOST names."
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## build the daemon, the docker rdma CLI plugin, its rdma-exec helper and the OCI runtime into build/bin
+build: ## [1 min] build the daemon, the docker rdma CLI plugin, its rdma-exec helper and the OCI runtime into build/bin
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDVERSION)" -o $(BIN)/rdma-macvlan ./cmd/rdma-macvlan
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDVERSION)" -o $(BIN)/docker-rdma ./cmd/docker-rdma
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDVERSION)" -o $(BIN)/rdma-exec ./cmd/rdma-exec
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDVERSION)" -o $(BIN)/rdma-macvlan-runtime ./cmd/rdma-macvlan-runtime
 
-test: ## unit tests (any user; privileged tests skip without root)
+test: ## [3 min] unit tests (any user; privileged tests skip without root)
 	$(GO) test -race -count=1 ./...
 
-test-root: ## privileged tests: real namespaces, links and socket (root); fails if none ran
+test-root: ## [1 min; root] privileged tests: real namespaces, links and socket (root); fails if none ran
 	bash scripts/test-root.sh
 
-mutate: ## mutation check: breaks guarded rules one at a time in a copy of the tree and fails unless a test catches each (root for the privileged ones)
+mutate: ## [12 min; root] mutation check: breaks guarded rules one at a time in a copy of the tree and fails unless a test catches each (root for the privileged ones)
 	bash scripts/mutate.sh
 
-test-kernel: ## the daemon, then Docker 20.10 and the current engine with the managed plugin, on a real kernel RDMA stack: Soft-RoCE in a qemu VM (root; the first run builds the VM image)
+test-kernel: ## [15 min, the first run 35; root; PKGS] the daemon, then Docker 20.10 and the current engine with the managed plugin, on a real kernel RDMA stack: Soft-RoCE in a qemu VM (root; the first run builds the VM image)
 	bash scripts/engines.sh install current
 	bash test/kernel/vm/run.sh
 
-demo: ## a narrated tour on a real kernel RDMA stack (Soft-RoCE VM, Docker 20.10): no RoCE hardware needed (root; the first run builds the VM image)
+demo: ## [5 min, the first run 25; root; PKGS] a narrated tour on a real kernel RDMA stack (Soft-RoCE VM, Docker 20.10): no RoCE hardware needed (root; the first run builds the VM image)
 	bash test/kernel/vm/run.sh --demo
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(abspath $(TOOLS)) GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-lint: $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck (pinned), shellcheck, every README command block run by a test or saying why not
+lint: $(TOOLS)/staticcheck ## [1.5 min] gofmt, go vet, staticcheck (pinned), shellcheck, every README command block run by a test or saying why not
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
 	shellcheck -x scripts/*.sh scripts/lib/*.sh test/e2e/*.sh test/e2e/lib/*.sh test/bench/*.sh test/kernel/vm/*.sh test/kernel/vm/init .ci/run
 	bash scripts/readme-blocks.sh
 
-plugin: ## build the managed plugin and create $(PLUGIN_NAME):latest on the daemon DOCKER_HOST points at (FORCE=1 replaces it)
+plugin: ## [1 min; the host's dockerd] build the managed plugin and create $(PLUGIN_NAME):latest on the daemon DOCKER_HOST points at (FORCE=1 replaces it)
 	bash scripts/plugin.sh build && bash scripts/plugin.sh create $(if $(FORCE),-f)
 
-install: ## plugin (FORCE=1 replaces it, keeping its settings; SETTINGS="k=v ..." sets more before it is enabled) + the host directories its mounts need + enable it + the docker rdma CLI plugin
+install: ## [1 min; root; the host's dockerd] plugin (FORCE=1 replaces it, keeping its settings; SETTINGS="k=v ..." sets more before it is enabled) + the host directories its mounts need + enable it + the docker rdma CLI plugin
 	bash scripts/plugin.sh build && PLUGIN_SETTINGS="$(SETTINGS)" bash scripts/plugin.sh install $(if $(FORCE),-f)
 	$(MAKE) install-cli
 
-release: ## static binaries, CLI plugin and managed plugin for linux/amd64 and arm64 with checksums into build/release; REGISTRY=host[:port]/path also pushes the plugin (REPO:VERSION, REPO:VERSION-arm64) through the daemon at DOCKER_HOST
+release: ## [2 min] static binaries, CLI plugin and managed plugin for linux/amd64 and arm64 with checksums into build/release; REGISTRY=host[:port]/path also pushes the plugin (REPO:VERSION, REPO:VERSION-arm64) through the daemon at DOCKER_HOST
 	REGISTRY=$(REGISTRY) bash scripts/release.sh
 
-install-cli: build ## install docker rdma into CLI_PLUGINS_DIR (~/.docker/cli-plugins for one user), rdma-exec and rdma-macvlan-runtime into HELPER_DIR
+install-cli: build ## [1 min; root for the default dirs] install docker rdma into CLI_PLUGINS_DIR (~/.docker/cli-plugins for one user), rdma-exec and rdma-macvlan-runtime into HELPER_DIR
 	install -D -m 0755 $(BIN)/docker-rdma $(CLI_PLUGINS_DIR)/docker-rdma
 	install -D -m 0755 $(BIN)/rdma-exec $(HELPER_DIR)/rdma-exec
 	install -D -m 0755 $(BIN)/rdma-macvlan-runtime $(HELPER_DIR)/rdma-macvlan-runtime
 
-e2e: ## end to end on private Docker engines (20.10, 28.5 and the current one; make e2e-v27 for 27.5): managed and legacy plugin, side by side with the built-in macvlan, the default bridge with iptables, two-node swarm, Prometheus scraping both plugins, a release installed from a local registry, host reboots (root)
+e2e: ## [30 min, engines built from source 15 more the first time; root; PKGS; ENGINES] end to end on private Docker engines (20.10, 28.5 and the current one; make e2e-v27 for 27.5): managed and legacy plugin, side by side with the built-in macvlan, the default bridge with iptables, two-node swarm, Prometheus scraping both plugins, a release installed from a local registry, host reboots (root)
 	bash scripts/engines.sh install debian current v28 compose
 	bash scripts/suites.sh test/e2e/e2e.sh -- test/e2e/e2e-diff.sh -- test/e2e/e2e-bridge.sh -- test/e2e/e2e-swarm.sh -- \
 		test/e2e/e2e-metrics.sh -- test/e2e/e2e-compose.sh -- test/e2e/e2e-release.sh -- test/e2e/e2e-reboot.sh -- \
 		test/e2e/e2e-hca.sh -- test/e2e/e2e-runtime.sh
 
-e2e-runtime: ## (part of e2e) rdma-macvlan-runtime on Docker 20.10, 28.5 and the current engine: plain docker run and docker compose up RDMA-ready, other specs byte for byte, restarts, install and uninstall (root)
+e2e-runtime: ## [4 min; root; PKGS; ENGINES] (part of e2e) rdma-macvlan-runtime on Docker 20.10, 28.5 and the current engine: plain docker run and docker compose up RDMA-ready, other specs byte for byte, restarts, install and uninstall (root)
 	bash scripts/engines.sh install debian current v28 compose
 	bash test/e2e/e2e-runtime.sh
 
-e2e-hca: ## (part of e2e) HCA names swapped under the parents, one address on two networks of a port, GID entries moved under a container, strict with two networks (root)
+e2e-hca: ## [2 min; root; PKGS; ENGINES] (part of e2e) HCA names swapped under the parents, one address on two networks of a port, GID entries moved under a container, strict with two networks (root)
 	bash scripts/engines.sh install debian current
 	bash test/e2e/e2e-hca.sh
 
-e2e-reboot: ## a host rebooted with the plugin installed as the README says (previous manifest upgraded, fresh install), on private engines in a private mount namespace (root)
+e2e-reboot: ## [3 min; root; PKGS; ENGINES] a host rebooted with the plugin installed as the README says (previous manifest upgraded, fresh install), on private engines in a private mount namespace (root)
 	bash scripts/engines.sh install
 	bash test/e2e/e2e-reboot.sh
 
-e2e-release: ## a release to a local registry installed, used and upgraded as users do, on private engines (root)
+e2e-release: ## [4 min; root; PKGS; ENGINES] a release to a local registry installed, used and upgraded as users do, on private engines (root)
 	bash scripts/engines.sh install
 	bash test/e2e/e2e-release.sh
 
-e2e-bridge: ## (part of e2e) every engine with its default bridge, iptables and userland proxy in a private namespace: containers on the bridge and an rdma-macvlan network, published ports (root)
+e2e-bridge: ## [2 min; root; PKGS; ENGINES] (part of e2e) every engine with its default bridge, iptables and userland proxy in a private namespace: containers on the bridge and an rdma-macvlan network, published ports (root)
 	bash scripts/engines.sh install debian current v28
 	bash test/e2e/e2e-bridge.sh
 
-e2e-v27: ## the managed plugin, the differential subset and the default bridge on Docker 27.5 alone (root; not in make check: its build adds about 5 minutes to a cold CI run)
+e2e-v27: ## [6 min, its engine built 5 more the first time; root; PKGS; ENGINES] the managed plugin, the differential subset and the default bridge on Docker 27.5 alone (root; not in make check: its build adds about 5 minutes to a cold CI run)
 	bash scripts/engines.sh install debian v27
 	E2E_MIDDLE_ENGINES="v27 v28" bash test/e2e/e2e.sh v27
 	E2E_MIDDLE_ENGINES="v27 v28" bash test/e2e/e2e-diff.sh v27
 	E2E_MIDDLE_ENGINES="v27 v28" bash test/e2e/e2e-bridge.sh v27
 
-e2e-metrics: ## (part of e2e) a real Prometheus scrapes the managed plugin and the legacy daemon during a container life cycle; PromQL against /v1/status, promtool on a scrape and on examples/prometheus-rules.yml, one of its alerts made to fire (root)
+e2e-metrics: ## [1 min; root; PKGS; ENGINES] (part of e2e) a real Prometheus scrapes the managed plugin and the legacy daemon during a container life cycle; PromQL against /v1/status, promtool on a scrape and on examples/prometheus-rules.yml, one of its alerts made to fire (root)
 	bash scripts/engines.sh install
 	bash test/e2e/e2e-metrics.sh
 
-e2e-compose: ## (part of e2e) docker rdma compose with Compose v2 (built from its module, cached) on private engines: a stack on two rdma-macvlan networks, the printed override with plain docker compose, down leaving nothing (root)
+e2e-compose: ## [1.5 min; root; PKGS; ENGINES] (part of e2e) docker rdma compose with Compose v2 (built from its module, cached) on private engines: a stack on two rdma-macvlan networks, the printed override with plain docker compose, down leaving nothing (root)
 	bash scripts/engines.sh install debian current compose
 	bash test/e2e/e2e-compose.sh
 
-e2e-cli: ## docker rdma end to end on private engines (root), with containers on several rdma-macvlan networks (make e2e-rails)
+e2e-cli: ## [5 min; root; PKGS; ENGINES] docker rdma end to end on private engines (root), with containers on several rdma-macvlan networks (make e2e-rails)
 	bash scripts/engines.sh install
 	bash scripts/suites.sh test/e2e/e2e-cli.sh -- test/e2e/e2e-rails.sh
 
-e2e-rails: ## (part of e2e-cli) containers on 2, 4 and 8 rdma-macvlan networks: every rail on every path, the container's own GID on every rail or a refusal (root)
+e2e-rails: ## [2 min; root; PKGS; ENGINES] (part of e2e-cli) containers on 2, 4 and 8 rdma-macvlan networks: every rail on every path, the container's own GID on every rail or a refusal (root)
 	bash scripts/engines.sh install
 	bash test/e2e/e2e-rails.sh
 
-e2e-reliability: ## 50 containers at once, dockerd --live-restore restart, plugin upgrade, on private engines (root)
+e2e-reliability: ## [4 min; root; PKGS; ENGINES] 50 containers at once, dockerd --live-restore restart, plugin upgrade, on private engines (root)
 	bash scripts/engines.sh install
 	bash test/e2e/e2e-reliability.sh
 
-bench: ## benchmarks on real engines (root; about 20 min; BENCH_PARTS for some parts): prints a table, keeps the run in docs/bench/runs/, writes BENCHMARKS.md, docs/bench-*.png
+bench: ## [20 min; root; PKGS; ENGINES] benchmarks on real engines (root; about 20 min; BENCH_PARTS for some parts): prints a table, keeps the run in docs/bench/runs/, writes BENCHMARKS.md, docs/bench-*.png
 	bash test/bench/bench.sh
 
-fuzz: ## fuzz every target for FUZZTIME seconds each (a crashing input is left in testdata/fuzz)
+fuzz: ## [2.5 min] fuzz every target for FUZZTIME seconds each (a crashing input is left in testdata/fuzz)
 	bash scripts/fuzz.sh $(FUZZTIME)
 
-deps: ## install the Debian packages the tests need (idempotent)
+deps: ## [1 min; root; PKGS] install the Debian packages the tests need (idempotent)
 	bash scripts/deps.sh
 
-check: ## everything CI runs (as root): the README's test command; deps lint test test-root mutate fuzz test-kernel e2e e2e-cli e2e-reliability, each stage timed, engines and VM image built in the background meanwhile (cold: about 1 hour; warm: about 30 min)
+check: ## [75 min warm; root; PKGS; ENGINES] everything CI runs (as root): the README's test command; deps lint test test-root mutate fuzz test-kernel e2e e2e-cli e2e-reliability, each stage timed, engines and VM image built in the background meanwhile (cold: engines and VM image 35 min more)
 	bash scripts/check.sh
 
 clean: ## remove build output
