@@ -25,7 +25,7 @@
 # Then test/bench/cmd/report prints the table of this run, stores its raw samples under
 # docs/bench/runs/RUN/ and writes BENCHMARKS.md from every stored run: the headline table holds,
 # for each target, the latest run that measured it (a run of some parts leaves the others' rows
-# as they were); older figures go under History. docs/bench-*.png are drawn from the runs the
+# as they were); older figures go to docs/bench/history.md. docs/bench-*.png are drawn from the runs the
 # sections show.
 #
 # Needs: root, Debian (apt), Go. Installs what is missing: Debian's Docker engine (via

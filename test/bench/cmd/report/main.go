@@ -4,8 +4,8 @@
 // The page's headline table holds, for each target, the latest run that
 // measured it (each row names its commit and run), so a run of some parts
 // leaves the other rows as they were; the sections below it show each part
-// from the latest run that has it; figures superseded by a later run and the
-// hand-written notes of docs/bench/notes.md follow under History. The plots
+// from the latest run that has it. Figures superseded by a later run and the
+// hand-written notes of docs/bench/notes.md go to docs/bench/history.md. The plots
 // docs/bench-endpoints.png and docs/bench-start.png (gnuplot) are drawn from
 // the runs the sections show. Nothing on the page is typed by hand but the
 // notes.

@@ -28,6 +28,11 @@ func (r *stored) link() string {
 	return fmt.Sprintf("[%s](docs/%s/%s/)", r.d.machine["date"], runsDir, r.id)
 }
 
+// histLink is link from docs/bench/history.md, beside runs/.
+func (r *stored) histLink() string {
+	return fmt.Sprintf("[%s](runs/%s/)", r.d.machine["date"], r.id)
+}
+
 func (r *stored) from() string {
 	return fmt.Sprintf("From the run of %s, commit %s.", r.link(), r.d.machine["commit"])
 }
@@ -76,8 +81,11 @@ func run(in, mdPath, docs string, elapsed int) error {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	pg, src := page(runs, notes)
+	pg, hist, src := page(runs, notes)
 	if err := os.WriteFile(mdPath, []byte(pg), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(docs, "bench", "history.md"), []byte(hist), 0o644); err != nil {
 		return err
 	}
 	var life, start *data
@@ -216,9 +224,11 @@ func headline(runs []*stored) []headRow {
 	return out
 }
 
-// page writes BENCHMARKS.md from the runs (oldest first) and the notes; it
-// returns the run each part's section comes from (nil when none has it).
-func page(runs []*stored, notes string) (string, map[int]*stored) {
+// page writes BENCHMARKS.md from the runs (oldest first), and the history
+// page, docs/bench/history.md: the figures later runs replaced, then the
+// notes. It returns the run each part's section comes from (nil when none
+// has it).
+func page(runs []*stored, notes string) (string, string, map[int]*stored) {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	head := headline(runs)
@@ -239,7 +249,7 @@ func page(runs []*stored, notes string) (string, map[int]*stored) {
 	}
 
 	w("# Benchmarks\n\n")
-	w("The current figures of every target of `make bench`, each from the latest run that measured it, then the details of each part from that run; under History, the figures later runs replaced and notes on earlier work. `make bench` (test/bench/bench.sh, test/bench/cmd/report) writes this page from the raw samples of the runs under [docs/%s/](docs/%s/); only the notes under History are written by hand ([docs/bench/notes.md](docs/bench/notes.md)). Benchmarks are not tests: `make test` asserts no time.\n\n", runsDir, runsDir)
+	w("The current figures of every target of `make bench`, each from the latest run that measured it, then the details of each part from that run. The figures later runs replaced and notes on earlier work are in [docs/bench/history.md](docs/bench/history.md). `make bench` (test/bench/bench.sh, test/bench/cmd/report) writes both pages from the raw samples of the runs under [docs/%s/](docs/%s/); only the notes are written by hand ([docs/bench/notes.md](docs/bench/notes.md)). Benchmarks are not tests: `make test` asserts no time.\n\n", runsDir, runsDir)
 	w("## Current figures\n\n| benchmark | target | measured | | commit | run |\n|---|---|---|---|---|---|\n")
 	for _, h := range head {
 		w("| %s | %s | %s | %s | %s | %s |\n", h.c.what, h.c.target, h.c.measured, yes(h.c.ok), h.r.d.machine["commit"], h.r.link())
@@ -263,7 +273,9 @@ func page(runs []*stored, notes string) (string, map[int]*stored) {
 		w("\n## %d. %s\n\n%s\n\n%s", p.n, p.title, r.from(), body)
 	}
 
-	w("\n## History\n\nEverything below is history, kept for the record: the figures of earlier runs that a later run of the same target replaced, and notes on the work of earlier commits, with the figures of their time. The current figures are the table at the top.\n")
+	var hb strings.Builder
+	w = func(format string, args ...any) { fmt.Fprintf(&hb, format, args...) }
+	w("# Benchmark history\n\nKept for the record: the figures of earlier runs that a later run of the same target replaced, and notes on the work of earlier commits, with the figures of their time. The current figures are in [BENCHMARKS.md](../../BENCHMARKS.md). `make bench` writes this page; only the notes are written by hand ([notes.md](notes.md)).\n")
 	first := true
 	for i := len(runs) - 1; i >= 0; i-- {
 		r := runs[i]
@@ -280,7 +292,7 @@ func page(runs []*stored, notes string) (string, map[int]*stored) {
 			w("\n### Figures replaced by later runs\n")
 			first = false
 		}
-		w("\n**The run of %s**, commit %s:\n\n| benchmark | target | measured | |\n|---|---|---|---|\n", r.link(), r.d.machine["commit"])
+		w("\n**The run of %s**, commit %s:\n\n| benchmark | target | measured | |\n|---|---|---|---|\n", r.histLink(), r.d.machine["commit"])
 		for _, c := range old {
 			w("| %s | %s | %s | %s |\n", c.what, c.target, c.measured, yes(c.ok))
 		}
@@ -288,7 +300,7 @@ func page(runs []*stored, notes string) (string, map[int]*stored) {
 	if notes != "" {
 		w("\n%s", notes)
 	}
-	return b.String(), src
+	return b.String(), hb.String(), src
 }
 
 func find(head []headRow, what string) headRow {

@@ -104,7 +104,7 @@ func TestHeadlineIsTheLatestMeasurementOfEachTarget(t *testing.T) {
 	if len(all) != 2 || all[0].id != "2026-01-01T1000Z-aaaaaaa" {
 		t.Fatalf("runs %v", all)
 	}
-	pg, src := page(all, "### Notes\n\nhand-written\n")
+	pg, hist, src := page(all, "### Notes\n\nhand-written\n")
 
 	head := section(pg, "## Current figures")
 	for _, want := range []struct{ row, figure, commit string }{
@@ -133,15 +133,20 @@ func TestHeadlineIsTheLatestMeasurementOfEachTarget(t *testing.T) {
 	if s := section(pg, "## 6. Starting through the runtime: rdma-macvlan-runtime against runc"); !strings.Contains(s, "commit bbbbbbb.") || !strings.Contains(s, "| ratio rdma-macvlan / runc, per pair | 1.020 |") {
 		t.Errorf("section 6 is not run B's:\n%s", s)
 	}
-	hist := section(pg, "## History")
+	if strings.Contains(pg, "## History") || strings.Contains(pg, "hand-written") || !strings.Contains(pg, "(docs/bench/history.md)") {
+		t.Errorf("BENCHMARKS.md holds history, or no link to it:\n%s", pg)
+	}
 	if l := line(hist, "| 6. runtime vs runc, RDMA container, debian |"); !strings.Contains(l, "2.000") || !strings.Contains(hist, "commit aaaaaaa:") {
 		t.Errorf("run A's replaced row is not under History:\n%s", hist)
 	}
 	if strings.Contains(hist, "container start") || strings.Contains(hist, "1.020") {
 		t.Errorf("History holds current figures:\n%s", hist)
 	}
-	if !strings.HasSuffix(pg, "### Notes\n\nhand-written\n") || strings.Index(pg, "## History") > strings.Index(pg, "hand-written") {
-		t.Errorf("the notes are not at the end, under History")
+	if !strings.HasSuffix(hist, "### Notes\n\nhand-written\n") || !strings.HasPrefix(hist, "# Benchmark history\n") {
+		t.Errorf("the history page does not start with its title and end with the notes:\n%s", hist)
+	}
+	if !strings.Contains(hist, "](runs/") || strings.Contains(hist, "](docs/") {
+		t.Errorf("the history page's run links are not relative to docs/bench/:\n%s", hist)
 	}
 	if strings.Index(pg, "## Current figures") > strings.Index(pg, "## 1. ") {
 		t.Errorf("the headline is not the first table")
