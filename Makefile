@@ -69,7 +69,7 @@ install: ## [1 min; root; the host's dockerd] plugin (FORCE=1 replaces it, keepi
 	bash scripts/plugin.sh build && PLUGIN_SETTINGS="$(SETTINGS)" bash scripts/plugin.sh install $(if $(FORCE),-f)
 	$(MAKE) install-cli
 
-release: ## [2 min] static binaries, CLI plugin and managed plugin for linux/amd64 and arm64 with checksums into build/release; REGISTRY=host[:port]/path also pushes the plugin (REPO:VERSION, REPO:VERSION-arm64) through the daemon at DOCKER_HOST
+release: ## [2 min] static binaries, CLI plugin and managed plugin for linux/amd64 and arm64 with checksums into build/release; REGISTRY=host[:port]/path also pushes the plugin (REPO:VERSION, REPO:VERSION-arm64) through the daemon at DOCKER_HOST; without Go (or BUILD=docker) it builds in a Go image (Dockerfile)
 	REGISTRY=$(REGISTRY) bash scripts/release.sh
 
 install-cli: build ## [1 min; root for the default dirs] install docker rdma into CLI_PLUGINS_DIR (~/.docker/cli-plugins for one user), rdma-exec and rdma-macvlan-runtime into HELPER_DIR

@@ -25,7 +25,8 @@
 #   PLUGIN_SETTINGS (install: `docker plugin set` arguments, e.g. "state.source=/srv/rmv
 #   RDMA_MACVLAN_LOG_LEVEL=debug"; an enabled plugin is disabled (-f) for them and enabled again),
 #   PLUGIN_DIR (default build/plugin of the repo), PLUGIN_BINARY (package this prebuilt static
-#   binary instead of building ./cmd/rdma-macvlan), GO (default go), VERSION (the version built
+#   binary instead of building ./cmd/rdma-macvlan), GO (default go; without it, or with
+#   BUILD=docker, the Dockerfile builds the daemon in GO_IMAGE), VERSION (the version built
 #   in: rdma-macvlan --version, /v1/status; default git describe --tags --always --dirty).
 set -euo pipefail
 
@@ -47,6 +48,16 @@ do_build() {
 	mkdir -p "$PDIR/rootfs"
 	if [[ -n ${PLUGIN_BINARY:-} ]]; then
 		install -m 0755 "$PLUGIN_BINARY" "$bin"
+	elif [[ ${BUILD:-} == docker ]] || ! command -v "$GO" >/dev/null; then
+		# No Go here: the Dockerfile builds it in a Go image (scripts/docker-build.sh).
+		local arch tmp
+		case $(uname -m) in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; *) die "BUILD=docker: no release build for $(uname -m)" ;; esac
+		tmp=$(mktemp -d)
+		VERSION=${VERSION:-$(git -C "$repo" describe --tags --always --dirty 2>/dev/null || echo dev)} \
+			COMMIT=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown) GOARCH=$arch \
+			bash "$repo/scripts/docker-build.sh" "$tmp" || { rm -rf "$tmp"; die "the build in Docker failed"; }
+		install -m 0755 "$tmp/rdma-macvlan-linux-$arch" "$bin"
+		rm -rf "$tmp"
 	else
 		say "building ./cmd/rdma-macvlan (static)"
 		local v=${VERSION:-$(git -C "$repo" describe --tags --always --dirty 2>/dev/null || echo dev)}

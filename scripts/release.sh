@@ -2,7 +2,7 @@
 # release.sh: build a release of rdma-macvlan for linux/amd64 and linux/arm64 and, with a registry,
 # push the managed plugin to it. `make release` runs it.
 #
-# Needs: Go (cross-compiles; no cgo, no C toolchain); with REGISTRY also the docker CLI and a daemon
+# Needs: Go (cross-compiles; no cgo, no C toolchain), or Docker alone (BUILD=docker); with REGISTRY also the docker CLI and a daemon
 #   at DOCKER_HOST (or the default one) that can create plugins from a directory (any Linux engine
 #   the README lists; it need not run on the target architecture: the plugins are only created,
 #   pushed and removed there, never enabled) and may push to the registry (`docker login` first
@@ -35,8 +35,13 @@
 #              letters, digits, '_', '.', '-', at most 122 characters
 #   REGISTRY   host[:port]/path to push to; empty: build only
 #   REPO       the plugin's repository instead of REGISTRY/rdma-macvlan
+#   COMMIT     the commit built in (default: git rev-parse HEAD)
 #   OUT        output directory (default build/release of the repo)
 #   GO         go (default go)
+#   BUILD      go (scripts/build.sh with GO) or docker (scripts/docker-build.sh: the Dockerfile, in
+#              GO_IMAGE); default go when GO is found, else docker
+#   RELEASE_ARCHES  the architectures to build (default "amd64 arm64"; a push needs both)
+#   GO_IMAGE   with BUILD=docker, the Go image (default the Dockerfile's, golang:1.26.8)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -45,9 +50,8 @@ OUT=${OUT:-$repo/build/release}
 VERSION=${VERSION:-$(git -C "$repo" describe --tags --always --dirty 2>/dev/null || echo dev)}
 REGISTRY=${REGISTRY:-}
 REPO=${REPO:-${REGISTRY:+${REGISTRY%/}/rdma-macvlan}}
-ARCHES=(amd64 arm64)
-COMMIT=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
-LDVERSION="-X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$VERSION -X github.com/rdma-macvlan/rdma-macvlan/internal/version.commit=$COMMIT"
+read -r -a ARCHES <<<"${RELEASE_ARCHES:-amd64 arm64}"
+COMMIT=${COMMIT:-$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)}
 
 say() { printf 'release.sh: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -62,41 +66,31 @@ if [[ -n $REPO ]]; then
 	docker version -f '{{.Server.Version}}' >/dev/null 2>&1 || die "no Docker daemon answers (DOCKER_HOST=${DOCKER_HOST:-unset}): pushing creates the plugin in one"
 fi
 
-# licenses DIR BINARY...: this project's LICENSE and NOTICE into DIR, and the licence and notice
-# files of every module the binaries link (their build information lists them) into DIR/MODULE/,
-# as the module ships them. Fails naming a linked module without a licence file.
-licenses() {
-	local dir=$1 m mdir f n
-	shift
-	mkdir -p "$dir"
-	install -m 0644 "$repo/LICENSE" "$repo/NOTICE" "$dir/"
-	while read -r m; do
-		mdir=$(cd "$repo" && "$GO" list -m -f '{{.Dir}}' "$m") || die "module $m: not in the module cache (go mod download)"
-		n=0
-		for f in "$mdir"/LICENSE* "$mdir"/LICENCE* "$mdir"/COPYING* "$mdir"/NOTICE*; do
-			[[ -f $f ]] || continue
-			install -D -m 0644 "$f" "$dir/$m/${f##*/}"
-			[[ ${f##*/} == NOTICE* ]] || n=$((n + 1))
-		done
-		((n > 0)) || die "module $m is linked into the release but has no licence file in $mdir"
-	done < <("$GO" version -m "$@" | awk '$1 == "dep" {print $2}' | sort -u)
-}
-
 # The binaries a release has: the daemon, docker rdma, its helper rdma-exec and the OCI runtime.
 cmds=(rdma-macvlan docker-rdma rdma-exec rdma-macvlan-runtime)
+
+# How they are built: scripts/build.sh with the host's Go, or in a Go image by the Dockerfile when
+# the host has no Go (or BUILD=docker); the same commit and Go version give the same bytes.
+BUILD=${BUILD:-$(command -v "$GO" >/dev/null && echo go || echo docker)}
+case $BUILD in
+go) ;;
+docker)
+	command -v docker >/dev/null || die "BUILD=docker: no docker CLI (and no $GO): install Go or Docker"
+	docker version -f '{{.Server.Version}}' >/dev/null 2>&1 || die "BUILD=docker: no Docker daemon answers (DOCKER_HOST=${DOCKER_HOST:-unset})"
+	;;
+*) die "BUILD=$BUILD: want go or docker" ;;
+esac
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
 for arch in "${ARCHES[@]}"; do
-	for c in "${cmds[@]}"; do
-		say "building $c for linux/$arch ($VERSION)"
-		(cd "$repo" && CGO_ENABLED=0 GOOS=linux GOARCH=$arch "$GO" build -trimpath -ldflags "-s -w $LDVERSION" \
-			-o "$OUT/$c-linux-$arch" "./cmd/$c")
-	done
-	files=()
-	for c in "${cmds[@]}"; do files+=("$OUT/$c-linux-$arch"); done
-	(cd "$repo" && "$GO" run ./tools/elfcheck -arch "$arch" "${files[@]}") >&2 ||
-		die "a linux/$arch binary is not a static $arch executable"
+	say "building linux/$arch ($VERSION) with $BUILD"
+	if [[ $BUILD == go ]]; then
+		GO=$GO GOARCH=$arch VERSION=$VERSION COMMIT=$COMMIT sh "$repo/scripts/build.sh" "$OUT/$arch"
+	else
+		GOARCH=$arch VERSION=$VERSION COMMIT=$COMMIT bash "$repo/scripts/docker-build.sh" "$OUT/$arch"
+	fi
+	for c in "${cmds[@]}"; do mv "$OUT/$arch/$c-linux-$arch" "$OUT/"; done
 
 	# The managed plugin: scripts/plugin.sh lays out the rootfs around the prebuilt daemon; the CLI
 	# side rides along so that a host with only the plugin can install it (README: Install).
@@ -106,9 +100,11 @@ for arch in "${ARCHES[@]}"; do
 	for c in "${cmds[@]}"; do
 		[[ $c == rdma-macvlan ]] || install -m 0755 "$OUT/$c-linux-$arch" "$pdir/rootfs/cli-plugins/$c"
 	done
-	licenses "$pdir/rootfs/licenses" "${files[@]}"
+	cp -r "$OUT/$arch/licenses" "$pdir/rootfs/licenses"
+	rm -rf "$OUT/licenses"
+	mv "$OUT/$arch/licenses" "$OUT/licenses" # the same modules for every architecture
+	rmdir "$OUT/$arch"
 done
-licenses "$OUT/licenses" "$OUT"/*-linux-*[0-9]
 sums=()
 for c in "${cmds[@]}"; do for arch in "${ARCHES[@]}"; do sums+=("$c-linux-$arch"); done; done
 (cd "$OUT" && sha256sum -- "${sums[@]}" >SHA256SUMS)
@@ -117,6 +113,7 @@ say "built $OUT ($(du -sh "$OUT" | cut -f1)):"
 sed 's/^/  /' "$OUT/SHA256SUMS" >&2
 
 [[ -n $REPO ]] || { say "no REGISTRY: nothing pushed"; exit 0; }
+[[ " ${ARCHES[*]} " == *" amd64 "* && " ${ARCHES[*]} " == *" arm64 "* ]] || die "a push needs amd64 and arm64 (RELEASE_ARCHES=${ARCHES[*]})"
 
 # push REF DIR: create REF from DIR in the daemon, push it, remove it again. A reference the daemon
 # has already is not ours to replace.

@@ -5,7 +5,9 @@
 # Once: a registry on 127.0.0.1 (Debian's docker-registry, as test/e2e/e2e-reliability.sh), a private
 # "publisher" dockerd, and `scripts/release.sh` (make release) twice into that registry: versions
 # X and Y of the working tree (static amd64 and arm64 builds, pushed as REPO:V, REPO:V-amd64,
-# REPO:V-arm64). Then for each engine (Debian's 20.10, the current moby), on a fresh private dockerd
+# REPO:V-arm64), and X again for amd64 with Docker alone (`BUILD=docker`, no Go on PATH, in a Go
+# image imported from this machine's Go, its modules from a file proxy), which must give the same
+# bytes. Then for each engine (Debian's 20.10, the current moby), on a fresh private dockerd
 # with a veth pair as the RoCE parent and a fake mlx5 sysfs tree:
 #   - `docker plugin install REPO:X --alias rdma-macvlan --grant-all-permissions` with non-default
 #     mounts (state.source, cdi.source, sysfs.source) and a log level given at install time: the
@@ -364,6 +366,57 @@ rel_run() {
 	timings+=("$engine: whole run: $(($(date +%s) - t0)) s")
 }
 
+# go_image NAME: an image of this machine's Go (the engine cannot pull golang:*), with busybox for
+# the Dockerfile's sh, as `docker import` makes one from a directory.
+go_image() {
+	local st=$work/goimg
+	mkdir -p "$st/bin" "$st/tmp" "$st/root" "$st/usr/local"
+	cp /bin/busybox "$st/bin/busybox"
+	local a
+	for a in $(/bin/busybox --list); do [[ $a == busybox ]] || ln -s busybox "$st/bin/$a"; done
+	cp -al "$(go env GOROOT)" "$st/usr/local/go" 2>/dev/null || cp -a "$(go env GOROOT)" "$st/usr/local/go"
+	tar -C "$st" --exclude=./usr/local/go/test --exclude=./usr/local/go/doc -c . |
+		dk import --change 'ENV PATH=/usr/local/go/bin:/bin HOME=/root GOTOOLCHAIN=local' - "$1" >/dev/null
+	rm -rf "$st"
+}
+
+# goproxy DIR: a Go module proxy (GOPROXY=file://...) of the modules this build needs, from the
+# module cache: the build in the engine fetches nothing from elsewhere.
+goproxy() {
+	local dir=$1 cache m v esc f
+	cache=$(go env GOMODCACHE)/cache/download
+	while read -r m v; do
+		[[ -n $v ]] || continue
+		# shellcheck disable=SC2001 # \L (lower case) has no parameter expansion
+		esc=$(sed 's/[A-Z]/!\L&/g' <<<"$m")
+		mkdir -p "$dir/$esc/@v"
+		for f in "$cache/$esc/@v/$v".{info,mod,zip}; do
+			if [[ -f $f ]]; then cp "$f" "$dir/$esc/@v/"; fi
+		done
+	done < <(cd "$repo" && go list -m -f '{{.Path}} {{.Version}}' all)
+}
+
+# docker_alone_release: release $vx for amd64 with Docker alone (no Go on PATH: BUILD=docker chosen
+# by release.sh itself), from a copy of this tree with the module proxy in it, in the local Go image.
+docker_alone_release() {
+	local tree=$work/tree-docker
+	mkdir -p "$tree"
+	(cd "$repo" && git ls-files -z --cached --others --exclude-standard |
+		while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done | tar --null -T - -cf -) | tar -xf - -C "$tree"
+	goproxy "$tree/.goproxy"
+	env PATH=/usr/sbin:/usr/bin:/sbin:/bin GO=/nonexistent/go OUT="$work/rel-docker" VERSION="$vx" RELEASE_ARCHES=amd64 \
+		COMMIT="$(git -C "$repo" rev-parse HEAD)" GO_IMAGE=rmv/go:local GOPROXY=file:///src/.goproxy GOSUMDB=off \
+		bash "$tree/scripts/release.sh"
+}
+
+# same_release A B: the amd64 binaries, licences and plugin rootfs of two release dirs are the same
+# bytes.
+same_release() {
+	local a=$1 b=$2
+	diff <(grep -- '-linux-amd64$' "$a/SHA256SUMS") "$b/SHA256SUMS" &&
+		diff -r "$a/licenses" "$b/licenses" && diff -r "$a/plugin-linux-amd64" "$b/plugin-linux-amd64"
+}
+
 # ---------------------------------------------------------------------------------------------
 select_engines "$@"
 e2e_preflight ss:iproute2 jq:jq
@@ -382,6 +435,14 @@ check "make release REGISTRY=$reg/e2e VERSION=$vx (publisher dockerd)" \
 check "make release REGISTRY=$reg/e2e VERSION=$vy" \
 	env OUT="$work/rel-y" VERSION="$vy" REGISTRY="$reg/e2e" bash "$scripts/release.sh"
 timings+=("two releases built and pushed: $((($(now_ms) - t0) / 1000)) s")
+# With Docker alone: the release of $vx for amd64 again, on a PATH without Go, in a Go image made
+# here from this machine's Go (the engine pulls nothing), its modules from a proxy of files.
+t0=$(now_ms)
+check "a Go image made locally (docker import of this machine's Go and busybox)" go_image rmv/go:local
+check "make release with Docker alone (no Go on PATH: BUILD=docker), VERSION=$vx, amd64" docker_alone_release
+check_v "reproducible: the Docker-alone release has the bytes of the Go one (binaries, licences, plugin rootfs)" \
+	same_release "$work/rel-x" "$work/rel-docker"
+timings+=("the release built with Docker alone: $((($(now_ms) - t0) / 1000)) s")
 check_v "the release lists its references and checksums that verify" \
 	bash -c "cat '$work/rel-x/VERSION' && cd '$work/rel-x' && sha256sum -c SHA256SUMS"
 out=$(dk plugin ls -q 2>&1)
