@@ -1,7 +1,8 @@
 # The release binaries of one architecture, and the licences of what they link, built with Docker
 # alone (no Go on the host): scripts/release.sh and scripts/plugin.sh use it when the host has no
-# Go or with BUILD=docker (make release BUILD=docker, make plugin BUILD=docker). Both stages run on
-# the classic builder (Docker 20.10) and BuildKit alike.
+# Go or with BUILD=docker (make release BUILD=docker, make plugin BUILD=docker). It uses nothing
+# the classic builder lacks; make e2e-release runs it with Docker 20.10's classic builder (BuildKit
+# and the golang:1.26.8 image it names are not tried here: the tests cannot pull).
 #
 #   docker build --build-arg GOARCH=arm64 --build-arg VERSION=v1.2.3 --build-arg COMMIT=$(git rev-parse HEAD) .
 #

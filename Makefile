@@ -26,8 +26,9 @@ FUZZTIME ?= 20
 help: ## list the targets
 	@echo 'Times on 2 cores, caches warm. PKGS: installs Debian packages, docker.io (Docker 20.10) among them,'
 	@echo '  which replaces a docker-ce the host has: run it on a machine you can spare. ENGINES: starts its own'
-	@echo '  dockerds (own data dirs, sockets and namespaces); a dockerd the host runs is never started, stopped or'
-	@echo "  reconfigured by them. The host's dockerd: talks to the engine DOCKER_HOST names."
+	@echo '  dockerds (own data dirs, sockets and namespaces) and does not signal or reconfigure a dockerd the'
+	@echo "  host runs (apt may start or stop no service while PKGS install). The host's dockerd: uses the engine"
+	@echo '  DOCKER_HOST names.'
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## [1 min] build the daemon, the docker rdma CLI plugin, its rdma-exec helper and the OCI runtime into build/bin
