@@ -53,8 +53,10 @@ func main() {
 	}
 }
 
-// logLevels are the levels --log-level takes. panic and fatal, which
-// logrus also knows, are refused: they would hide the daemon's errors.
+// logLevels are the levels --log-level offers. logrus's panic and fatal
+// are taken too, though they hide the daemon's errors: a managed plugin
+// that an older version let set them must still start after an upgrade (an
+// engine that cannot enable a plugin at boot may not come up).
 var logLevels = []string{"trace", "debug", "info", "warn", "error"}
 
 func parseFlags(args []string) (config, error) {
@@ -129,7 +131,7 @@ func newLoggerTo(c config, stdout, stderr io.Writer) (*logrus.Logger, error) {
 	// Every entry goes through the splitting hook; the logger's own output is unused.
 	log.SetOutput(io.Discard)
 	lvl, err := logrus.ParseLevel(c.logLevel)
-	if err != nil || lvl < logrus.ErrorLevel { // panic and fatal
+	if err != nil {
 		return nil, fmt.Errorf("--log-level %q: use one of %s", c.logLevel, strings.Join(logLevels, ", "))
 	}
 	log.SetLevel(lvl)
