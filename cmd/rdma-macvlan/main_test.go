@@ -55,7 +55,6 @@ func TestParseFlagsEnvTwins(t *testing.T) {
 		t.Errorf("--log-level loud: %v", err)
 	}
 	for _, lvl := range append(logLevels, "fatal") { // fatal: as older versions took it
-
 		if _, err := newLogger(config{logLevel: lvl, logFormat: "text"}); err != nil {
 			t.Errorf("--log-level %s: %v", lvl, err)
 		}
