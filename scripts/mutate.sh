@@ -933,7 +933,7 @@ for i in "${selected[@]}"; do
   for p in ${pkgs[$i]}; do
     if [ -z "${runs[$i]}" ] || [ "${baseruns[$p]-}" = - ]; then
       baseruns[$p]=- # every test of the package
-    else
+    elif [[ "|${baseruns[$p]-}|" != *"|(${runs[$i]})|"* ]]; then
       baseruns[$p]+="${baseruns[$p]:+|}(${runs[$i]})"
     fi
   done
