@@ -3,8 +3,9 @@
 # tested. The last non-empty line before a block's opening fence must be either
 #   <!-- e2e:NAME -->           a suite runs the block as written (test/e2e/lib/e2e.sh readme_block NAME)
 #   <!-- not run: REASON -->    or <!-- not run as written: REASON -->, with the reason.
+#   <!-- sample:NAME -->        (docs/*.md) a command's output, which a suite checks (sample NAME)
 # Every e2e:NAME marker must be read by a test (`readme_block NAME` under test/), appear once, and
-# every name a test reads must have a marker in README.md or docs/*.md. Fails with the file, line and fix.
+# every name a test reads must have a marker in README.md or docs/*.md; the same for samples. Fails with the file, line and fix.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,7 +31,7 @@ for f in "$@"; do
 	done < <(awk '
 		/^```/ {
 			if (!open) {
-				if (prev ~ /^<!-- e2e:[a-z0-9_-]+ -->$/) { }
+				if (prev ~ /^<!-- (e2e|sample):[a-z0-9_-]+ -->$/) { }
 				else if (prev ~ /^<!-- not run( as written)?: *-->$/) { print "noreason:" NR ":" }
 				else if (prev ~ /^<!-- not run( as written)?: .*[^ ].* -->$/) { }
 				else { print "nomark:" NR ":" prev }
@@ -61,7 +62,18 @@ for r in "${read[@]}"; do
 		bad=1
 	fi
 done
+mapfile -t samples < <(grep -ohE '^<!-- sample:[a-z0-9_-]+ -->$' docs/*.md | sed -E 's/^<!-- sample:(.*) -->$/\1/' | sort)
+mapfile -t checked < <(grep -rhoE '^[[:space:]]*sample [a-z0-9_-]+ ' test/ | awk '{print $2}' | sort -u)
+dups=$(printf '%s\n' "${samples[@]}" | uniq -d)
+if [[ -n $dups ]]; then
+	echo "docs/: sample markers used more than once: $dups"
+	bad=1
+fi
+if [[ $(printf '%s\n' "${samples[@]}") != "$(printf '%s\n' "${checked[@]}")" ]]; then
+	echo "docs/ and test/: the samples docs/*.md show (${samples[*]}) are not those the suites check (sample NAME: ${checked[*]}): add the marker or the check"
+	bad=1
+fi
 if ((bad)); then
 	exit 1
 fi
-echo "readme-blocks: ${#marks[@]} blocks run by tests, every other command block says why not"
+echo "readme-blocks: ${#marks[@]} blocks run by tests, ${#samples[@]} sample outputs checked by tests, every other command block says why not"

@@ -382,7 +382,48 @@ e2e() {
 		expect "the network's CDI spec went with it" '[[ ! -e $cdi/rdma-macvlan-mlx5_0.json ]]'
 	fi
 	qos_checks
+	[[ $engine != current ]] || samples
 	timings+=("$engine: checks took $((SECONDS - t1)) s, $((SECONDS - t0)) s with setup")
+}
+
+# samples: the sample outputs of docs/runtime.md (sample in test/e2e/lib/e2e.sh): a network roce
+# and two containers on it, as the docs show them, on a GID table emptied of what the checks before
+# left; the current engine only (its output is the docs'). The test's names, paths, ids and host
+# become the docs' (the defaults of an install for the paths). Runs inside e2e (its locals: e, cdi).
+samples() {
+	local ip n ready script
+	for ((n = 2; n < 255; n++)); do
+		"$work/bin/fakesysfs" clear-gid -root "$e/fs" -hca mlx5_0 -index $n 2>/dev/null || true
+	done
+	run_cmd docker network create -d rdma-macvlan:latest --subnet 192.168.7.0/24 -o parent="$parent" roce
+	expect "samples: network roce" '((rc == 0))'
+	for n in 0 1; do
+		ip=192.168.7.$((n + 2))
+		run_cmd docker rdma run --no-wait -d --name train-$n --ip "$ip" --memlock $MEMLOCK --net roce "$IMAGE" sleep 600
+		expect "samples: train-$n on roce" '((rc == 0))'
+		"$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$ip" -ndev eth0 >/dev/null
+	done
+	for ((n = 0; n < 100; n++)); do
+		run_cmd docker rdma inspect roce
+		ready=$(grep -c ' ready$' <<<"$out" || true)
+		((ready == 2)) && break
+		sleep 0.1
+	done
+	script="s/$parent/ens2f0np0/g; s/rmvc${id}x/ens2f1np1/g; s#$e/state#/var/lib/rdma-macvlan#g; s#$cdi#/etc/cdi#g"
+	script+="; s#$e/fs#/srv/fake#g; s#$IMAGE#IMAGE#g; s/e2e-$id/0.3.0/g"
+	script+="; s/^(container train-0) \([0-9a-f]{12}\)/\1 (5b1e0c2d9a47)/; s/^(network roce) \([0-9a-f]{12}\)/\1 (8d3f61a2c0b9)/"
+	script+="; s/\(id [0-9a-f]{12}\)/(id 7c2a94e1f3d0)/; s#plugins/[0-9a-f]{64}/#plugins/7c2a94e1f3d05b8e5b8e5b8e5b8e5b8e5b8e5b8e5b8e5b8e5b8e5b8e5b8e5b8e/#"
+	script+="; s/host link rmv[0-9a-f]{12}/host link rmv5e0a77c1b2d4/; s/MAC ([0-9a-f]{2}:){5}[0-9a-f]{2}/MAC 5e:0a:77:c1:b2:d4/"
+	script+="; s/^(OK +docker +Docker [^ ]+) on [^,]+, kernel .*/\1 on HOST, kernel KERNEL/"
+	sample ls "$script" docker rdma ls
+	sample inspect "$script" docker rdma inspect train-0
+	sample doctor "$script" docker rdma doctor --sysfs-root "$e/fs" --image "$IMAGE" --memlock 8M
+	run_cmd docker rm -f train-0 train-1
+	run_cmd docker network rm roce
+	expect "samples: network roce removed" '((rc == 0))'
+	for n in 2 3; do
+		"$work/bin/fakesysfs" del-ip -root "$e/fs" -hca mlx5_0 -ip "192.168.7.$n" >/dev/null 2>&1
+	done
 }
 
 # qos_checks: a network with -o traffic_class=106 -o service_level=3 (the README's block, run

@@ -662,3 +662,40 @@ readme_block() {
 		on == 2 && /^```/ { exit }
 		on == 2 { print }' "${repo:?}/README.md" "$repo"/docs/*.md
 }
+
+# sample NAME SED-SCRIPT CMD...: runs CMD and checks `$ CMD` and its stdout, with SED-SCRIPT
+# applied to both (the test's own names, ids and paths made the docs'), against the block that
+# follows `<!-- sample:NAME -->` in docs/*.md.
+# A sample that no longer matches fails the check with the difference; UPDATE_SAMPLES=1 writes the
+# output into the block instead (review the diff, then commit it).
+sample() {
+	local name=$1 script=$2 file got want
+	shift 2
+	file=$(grep -lx -- "<!-- sample:$name -->" "${repo:?}"/docs/*.md | head -n 1)
+	[[ -n $file ]] || { fail "sample $name: no <!-- sample:$name --> in docs/*.md"; return; }
+	run_cmd "$@"
+	want=$(awk -v m="<!-- sample:$name -->" '
+		$0 == m { on = 1; next }
+		on == 1 && /^```/ { on = 2; next }
+		on == 2 && /^```/ { exit }
+		on == 2 { print }' "$file")
+	got=$(sed -E "$script" <<<"\$ $*"$'\n'"$out")
+	if [[ -n ${UPDATE_SAMPLES:-} && $got != "$want" ]]; then
+		printf '%s\n' "$got" >"$work/sample.$name"
+		awk -v m="<!-- sample:$name -->" -v f="$work/sample.$name" '
+			$0 == m { on = 1; print; next }
+			on == 1 && /^```/ { print; while ((getline l < f) > 0) print l; on = 2; next }
+			on == 2 && /^```/ { on = 0; print; next }
+			on == 2 { next }
+			{ print }' "$file" >"$work/sample.md" && cat "$work/sample.md" >"$file"
+		rm -f "$work/sample.$name" "$work/sample.md"
+		say "sample $name: wrote the output into $file (UPDATE_SAMPLES)"
+		want=$got
+	fi
+	if ((rc == 0)) && [[ $got == "$want" ]]; then
+		pass "sample $name: ${want%%$'\n'*} prints what ${file#"$repo"/} shows"
+	else
+		fail "sample $name: ${file#"$repo"/} shows other output than ${want%%$'\n'*} prints (status $rc): update the block with UPDATE_SAMPLES=1 and review the diff" \
+			"$(diff <(printf '%s\n' "$want") <(printf '%s\n' "$got") || true)" "stderr: $err"
+	fi
+}
