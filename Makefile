@@ -12,6 +12,8 @@ LDVERSION := -X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$(
 REGISTRY ?=
 
 export VERSION
+# The binaries are built in a Go image (scripts/docker-build.sh) when BUILD=docker or there is no Go.
+IN_DOCKER := $(if $(filter docker,$(BUILD)),1,$(if $(shell command -v $(GO)),,1))
 CLI_PLUGINS_DIR ?= /usr/local/lib/docker/cli-plugins
 # rdma-exec, which docker rdma run mounts into containers, and the OCI runtime rdma-macvlan-runtime
 # (docker rdma runtime install registers it from there), on the engine's host.
@@ -31,11 +33,15 @@ help: ## list the targets
 	@echo '  DOCKER_HOST names.'
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## [1 min] build the daemon, the docker rdma CLI plugin, its rdma-exec helper and the OCI runtime into build/bin
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDVERSION)" -o $(BIN)/rdma-macvlan ./cmd/rdma-macvlan
+build: ## [1 min] build the daemon, the docker rdma CLI plugin, its rdma-exec helper and the OCI runtime into build/bin; without Go (or BUILD=docker) in a Go image (Dockerfile; 2 min)
+ifeq ($(IN_DOCKER),1)
+	COMMIT=$(COMMIT) bash scripts/docker-build.sh --bin $(BIN)
+else
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDVERSION)" -o $(BIN)/rdma-macvlan ./cmd/rdma-macvlan
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDVERSION)" -o $(BIN)/docker-rdma ./cmd/docker-rdma
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDVERSION)" -o $(BIN)/rdma-exec ./cmd/rdma-exec
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDVERSION)" -o $(BIN)/rdma-macvlan-runtime ./cmd/rdma-macvlan-runtime
+endif
 
 test: ## [3 min] unit tests (any user; privileged tests skip without root)
 	$(GO) test -race -count=1 ./...
@@ -66,17 +72,21 @@ lint: $(TOOLS)/staticcheck ## [1.5 min] gofmt, go vet, staticcheck (pinned), she
 plugin: ## [1 min; the host's dockerd] build the managed plugin and create $(PLUGIN_NAME):latest on the daemon DOCKER_HOST points at (FORCE=1 replaces it)
 	bash scripts/plugin.sh build && bash scripts/plugin.sh create $(if $(FORCE),-f)
 
-install: ## [1 min; root; the host's dockerd] plugin (FORCE=1 replaces it, keeping its settings; SETTINGS="k=v ..." sets more before it is enabled) + the host directories its mounts need + enable it + the docker rdma CLI plugin
-	bash scripts/plugin.sh build && PLUGIN_SETTINGS="$(SETTINGS)" bash scripts/plugin.sh install $(if $(FORCE),-f)
-	$(MAKE) install-cli
+install: build ## [1 min, 2 without Go; root; the host's dockerd] plugin (FORCE=1 replaces it, keeping its settings; SETTINGS="k=v ..." sets more before it is enabled) + the host directories its mounts need + enable it + the docker rdma CLI plugin, rdma-exec and the runtime (install-cli); needs no Go (build)
+	PLUGIN_BINARY=$(BIN)/rdma-macvlan bash scripts/plugin.sh build && PLUGIN_SETTINGS="$(SETTINGS)" bash scripts/plugin.sh install $(if $(FORCE),-f)
+	$(INSTALL_CLI)
 
 release: ## [2 min] static binaries, CLI plugin and managed plugin for linux/amd64 and arm64 with checksums into build/release; REGISTRY=host[:port]/path also pushes the plugin (REPO:VERSION, REPO:VERSION-arm64) through the daemon at DOCKER_HOST; without Go (or BUILD=docker) it builds in a Go image (Dockerfile)
 	REGISTRY=$(REGISTRY) bash scripts/release.sh
 
 install-cli: build ## [1 min; root for the default dirs] install docker rdma into CLI_PLUGINS_DIR (~/.docker/cli-plugins for one user), rdma-exec and rdma-macvlan-runtime into HELPER_DIR
-	install -D -m 0755 $(BIN)/docker-rdma $(CLI_PLUGINS_DIR)/docker-rdma
-	install -D -m 0755 $(BIN)/rdma-exec $(HELPER_DIR)/rdma-exec
-	install -D -m 0755 $(BIN)/rdma-macvlan-runtime $(HELPER_DIR)/rdma-macvlan-runtime
+	$(INSTALL_CLI)
+
+define INSTALL_CLI
+install -D -m 0755 $(BIN)/docker-rdma $(CLI_PLUGINS_DIR)/docker-rdma
+install -D -m 0755 $(BIN)/rdma-exec $(HELPER_DIR)/rdma-exec
+install -D -m 0755 $(BIN)/rdma-macvlan-runtime $(HELPER_DIR)/rdma-macvlan-runtime
+endef
 
 e2e: ## [30 min, engines built from source 15 more the first time; root; PKGS; ENGINES] end to end on private Docker engines (20.10, 28.5 and the current one; make e2e-v27 for 27.5): managed and legacy plugin, side by side with the built-in macvlan, the default bridge with iptables, two-node swarm, Prometheus scraping both plugins, a release installed from a local registry, host reboots (root)
 	bash scripts/engines.sh install debian current v28 compose

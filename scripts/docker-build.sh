@@ -3,12 +3,15 @@
 # no Go; the files it builds copied out into OUT. The image and container it makes are removed.
 #
 # Needs: the docker CLI and an engine (DOCKER_HOST) that has or can pull GO_IMAGE.
-# Usage: scripts/docker-build.sh OUT
+# Usage: scripts/docker-build.sh [--bin] OUT   (--bin: the four binaries only, each under its own
+#   name, as `make build` leaves them in build/bin; else NAME-linux-ARCH and licenses/)
 # Environment: GOARCH (default amd64), VERSION, COMMIT; GO_IMAGE (default the Dockerfile's);
 #   GOPROXY, GOSUMDB, GOFLAGS passed to the build when set.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-out=${1:?usage: docker-build.sh OUT}
+bin=""
+if [[ ${1:-} == --bin ]]; then bin=1; shift; fi
+out=${1:?usage: docker-build.sh [--bin] OUT}
 say() { printf 'docker-build.sh: %s\n' "$*" >&2; }
 
 args=(--build-arg "GOARCH=${GOARCH:-amd64}" --build-arg "VERSION=${VERSION:-dev}" --build-arg "COMMIT=${COMMIT:-unknown}")
@@ -28,8 +31,12 @@ docker build "${args[@]}" -t "$tag" "$repo" >&2
 cid=$(docker create "$tag" /none)
 mkdir -p "$out"
 for f in rdma-macvlan docker-rdma rdma-exec rdma-macvlan-runtime; do
-	docker cp "$cid:/$f-linux-${GOARCH:-amd64}" "$out/"
+	docker cp "$cid:/$f-linux-${GOARCH:-amd64}" "$out/${bin:+$f}"
 done
+if [[ -n $bin ]]; then
+	say "copied out into $out"
+	exit 0
+fi
 rm -rf "$out/licenses"
 docker cp "$cid:/licenses" "$out/licenses"
 say "copied out into $out"

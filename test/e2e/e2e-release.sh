@@ -409,6 +409,27 @@ docker_alone_release() {
 		bash "$tree/scripts/release.sh"
 }
 
+# install_docker_alone: `make install` in the Docker-alone tree, on a PATH without Go, against the
+# publisher engine: the binaries built in the local Go image, the plugin created from them with the
+# test's mount sources, enabled; docker rdma, rdma-exec and the runtime installed into the test's
+# directories. The plugin is removed again (the publisher keeps none).
+install_docker_alone() {
+	local d=$work/inst name=rmv-make-install:latest rc=0
+	mkdir -p "$d/state" "$d/cdi" "$d/sys"
+	env PATH=/usr/sbin:/usr/bin:/sbin:/bin GO=/nonexistent/go VERSION="$vx" COMMIT="$(git -C "$repo" rev-parse HEAD)" \
+		GO_IMAGE=rmv/go:local GOPROXY=file:///src/.goproxy GOSUMDB=off PLUGIN_NAME=rmv-make-install \
+		make -C "$work/tree-docker" install CLI_PLUGINS_DIR="$d/cli" HELPER_DIR="$d/helper" \
+		SETTINGS="state.source=$d/state cdi.source=$d/cdi sysfs.source=$d/sys" || rc=1
+	if ((rc == 0)); then
+		[[ $(dk plugin inspect -f '{{.Enabled}}' "$name") == true ]] || { echo "$name is not enabled"; rc=1; }
+		[[ $("$d/cli/docker-rdma" docker-cli-plugin-metadata) == *"\"Version\":\"$vx\""* ]] ||
+			{ echo "docker-rdma in $d/cli is not $vx: $("$d/cli/docker-rdma" docker-cli-plugin-metadata)"; rc=1; }
+		elf_ok amd64 "$d/helper/rdma-exec" "$d/helper/rdma-macvlan-runtime" "$d/cli/docker-rdma" || rc=1
+	fi
+	dk plugin rm -f "$name" >/dev/null 2>&1 || true
+	return "$rc"
+}
+
 # same_release A B: the amd64 binaries, licences and plugin rootfs of two release dirs are the same
 # bytes.
 same_release() {
@@ -443,6 +464,8 @@ timings+=("two releases built and pushed: $((($(now_ms) - t0) / 1000)) s")
 t0=$(now_ms)
 check "a Go image made locally (docker import of this machine's Go and busybox)" go_image rmv/go:local
 check "make release with Docker alone (no Go on PATH: BUILD=docker), VERSION=$vx, amd64" docker_alone_release
+check_v "make install with Docker alone (no Go on PATH): built in the Go image, the plugin enabled, docker rdma, rdma-exec and the runtime installed" \
+	install_docker_alone
 check_v "reproducible: the Docker-alone release has the bytes of the Go one (binaries, licences, plugin rootfs)" \
 	same_release "$work/rel-x" "$work/rel-docker"
 timings+=("the release built with Docker alone: $((($(now_ms) - t0) / 1000)) s")
