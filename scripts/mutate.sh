@@ -391,41 +391,41 @@ mutant user-file-read-past-bound cmd/docker-rdma/internal/userfile/userfile.go .
 # doctor's fabric checks: the PFC bitmap read from the wrong byte of struct
 # ieee_pfc, the RoCE headers miscounted, a NIC without DCB taken for an
 # error, the traffic class not shifted to its DSCP.
-mutant dcb-pfc-offset fabric/dcb.go ./fabric/ '' \
+mutant dcb-pfc-offset cmd/docker-rdma/internal/fabric/dcb.go ./cmd/docker-rdma/internal/fabric/ '' \
   'pfcEnOff       = 1' \
   'pfcEnOff       = 2'
-mutant roce-mtu-headers fabric/mtu.go ./fabric/ '' \
+mutant roce-mtu-headers cmd/docker-rdma/internal/fabric/mtu.go ./cmd/docker-rdma/internal/fabric/ '' \
   'const RoCEHeaders = 40 + 8 + 12 + 4 + 28 + 4' \
   'const RoCEHeaders = 40 + 8 + 12 + 28 + 4'
-mutant dcb-unsupported-is-an-error fabric/dcb.go ./fabric/ '' \
+mutant dcb-unsupported-is-an-error cmd/docker-rdma/internal/fabric/dcb.go ./cmd/docker-rdma/internal/fabric/ '' \
   'errors.Is(err, syscall.EOPNOTSUPP)' \
   'errors.Is(err, syscall.ENOTSUP+1)'
-mutant traffic-class-not-dscp fabric/check.go ./fabric/ '' \
+mutant traffic-class-not-dscp cmd/docker-rdma/internal/fabric/check.go ./cmd/docker-rdma/internal/fabric/ '' \
   'code := tc >> 2' \
   'code := tc >> 3'
 # ConnectX has no dcb apptrust: on mlx5 doctor's trust fix adds a DSCP
 # entry (or uses mlnx_qos); MLNX_OFED's qos/trust is read before the trust
 # is taken for PCP.
-mutant trust-fix-apptrust-on-mlx5 fabric/trust.go ./fabric/ 'TestTrustFixPerDriver' \
+mutant trust-fix-apptrust-on-mlx5 cmd/docker-rdma/internal/fabric/trust.go ./cmd/docker-rdma/internal/fabric/ 'TestTrustFixPerDriver' \
   'if !r.mlx5() {' \
   'if true || !r.mlx5() {'
-mutant qos-trust-file-unread fabric/check.go ./fabric/ 'TestTrustFixPerDriver' \
+mutant qos-trust-file-unread cmd/docker-rdma/internal/fabric/check.go ./cmd/docker-rdma/internal/fabric/ 'TestTrustFixPerDriver' \
   'if r.QoSTrust != "" {' \
   'if false && r.QoSTrust != "" {'
 # The traffic class doctor suggests is DSCP 26 where it maps to a PFC
 # priority, with ECT(0) in the ECN bits (106) where ECN is on for it.
-mutant example-tc-not-dscp-26 fabric/check.go ./fabric/ 'TestCheck|TestExampleTrafficClass' \
+mutant example-tc-not-dscp-26 cmd/docker-rdma/internal/fabric/check.go ./cmd/docker-rdma/internal/fabric/ 'TestCheck|TestExampleTrafficClass' \
   'if code == roceDSCP {' \
   'if false && code == roceDSCP {'
-mutant example-tc-ignores-ecn fabric/check.go ./fabric/ 'TestExampleTrafficClass' \
+mutant example-tc-ignores-ecn cmd/docker-rdma/internal/fabric/check.go ./cmd/docker-rdma/internal/fabric/ 'TestExampleTrafficClass' \
   'if r.ECN != nil && (r.ECN.NP != nil && r.ECN.NP[prio] || r.ECN.RP != nil && r.ECN.RP[prio]) {' \
   'if false && r.ECN != nil && (r.ECN.NP != nil && r.ECN.NP[prio] || r.ECN.RP != nil && r.ECN.RP[prio]) {'
 # doctor's GPU topology: two switches taken for one, root ports of one host
 # bridge taken for one switch.
-mutant topo-pix-too-wide gpu/topo.go ./gpu/ '' \
+mutant topo-pix-too-wide cmd/docker-rdma/internal/gpu/topo.go ./cmd/docker-rdma/internal/gpu/ '' \
   'if len(a.Path)-c <= 2 && len(b.Path)-c <= 2 {' \
   'if len(a.Path)-c <= 4 && len(b.Path)-c <= 4 {'
-mutant topo-no-phb gpu/topo.go ./gpu/ '' \
+mutant topo-no-phb cmd/docker-rdma/internal/gpu/topo.go ./cmd/docker-rdma/internal/gpu/ '' \
   'if c == 0 {' \
   'if c == 99 {'
 # Metrics: the gauges are /v1/status's numbers (headroom per RoCE type, a
@@ -487,15 +487,15 @@ mutant late-ready-never-recorded driver/status.go ./driver/ 'TestLateReady' \
 mutant gdr-beyond-pxb-fine cmd/docker-rdma/internal/commands/doctor_lossless.go ./cmd/docker-rdma/internal/commands/ 'TestDoctorGPU' \
   'case gpu.PIX, gpu.PXB:' \
   'case gpu.PIX, gpu.PXB, gpu.PHB, gpu.NODE:'
-mutant sub-function-unplaced gpu/pci.go ./gpu/ '' \
+mutant sub-function-unplaced cmd/docker-rdma/internal/gpu/pci.go ./cmd/docker-rdma/internal/gpu/ '' \
   'if len(d.Path) > 0 && auxRE.MatchString(p) && i == len(parts)-host-2 {' \
   'if false && len(d.Path) > 0 && auxRE.MatchString(p) && i == len(parts)-host-2 {'
 
 # A bond parent is checked on its ports, and ports that disagree are said.
-mutant bond-ports-unchecked fabric/check.go ./fabric/ 'TestBond' \
+mutant bond-ports-unchecked cmd/docker-rdma/internal/fabric/check.go ./cmd/docker-rdma/internal/fabric/ 'TestBond' \
   'if real.Name == r.DCBNetdev && len(real.Ports) > 0 {' \
   'if false && real.Name == r.DCBNetdev && len(real.Ports) > 0 {'
-mutant bond-ports-disagree-unseen fabric/check.go ./fabric/ 'TestBond' \
+mutant bond-ports-disagree-unseen cmd/docker-rdma/internal/fabric/check.go ./cmd/docker-rdma/internal/fabric/ 'TestBond' \
   'if len(seen) > 1 {' \
   'if len(seen) > 2 {'
 

@@ -14,8 +14,8 @@ import (
 	"unicode"
 
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/fabric"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
-	"github.com/rdma-macvlan/rdma-macvlan/fabric"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )

@@ -8,8 +8,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/rdma-macvlan/rdma-macvlan/fabric"
-	"github.com/rdma-macvlan/rdma-macvlan/gpu"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/fabric"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/gpu"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 )

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/rdma-macvlan/rdma-macvlan/api"
-	"github.com/rdma-macvlan/rdma-macvlan/fabric"
-	"github.com/rdma-macvlan/rdma-macvlan/fabric/fabrictest"
-	"github.com/rdma-macvlan/rdma-macvlan/gpu/gputest"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/fabric"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/fabric/fabrictest"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/gpu/gputest"
 	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )

@@ -6,7 +6,7 @@ package commands
 
 import (
 	"context"
-	"github.com/rdma-macvlan/rdma-macvlan/fabric"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/fabric"
 	"io"
 	"io/fs"
 	"os"

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-macvlan/rdma-macvlan/gpu/gputest"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/gpu/gputest"
 )
 
 func TestGPUDirect(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/rdma-macvlan/rdma-macvlan/fabric"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/fabric"
 )
 
 // The replies below are what the kernel's dcbnl_ieee_fill (net/dcb/dcbnl.c)

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-macvlan/rdma-macvlan/fabric"
-	"github.com/rdma-macvlan/rdma-macvlan/fabric/fabrictest"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/fabric"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/fabric/fabrictest"
 )
 
 func TestIEEEGetRequest(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/rdma-macvlan/rdma-macvlan/fabric"
-	"github.com/rdma-macvlan/rdma-macvlan/fabric/fabrictest"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/fabric"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/fabric/fabrictest"
 )
 
 func findingOf(r fabric.Report, name string) (fabric.Finding, bool) {

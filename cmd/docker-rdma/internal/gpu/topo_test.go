@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-macvlan/rdma-macvlan/gpu/gputest"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/gpu/gputest"
 )
 
 // want8x8 is the matrix of gputest's host, worked out by hand from its
