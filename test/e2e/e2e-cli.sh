@@ -56,9 +56,34 @@ teardown_hook() {
 }
 e2e_traps
 
-# e2e ENGINE runs every check against one engine.
+# e2e ENGINE runs every check against one engine: set-up, then the groups of checks below, which
+# share its locals.
 e2e() {
-	local engine=$1 cli extra=() t0=$SECONDS sub cdi="" ip1 ip2 v2 i flags
+	local engine=$1 cli extra=() t0=$SECONDS sub cdi="" ip1 ip2 v2 i flags e t1 dry tcp unlimited_refused
+	local fake w1 w2 i1 i2 n w3 i3 noshell last gid
+	cli_setup || return 0
+	version_ls_checks
+	run_checks
+	inspect_checks
+	exec_checks
+	exec_passthrough_checks
+	exec_refusal_checks
+	doctor_checks
+	user_checks
+	run_cmd docker rm -f "$net-c1" "$net-c2"
+	run_cmd docker network rm "$net"
+	expect "network removed" '((rc == 0))'
+	if [[ $engine == current ]]; then
+		expect "the network's CDI spec went with it" '[[ ! -e $cdi/rdma-macvlan-mlx5_0.json ]]'
+	fi
+	qos_checks
+	[[ $engine != current ]] || samples
+	timings+=("$engine: checks took $((SECONDS - t1)) s, $((SECONDS - t0)) s with setup")
+}
+
+# cli_setup: the docker CLI, the parent and its fake tree, the engine, the plugin, the network
+# and the runtime; 1 when a step failed (it says which). Runs inside e2e.
+cli_setup() {
 	case $engine in
 	debian) cli=$CLI_DEBIAN ;;
 	current)
@@ -68,8 +93,8 @@ e2e() {
 		;;
 	esac
 	tag=$engine
-	[[ -x $cli ]] || { fail "docker CLI $cli is missing"; return; }
-	local e=$work/$engine
+	[[ -x $cli ]] || { fail "docker CLI $cli is missing"; return 1; }
+	e=$work/$engine
 	mkdir -p "$e/bin" "$e/config/cli-plugins" "$e/state" "${cdi:-$e/cdi}"
 	ln -s "$cli" "$e/bin/docker"
 	install -m 0755 "$work/bin/docker-rdma" "$e/config/cli-plugins/docker-rdma"
@@ -82,13 +107,13 @@ e2e() {
 	"$work/bin/fakesysfs" build -root "$e/fs" -kind mlx5 -hca mlx5_1 -netdev "rmvc${id}x" -mac 02:00:00:00:01:02 -pci 0000:04:00.0 -uverbs 1
 	if ! fake_dev_nodes "$e/fs"; then
 		fail "fake device nodes: /dev/infiniband could not be made, or exists without uverbs0 231:192 and the fake tree's rdma_cm"
-		return
+		return 1
 	fi
 
 	# The engine, the image, the plugin on the fake tree, the network.
 	if ! engine_up "$work/d-$engine" "$engine" "${extra[@]}" 2>"$work/dockerd.err"; then
 		fail "private dockerd starts" "$(cat "$work/dockerd.err")"
-		return
+		return 1
 	fi
 	say "engine ready after $((SECONDS - t0)) s"
 	plugin_up "$work/plugin" "$e/state" "${cdi:-$e/cdi}" "$e/fs/sys" 2>/dev/null
@@ -97,13 +122,13 @@ e2e() {
 	ip2=10.79.$sub.12
 	run_cmd docker network create -d rdma-macvlan:latest --subnet "10.79.$sub.0/24" -o parent="$parent" "$net"
 	expect "docker network create -d rdma-macvlan:latest on the veth parent" '((rc == 0))'
-	((rc == 0)) || return
+	((rc == 0)) || return 1
 	run_cmd docker rdma run --rm --memlock $MEMLOCK --net "$net" "$IMAGE" true
 	expect "run on an engine without the rdma-macvlan runtime: status 125, naming docker rdma runtime install" \
 		'((rc == 125)) && [[ $err == *"the engine has no rdma-macvlan runtime"* && $err == *"docker rdma runtime install"* ]]'
 	if ! out=$(runtime_up 2>&1); then
 		fail "docker rdma runtime install and SIGHUP: dockerd lists rdma-macvlan" "$out"
-		return
+		return 1
 	fi
 	say "set up in $((SECONDS - t0)) s"
 
@@ -112,8 +137,11 @@ e2e() {
 	else
 		flags="--device /dev/infiniband/uverbs0 --device /dev/infiniband/rdma_cm"
 	fi
-	local t1=$SECONDS
+	t1=$SECONDS
+}
 
+# version_ls_checks: the CLI plugin as the docker CLI runs it, and ls. Runs inside e2e.
+version_ls_checks() {
 	# The CLI plugin as the docker CLI runs it.
 	run_cmd docker rdma version
 	expect "docker rdma is a CLI plugin of $cli (docker rdma version: its version first)" '((rc == 0)) && [[ $(head -n 1 <<<"$out") == "docker rdma:"*" e2e-$id" ]]'
@@ -127,7 +155,11 @@ e2e() {
 	expect "ls shows the exact device flags ($flags)" '[[ $(grep "^$net " <<<"$out") == *"  $flags" ]]'
 	run_cmd docker rdma ls --format json
 	expect "ls --format json" '((rc == 0)) && [[ $out == *"\"hca\": \"mlx5_0\""* && $out == *"\"source\": \"daemon\""* && $out == *"\"size\": 255"* ]]'
+}
 
+# run_checks: docker rdma run: the runtime and its variables, memlock, how it asks Docker,
+# pass-through of flags, stdin, tty and the exit status, errors. Runs inside e2e.
+run_checks() {
 	# run: the runtime, its variables, memlock.
 	run_cmd docker rdma run --no-wait --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
 	expect "run --no-wait --dry-run prints the docker command" \
@@ -139,7 +171,7 @@ e2e() {
 	expect "run --dry-run is docker run --runtime rdma-macvlan" \
 		'((rc == 0)) && [[ $out == "docker run --runtime rdma-macvlan --ulimit memlock=$MEMLOCK:$MEMLOCK --net $net $IMAGE true" ]]'
 	# shellcheck disable=SC2034 # used by the checks (eval)
-	local dry=$out tcp=""
+	dry=$out tcp=""
 	# How it asks Docker (-D says): the engine's API on the socket DOCKER_HOST names; through the
 	# docker CLI when DOCKER_HOST is tcp:// (a loopback port tcpunix forwards to the same socket).
 	run_cmd docker -D rdma run --dry-run --memlock $MEMLOCK --net "$net" "$IMAGE" true
@@ -203,8 +235,11 @@ e2e() {
 	else
 		expect "the engine refusing memlock=unlimited (the runtime's default) is explained" '[[ $err == *"rlimit"* && $err == *"could not set the locked-memory limit memlock=unlimited"* && $err == *"--memlock 8M"* ]]'
 	fi
-	local unlimited_refused=$rc
+	unlimited_refused=$rc
+}
 
+# inspect_checks: inspect CONTAINER and NETWORK. Runs inside e2e.
+inspect_checks() {
 	# inspect: a container whose GID entries the "kernel" (fakesysfs) adds after it starts.
 	run_cmd docker rdma run --no-wait -d --name "$net-c1" --ip "$ip1" --memlock $MEMLOCK --net "$net" "$IMAGE" sleep 600
 	expect "run -d" '((rc == 0))'
@@ -231,11 +266,15 @@ e2e() {
 	run_cmd docker rdma inspect "$net"
 	expect "inspect NETWORK lists both containers with their GID index and readiness" \
 		'((rc == 0)) && grep -Eq "^$net-c1 +eth0 +$ip1 +- +$v2 +2,3 +- +ready$" <<<"$out" && grep -Eq "^$net-c2 +- +$ip2 +- +- +- +- +not ready: " <<<"$out"'
+}
 
+# exec_checks: rdma-exec: two workloads waiting for their GID entries and each getting its own
+# index. Runs inside e2e.
+exec_checks() {
 	# rdma-exec: the workload starts once its GID entries are in the table, with its GID index.
 	# The container's /sys is the real kernel's: the fake tree is mounted at /rdma-fake and
 	# RDMA_EXEC_SYSFS_ROOT (for tests only) points rdma-exec at it.
-	local fake=(-v "$e/fs:/rdma-fake:ro" -e RDMA_EXEC_SYSFS_ROOT=/rdma-fake) w1=10.79.$sub.21 w2=10.79.$sub.22 i1 i2 n
+	fake=(-v "$e/fs:/rdma-fake:ro" -e RDMA_EXEC_SYSFS_ROOT=/rdma-fake) w1=10.79.$sub.21 w2=10.79.$sub.22
 	run_cmd docker rdma run -d --name "$net-w1" --ip "$w1" "${fake[@]}" --gid-timeout 60s --memlock $MEMLOCK --net "$net" "$IMAGE" \
 		sh -c 'echo "pid=$$ gid=$NCCL_IB_GID_INDEX hca=$NCCL_IB_HCA if=$NCCL_SOCKET_IFNAME ucx=$UCX_NET_DEVICES/$UCX_IB_GID_INDEX root=${RDMA_EXEC_SYSFS_ROOT-unset}"; trap "exit 42" TERM; while :; do sleep 0.2; done'
 	expect "rdma-exec: run -d of a first container" '((rc == 0))'
@@ -268,9 +307,13 @@ e2e() {
 	run_cmd docker stop -t 5 "$net-w1"
 	run_cmd docker inspect -f '{{.State.ExitCode}}' "$net-w1"
 	expect "rdma-exec: docker stop's SIGTERM reaches the workload (its trap exits 42)" '[[ $out == 42 ]]'
+}
 
+# exec_passthrough_checks: through rdma-exec, the exit status, arguments, stdin, -it, --init,
+# --user, and an image without a shell. Runs inside e2e.
+exec_passthrough_checks() {
 	# Exit status, arguments, stdin and -it through rdma-exec (entries present before the start).
-	local w3=10.79.$sub.23 i3
+	w3=10.79.$sub.23
 	i3=$("$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$w3" -ndev eth0)
 	i3=${i3##* }
 	run_cmd docker rdma run --rm --ip "$w3" "${fake[@]}" --memlock $MEMLOCK --net "$net" "$IMAGE" sh -c 'echo "$0|$1|$2"; exit 7' 'a b' '' '--net'
@@ -288,7 +331,7 @@ e2e() {
 	# runtime as the default runtime).
 
 	# An image with no shell: a single static binary, its ENTRYPOINT and CMD read from the image.
-	local noshell=rdma-macvlan-test/noshell:latest
+	noshell=rdma-macvlan-test/noshell:latest
 	mkdir -p "$work/noshell"
 	cp /bin/busybox "$work/noshell/busybox"
 	tar --numeric-owner --owner=0 --group=0 -C "$work/noshell" -c busybox |
@@ -298,16 +341,20 @@ e2e() {
 		'((rc == 0)) && grep -qx "NCCL_IB_GID_INDEX=$i3" <<<"$out" && grep -qx "NCCL_IB_HCA==mlx5_0:1" <<<"$out"'
 	run_cmd docker rdma run --rm --ip "$w3" "${fake[@]}" --memlock $MEMLOCK --net "$net" "$noshell" echo given command
 	expect "rdma-exec: a command given to it replaces CMD after the ENTRYPOINT" '((rc == 0)) && [[ $out == "given command" ]]'
+}
 
+# exec_refusal_checks: rdma-exec refusing to start a workload: entries that never appear, a
+# table that fills while it waits. Runs inside e2e.
+exec_refusal_checks() {
 	# A container whose entries never appear: the workload never starts, status 122 and why.
-	run_cmd docker rdma run --rm --ip 10.79.$sub.24 "${fake[@]}" --gid-timeout 2s --memlock $MEMLOCK --net "$net" "$IMAGE" echo started
+	run_cmd docker rdma run --rm --ip "10.79.$sub.24" "${fake[@]}" --gid-timeout 2s --memlock $MEMLOCK --net "$net" "$IMAGE" echo started
 	expect "rdma-exec: GID entries that never appear: status 122, the workload not started, the reason" \
 		'((rc == 122)) && [[ $out != *started* && $err == *"did not appear within 2s; the workload was not started"* && $err == *"did not appear in the table of mlx5_0 port 1 ("*" entries free)"* ]]'
 	# The table fills while a container waits: it says the table is full. Fill it, free two
 	# addresses' entries (admission also holds two for $net-c2, which never got its entries),
 	# start the container, then take the free slots again (the last one with half of an
 	# address, as the kernel would).
-	local last=0
+	last=0
 	for ((n = 1; n < 200; n++)); do
 		"$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "10.80.0.$n" -ndev other >/dev/null 2>&1 || break
 		last=$n
@@ -315,7 +362,7 @@ e2e() {
 	for i in "$n" "$last" $((last - 1)); do
 		"$work/bin/fakesysfs" del-ip -root "$e/fs" -hca mlx5_0 -ip "10.80.0.$i" >/dev/null 2>&1
 	done
-	run_cmd docker rdma run -d --name "$net-wf" --ip 10.79.$sub.25 "${fake[@]}" --gid-timeout 4s --memlock $MEMLOCK --net "$net" "$IMAGE" echo started
+	run_cmd docker rdma run -d --name "$net-wf" --ip "10.79.$sub.25" "${fake[@]}" --gid-timeout 4s --memlock $MEMLOCK --net "$net" "$IMAGE" echo started
 	expect "rdma-exec: run -d with a few slots left" '((rc == 0))'
 	for i in $((last - 1)) "$last" "$n"; do
 		"$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "10.80.0.$i" -ndev other >/dev/null 2>&1 || true
@@ -328,7 +375,10 @@ e2e() {
 		"$work/bin/fakesysfs" del-ip -root "$e/fs" -hca mlx5_0 -ip "10.80.0.$n" >/dev/null 2>&1
 	done
 	run_cmd docker rm -f "$net-w1" "$net-w2" "$net-wf"
+}
 
+# doctor_checks: doctor. Runs inside e2e.
+doctor_checks() {
 	# doctor.
 	run_cmd docker rdma doctor --sysfs-root "$e/fs" --image "$IMAGE" --memlock $MEMLOCK
 	expect "doctor passes on a ready host (status 0)" '((rc == 0)) && [[ $out == *"OK    plugin"* && $out == *"OK    netns mode"* && $out == *"OK    port mlx5_0/1"* ]]'
@@ -355,9 +405,12 @@ e2e() {
 	expect "doctor warns when the host runs shared but boots exclusive, naming the file" \
 		'[[ $out == *"WARN  netns mode at boot"*"the next boot starts exclusive (set by: /etc/modprobe.d/ib_core.conf:1)"* && $out == *"options ib_core netns_mode=1"* ]]'
 	rm -r "$e/fs/etc/modprobe.d"
+}
 
+# user_checks: ls, run and inspect as a user in the docker group, who cannot reach the plugin
+# socket. Runs inside e2e.
+user_checks() {
 	# As a user in the docker group, who cannot reach the plugin socket (/run/docker is 0700).
-	local gid
 	gid=$(getent group docker | cut -d: -f3) || gid=""
 	if [[ -n $gid && $(stat -c %g "$ddir/docker.sock") == "$gid" ]]; then
 		# shellcheck disable=SC2317 # run through run_cmd
@@ -374,16 +427,6 @@ e2e() {
 	else
 		skip "no docker group owning the engine's socket: unprivileged checks not run"
 	fi
-
-	run_cmd docker rm -f "$net-c1" "$net-c2"
-	run_cmd docker network rm "$net"
-	expect "network removed" '((rc == 0))'
-	if [[ $engine == current ]]; then
-		expect "the network's CDI spec went with it" '[[ ! -e $cdi/rdma-macvlan-mlx5_0.json ]]'
-	fi
-	qos_checks
-	[[ $engine != current ]] || samples
-	timings+=("$engine: checks took $((SECONDS - t1)) s, $((SECONDS - t0)) s with setup")
 }
 
 # samples: the sample outputs of docs/runtime.md (sample in test/e2e/lib/e2e.sh): a network roce
