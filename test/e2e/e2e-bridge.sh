@@ -224,9 +224,32 @@ connect_rmv() { dk network connect --ip "$2" "$net" "$1"; }
 # One engine.
 bridge_run() {
 	engine=$1
-	local t0 id ns cns ea ca P Q S S2 EA bgw bnet nid out ifa ifc x rd plugin_id=""
+	local t0 id ns cns ea ca P Q S S2 EA bgw bnet nid out ifa ifc x rd plugin_id="" stopped
 	tag=$engine
 	t0=$(date +%s)
+	stopped=0
+	bridge_setup; ((!stopped)) || return 0
+	container_a_checks
+	container_c_checks
+	check "docker rm -f B, C and D" dk rm -f "$net-b" "$net-c" "$net-d"
+	check "no endpoint left on the networks, C's host link ${ifc:-?} gone" poll 5 all_gone "$ifc"
+	check "docker network rm $net-nogw" dk network rm "$net-nogw"
+	check "docker network rm $net" dk network rm "$net"
+	check "still: nothing of the engine's bridge in the host's rules and addresses; sysctls as before" host_untouched
+	[[ -z $run_failed ]] || show_logs
+	rd=$rdir
+	teardown
+	check "after the engine and its namespace are gone: nothing of its bridge in the host's rules; sysctls as before" host_untouched
+	check "nothing left: namespaces, links, processes, mounts, the plugin's dir and process, the run's dir" \
+		leftovers "rmvb$id" "$rd" "$plugin_id"
+	timings+=("$engine: $(($(date +%s) - t0)) s")
+}
+
+# bridge_setup: the engine's and a client's namespaces, the parent and its fake tree, the engine
+# first without --bridge (it must leave the firewall alone), then with its default bridge, the
+# plugin and the network; sets stopped when the engine or the network is not there. Runs inside
+# bridge_run.
+bridge_setup() {
 	new_id rmvb
 	ns=rmvb${id}n cns=rmvb${id}c ea=rmvb${id}u ca=rmvb${id}v P=rmvb${id}p Q=rmvb${id}q
 	x=$((0x${id:0:2}))
@@ -260,7 +283,7 @@ bridge_run() {
 	bash "$scripts/dockerd.sh" stop "$rdir/d0" 2>/dev/null
 	if ! check_here "dockerd in namespace $ns with its default bridge, iptables and userland proxy" \
 		engine_up "$rdir/d" "$engine" --netns "$ns" --bridge -- --bip "$bnet.1/24"; then
-		return 0
+		stopped=1; return 0
 	fi
 	bgw=$(ip -n "$ns" -4 -o addr show dev docker0 2>/dev/null | awk '{sub(/\/.*/, "", $4); print $4; exit}')
 	check_v "the default bridge network, docker0 and the engine's iptables rules are in $ns" bridge_on
@@ -271,10 +294,14 @@ bridge_run() {
 	if ! nid=$(dk network create -d "$PLUGIN" --subnet "$S.0/24" --gateway "$S.1" -o parent="$P" "$net" 2>&1); then
 		fail "docker network create -d $PLUGIN -o parent=$P" "$nid"
 		show_logs
-		return 0
+		stopped=1; return 0
 	fi
 	pass "docker network create -d $PLUGIN -o parent=$P --subnet $S.0/24 --gateway $S.1"
+}
 
+# container_a_checks: container A on the default bridge with a published port, then on
+# rdma-macvlan too. Runs inside bridge_run.
+container_a_checks() {
 	say "container A: default bridge, published port, rdma-macvlan"
 	check "B runs on the rdma-macvlan network only" run_c "$net-b" "$S.12"
 	check "A created on the default bridge with -p $PORT:80 (busybox httpd)" \
@@ -305,7 +332,11 @@ bridge_run() {
 	check "docker rm -f A" dk rm -f "$net-a"
 	check "after rm -f: no endpoint of A, its host link ${ifa:-?} gone" poll 5 ep_gone "$S.11" "$ifa"
 	check "after rm -f: the published port is closed" poll 10 port_closed
+}
 
+# container_c_checks: container C on rdma-macvlan without a gateway first, then the default bridge
+# (moby#51522's order). Runs inside bridge_run.
+container_c_checks() {
 	say "container C: rdma-macvlan without a gateway first, then the default bridge (moby#51522's order)"
 	# moby#51522: a container whose remote-driver endpoint has no gateway gets docker_gwbridge as
 	# its gateway unless the driver's Join disables the gateway service (rdma-macvlan does, as the
@@ -328,18 +359,6 @@ bridge_run() {
 	check "C has its macvlan only, and still pings D" rmv_pings "$net-c" "$S2.13" "$S2.12"
 	check "no docker_gwbridge in $ns" no_gwbridge
 	ifc=$(field ifname "$(ep_of "$S2.13" "$(dk network inspect -f '{{.Id}}' "$net-nogw")")")
-	check "docker rm -f B, C and D" dk rm -f "$net-b" "$net-c" "$net-d"
-	check "no endpoint left on the networks, C's host link ${ifc:-?} gone" poll 5 all_gone "$ifc"
-	check "docker network rm $net-nogw" dk network rm "$net-nogw"
-	check "docker network rm $net" dk network rm "$net"
-	check "still: nothing of the engine's bridge in the host's rules and addresses; sysctls as before" host_untouched
-	[[ -z $run_failed ]] || show_logs
-	rd=$rdir
-	teardown
-	check "after the engine and its namespace are gone: nothing of its bridge in the host's rules; sysctls as before" host_untouched
-	check "nothing left: namespaces, links, processes, mounts, the plugin's dir and process, the run's dir" \
-		leftovers "rmvb$id" "$rd" "$plugin_id"
-	timings+=("$engine: $(($(date +%s) - t0)) s")
 }
 
 select_engines --both --middle "$@"

@@ -60,8 +60,8 @@ e2e_traps
 # share its locals.
 e2e() {
 	local engine=$1 cli extra=() t0=$SECONDS sub cdi="" ip1 ip2 v2 i flags e t1 dry tcp unlimited_refused
-	local fake w1 w2 i1 i2 n w3 i3 noshell last gid
-	cli_setup || return 0
+	local fake w1 w2 i1 i2 n w3 i3 noshell last gid stopped=0
+	cli_setup; ((!stopped)) || return 0
 	version_ls_checks
 	run_checks
 	inspect_checks
@@ -82,7 +82,7 @@ e2e() {
 }
 
 # cli_setup: the docker CLI, the parent and its fake tree, the engine, the plugin, the network
-# and the runtime; 1 when a step failed (it says which). Runs inside e2e.
+# and the runtime; sets stopped when a step failed (it says which). Runs inside e2e.
 cli_setup() {
 	case $engine in
 	debian) cli=$CLI_DEBIAN ;;
@@ -93,7 +93,7 @@ cli_setup() {
 		;;
 	esac
 	tag=$engine
-	[[ -x $cli ]] || { fail "docker CLI $cli is missing"; return 1; }
+	[[ -x $cli ]] || { fail "docker CLI $cli is missing"; stopped=1; return 0; }
 	e=$work/$engine
 	mkdir -p "$e/bin" "$e/config/cli-plugins" "$e/state" "${cdi:-$e/cdi}"
 	ln -s "$cli" "$e/bin/docker"
@@ -107,13 +107,13 @@ cli_setup() {
 	"$work/bin/fakesysfs" build -root "$e/fs" -kind mlx5 -hca mlx5_1 -netdev "rmvc${id}x" -mac 02:00:00:00:01:02 -pci 0000:04:00.0 -uverbs 1
 	if ! fake_dev_nodes "$e/fs"; then
 		fail "fake device nodes: /dev/infiniband could not be made, or exists without uverbs0 231:192 and the fake tree's rdma_cm"
-		return 1
+		stopped=1; return 0
 	fi
 
 	# The engine, the image, the plugin on the fake tree, the network.
 	if ! engine_up "$work/d-$engine" "$engine" "${extra[@]}" 2>"$work/dockerd.err"; then
 		fail "private dockerd starts" "$(cat "$work/dockerd.err")"
-		return 1
+		stopped=1; return 0
 	fi
 	say "engine ready after $((SECONDS - t0)) s"
 	plugin_up "$work/plugin" "$e/state" "${cdi:-$e/cdi}" "$e/fs/sys" 2>/dev/null
@@ -122,13 +122,13 @@ cli_setup() {
 	ip2=10.79.$sub.12
 	run_cmd docker network create -d rdma-macvlan:latest --subnet "10.79.$sub.0/24" -o parent="$parent" "$net"
 	expect "docker network create -d rdma-macvlan:latest on the veth parent" '((rc == 0))'
-	((rc == 0)) || return 1
+	((rc == 0)) || { stopped=1; return 0; }
 	run_cmd docker rdma run --rm --memlock $MEMLOCK --net "$net" "$IMAGE" true
 	expect "run on an engine without the rdma-macvlan runtime: status 125, naming docker rdma runtime install" \
 		'((rc == 125)) && [[ $err == *"the engine has no rdma-macvlan runtime"* && $err == *"docker rdma runtime install"* ]]'
 	if ! out=$(runtime_up 2>&1); then
 		fail "docker rdma runtime install and SIGHUP: dockerd lists rdma-macvlan" "$out"
-		return 1
+		stopped=1; return 0
 	fi
 	say "set up in $((SECONDS - t0)) s"
 

@@ -187,59 +187,10 @@ down_clean() {
 
 e2e() {
 	engine=$1
-	local cli extra=() t0=$SECONDS t1 pdir
-	cdi=""
-	case $engine in
-	debian) cli=$CLI_DEBIAN ;;
-	current)
-		cli=$CLI_CURRENT
-		cdi=$work/$engine/cdi
-		extra=(-- --cdi-spec-dir "$cdi")
-		;;
-	esac
-	tag=$engine
-	[[ -x $cli ]] || { fail "docker CLI $cli is missing"; return; }
-	e=$work/$engine
-	pdir=$e/proj
-	mkdir -p "$e/bin" "$e/config/cli-plugins" "$e/state" "${cdi:-$e/cdi}" "$pdir"
-	ln -s "$cli" "$e/bin/docker"
-	install -m 0755 "$work/bin/docker-rdma" "$e/config/cli-plugins/docker-rdma"
-	ln -s "$compose_bin" "$e/config/cli-plugins/docker-compose"
-	export PATH=$e/bin:$ORIG_PATH DOCKER_CONFIG=$e/config
-	p0=rmvo${id}p0 p1=rmvo${id}p1
-	veth_parent "$p0" "rmvo${id}q0"
-	veth_parent "$p1" "rmvo${id}q1"
-	fake_hca "$e/fs" mlx5_0 "$p0"
-	fake_hca "$e/fs" mlx5_1 "$p1" -uverbs 1 -pci 0000:04:00.0
-	if ! fake_dev_nodes "$e/fs" || ! fake_dev_uverbs 2; then
-		fail "fake device nodes: /dev/infiniband could not be made, or has other numbers than the fake tree's"
-		return
-	fi
-	if ! engine_up "$work/d-$engine" "$engine" "${extra[@]}" 2>"$work/dockerd.err"; then
-		fail "private dockerd starts" "$(cat "$work/dockerd.err")"
-		return
-	fi
-	plugin_up "$work/plugin" "$e/state" "${cdi:-$e/cdi}" "$e/fs/sys" 2>/dev/null
-	mkdir -p "$work/noshell"
-	cp /bin/busybox "$work/noshell/busybox"
-	tar --numeric-owner --owner=0 --group=0 -C "$work/noshell" -c busybox |
-		docker import -c 'ENTRYPOINT ["/busybox"]' -c 'CMD ["env"]' - "$NOSHELL" >/dev/null
-	local sub=$((RANDOM % 250 + 1))
-	a=10.83.$sub b=10.84.$sub proj=rmvo$id
-	write_stack "$pdir"
-	cd "$pdir"
-	export COMPOSE_PROJECT_NAME=$proj
-	local own=(--memlock "$MEMLOCK" --gid-timeout 120s)
-	run_cmd docker rdma compose "${own[@]}" up -d
-	expect "compose up on an engine without the rdma-macvlan runtime: status 125, naming docker rdma runtime install, nothing created" \
-		'((rc == 125)) && [[ $err == *"the engine has no rdma-macvlan runtime"* && $err == *"docker rdma runtime install"* && -z $(docker ps -aq) ]]'
-	if ! out=$(runtime_up 2>&1); then
-		fail "docker rdma runtime install and SIGHUP: dockerd lists rdma-macvlan" "$out"
-		return
-	fi
-	say "set up in $((SECONDS - t0)) s; $(docker compose version)"
-	t1=$SECONDS
-
+	local cli extra=() t0=$SECONDS t1 pdir stopped
+	local sub own
+	stopped=0
+	compose_setup; ((!stopped)) || return 0
 	# The README's blocks, with this machine's memlock limit and a longer wait for the entries.
 	run_cmd bash -euo pipefail -c "$(readme_block compose-print | sed "s/docker rdma compose /docker rdma compose ${own[*]} /")"
 	expect "README block: docker rdma compose --print-override writes compose.rdma.yaml" '((rc == 0)) && [[ -s compose.rdma.yaml ]]'
@@ -272,6 +223,63 @@ e2e() {
 	cd "$work"
 	unset COMPOSE_PROJECT_NAME
 	timings+=("$engine: checks took $((SECONDS - t1)) s, $((SECONDS - t0)) s with setup")
+}
+
+# compose_setup: the docker CLI with docker-rdma and compose, two parents and their fake HCAs,
+# the engine, the plugin, the stack, compose up refused before the runtime is installed, the
+# runtime; sets stopped when a step failed (it says which). Runs inside e2e.
+compose_setup() {
+	cdi=""
+	case $engine in
+	debian) cli=$CLI_DEBIAN ;;
+	current)
+		cli=$CLI_CURRENT
+		cdi=$work/$engine/cdi
+		extra=(-- --cdi-spec-dir "$cdi")
+		;;
+	esac
+	tag=$engine
+	[[ -x $cli ]] || { fail "docker CLI $cli is missing"; stopped=1; return 0; }
+	e=$work/$engine
+	pdir=$e/proj
+	mkdir -p "$e/bin" "$e/config/cli-plugins" "$e/state" "${cdi:-$e/cdi}" "$pdir"
+	ln -s "$cli" "$e/bin/docker"
+	install -m 0755 "$work/bin/docker-rdma" "$e/config/cli-plugins/docker-rdma"
+	ln -s "$compose_bin" "$e/config/cli-plugins/docker-compose"
+	export PATH=$e/bin:$ORIG_PATH DOCKER_CONFIG=$e/config
+	p0=rmvo${id}p0 p1=rmvo${id}p1
+	veth_parent "$p0" "rmvo${id}q0"
+	veth_parent "$p1" "rmvo${id}q1"
+	fake_hca "$e/fs" mlx5_0 "$p0"
+	fake_hca "$e/fs" mlx5_1 "$p1" -uverbs 1 -pci 0000:04:00.0
+	if ! fake_dev_nodes "$e/fs" || ! fake_dev_uverbs 2; then
+		fail "fake device nodes: /dev/infiniband could not be made, or has other numbers than the fake tree's"
+		stopped=1; return 0
+	fi
+	if ! engine_up "$work/d-$engine" "$engine" "${extra[@]}" 2>"$work/dockerd.err"; then
+		fail "private dockerd starts" "$(cat "$work/dockerd.err")"
+		stopped=1; return 0
+	fi
+	plugin_up "$work/plugin" "$e/state" "${cdi:-$e/cdi}" "$e/fs/sys" 2>/dev/null
+	mkdir -p "$work/noshell"
+	cp /bin/busybox "$work/noshell/busybox"
+	tar --numeric-owner --owner=0 --group=0 -C "$work/noshell" -c busybox |
+		docker import -c 'ENTRYPOINT ["/busybox"]' -c 'CMD ["env"]' - "$NOSHELL" >/dev/null
+	sub=$((RANDOM % 250 + 1))
+	a=10.83.$sub b=10.84.$sub proj=rmvo$id
+	write_stack "$pdir"
+	cd "$pdir"
+	export COMPOSE_PROJECT_NAME=$proj
+	own=(--memlock "$MEMLOCK" --gid-timeout 120s)
+	run_cmd docker rdma compose "${own[@]}" up -d
+	expect "compose up on an engine without the rdma-macvlan runtime: status 125, naming docker rdma runtime install, nothing created" \
+		'((rc == 125)) && [[ $err == *"the engine has no rdma-macvlan runtime"* && $err == *"docker rdma runtime install"* && -z $(docker ps -aq) ]]'
+	if ! out=$(runtime_up 2>&1); then
+		fail "docker rdma runtime install and SIGHUP: dockerd lists rdma-macvlan" "$out"
+		stopped=1; return 0
+	fi
+	say "set up in $((SECONDS - t0)) s; $(docker compose version)"
+	t1=$SECONDS
 }
 
 e2e_preflight ip:iproute2 jq:jq

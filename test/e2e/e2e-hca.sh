@@ -156,6 +156,13 @@ strict_runs() {
 hca_run() {
 	local engine=$1 t0 out c
 	local -a extra=()
+	hca_setup
+	network_checks
+	strict_order_checks
+}
+
+# hca_setup: two parents, their fake HCAs, the engine and the plugin. Runs inside hca_run.
+hca_setup() {
 	tag=$engine
 	run_failed=""
 	t0=$(date +%s)
@@ -179,7 +186,11 @@ hca_run() {
 	sock=/run/docker/plugins/$(dk plugin inspect -f '{{.Id}}' "$PLUGIN")/rdma-macvlan.sock
 	check "plugin answers GET /v1/status" poll 15 sj
 	say "setup done in $(($(date +%s) - t0)) s"
+}
 
+# network_checks: 1. a network per parent, 2. one address on two networks of one port, 3. GID
+# entries that move under a container. Runs inside hca_run.
+network_checks() {
 	# 1. a network per parent.
 	anid=$(dk network create -d "$PLUGIN" --subnet "$sub.0/16" --ip-range "$sub.0/24" -o parent="$pa" "$net-a")
 	bnid=$(dk network create -d "$PLUGIN" --subnet "$sub2.0/24" -o parent="$pb" "$net-b")
@@ -206,7 +217,12 @@ hca_run() {
 	dk rm -f "$net-c1" >/dev/null
 	dk rm -f "$net-c2" >/dev/null 2>&1 || true # started only if the refusal failed
 	dk network rm "$net-a2" >/dev/null
+}
 
+# strict_order_checks: 4. strict with two networks, in whatever order the engine joins them, and
+# 5. another probe order (names and uverbs numbers swapped, the plugin restarted). Runs inside
+# hca_run.
+strict_order_checks() {
 	# 4. strict with two networks, in whatever order the engine joins them.
 	if engine_since "$engine" 28; then
 		snid=$(dk network create -d "$PLUGIN" --subnet "$sub3.0/24" -o parent="$pa" -o gid_check=strict "$net-s")

@@ -82,11 +82,39 @@ status_of() { sock=$1 status | awk '$1 == "network"' | head -n 1 | tr ' ' '\n' |
 ready_on() { sock=$1 status | awk '$1 == "endpoint"' | grep -q 'rdma_ready=true'; }
 
 metrics_run() {
-	local engine=$1 t0=$SECONDS mport lport pport sub ip_m ip_l used id_m id_l
+	local engine=$1 t0=$SECONDS mport lport pport sub ip_m ip_l used id_m id_l stopped
+	local parent peer msock size
+	stopped=0
+	metrics_setup; ((!stopped)) || return 0
+	container_checks
+	gid_fill_checks
+	# A refusal, then the end of the life cycle.
+	refused "a misspelt option is refused" mtus -- dk network create -d "$PLUGIN" -o parent="$parent" -o mtus=9000 "rmvm-$id-bad"
+	dk rm -f "$id_m" "$id_l" >/dev/null
+	dk network rm "rmvm-$id-m" "rmvm-$id-l" >/dev/null
+	check "PromQL: the refusal counted (reason invalid_option)" \
+		poll 15 prom_is 'sum(rdma_macvlan_refusals_total{reason="invalid_option"})' 1
+	check "no alert fires before a refusal the rules alert on" prom_is 'count(ALERTS{alertstate="firing"}) or vector(0)' 0
+	refused "a parent without an RDMA device is refused" "$peer" -- dk network create -d "$PLUGIN" -o parent="$peer" "rmvm-$id-nohca"
+	check "the alert RdmaMacvlanRefusals of examples/prometheus-rules.yml fires (reason host_setup)" \
+		poll 20 prom_is 'count(ALERTS{alertname="RdmaMacvlanRefusals",alertstate="firing",reason="host_setup"})' 1
+	check "PromQL: Join and Leave counted ok once per daemon" \
+		poll 15 prom_is 'count(rdma_macvlan_plugin_calls_total{method=~"Join|Leave",outcome="ok"} == 1)' 4
+	check "PromQL: no endpoint left, no network left" \
+		poll 15 prom_is 'sum(rdma_macvlan_networks) + count(rdma_macvlan_endpoints) or sum(rdma_macvlan_networks)' 0
+	check "PromQL: the version of the build" prom_is 'count(rdma_macvlan_build_info{version!=""})' 2
+	timings+=("$engine: $((SECONDS - t0)) s")
+}
+
+# metrics_setup: the parent and its fake tree, the engine, the managed plugin with the README's
+# metrics block, the legacy daemon with --metrics-address, Prometheus with the docs' scrape
+# config and examples/' alert rules; sets stopped when Prometheus does not start. Runs inside
+# metrics_run.
+metrics_setup() {
 	tag=$engine
 	new_id rmvm
 	rdir=$(mktemp -d "/tmp/rmv-metrics-$engine.XXXXXX")
-	local parent=rmvm${id}p peer=rmvm${id}q
+	parent=rmvm${id}p peer=rmvm${id}q
 	veth_parent "$parent" "$peer"
 	fake_hca "$rdir/sysfs" "$HCA" "$parent"
 	mkdir -p "$rdir/state" "$rdir/cdi" "$rdir/lstate" "$rdir/lcdi" "$rdir/prom"
@@ -101,7 +129,6 @@ metrics_run() {
 	plugin_up "$work/plugin" "$rdir/state" "$rdir/cdi" "$rdir/sysfs/sys"
 	readme_block metrics-managed | sed "s/127\.0\.0\.1:9464/127.0.0.1:$mport/" >"$rdir/managed.sh"
 	check "README block: the managed plugin's RDMA_MACVLAN_METRICS_ADDRESS set (127.0.0.1:$mport)" bash -e "$rdir/managed.sh"
-	local msock
 	msock=/run/docker/plugins/$(dk plugin inspect -f '{{.Id}}' "$PLUGIN")/rdma-macvlan.sock
 
 	# The legacy daemon with --metrics-address.
@@ -128,12 +155,16 @@ metrics_run() {
 	if ! check "Prometheus $(prometheus --version 2>&1 | awk 'NR == 1 {print $3}') runs on $prom with the docs' scrape config and the rules file" \
 		poll 20 curl -fsS --max-time 2 "http://$prom/-/ready"; then
 		detail "Prometheus's log:" "$(tail -n 20 "$rdir/prometheus.log")"
-		return
+		stopped=1; return 0
 	fi
 	check "Prometheus scrapes both plugins (up == 1 for each target)" \
 		poll 20 prom_is 'sum(up{job="rdma-macvlan"})' 2
 	say "set up in $((SECONDS - t0)) s"
+}
 
+# container_checks: a container on each driver's network, its GIDs added as the kernel would.
+# Runs inside metrics_run.
+container_checks() {
 	# A container on each driver's network; its GIDs appear as the kernel would add them.
 	sub=$((RANDOM % 200 + 20))
 	ip_m=10.81.$sub.10
@@ -146,10 +177,13 @@ metrics_run() {
 	"$work/bin/fakesysfs" add-ip -root "$rdir/sysfs" -hca "$HCA" -ip "$ip_l" -ndev eth0 >/dev/null
 	check "managed plugin's container RDMA-ready in /v1/status" poll 15 ready_on "$msock"
 	check "legacy container RDMA-ready in /v1/status" poll 15 ready_on "$legacy_sock"
+}
 
+# gid_fill_checks: the GID fill /v1/status shows, through PromQL, the same from both daemons.
+# Runs inside metrics_run.
+gid_fill_checks() {
 	# The GID fill /v1/status shows, through PromQL; the same from both daemons (one table).
 	used=$(status_of "$msock" gid_used)
-	local size
 	size=$(status_of "$msock" gid_size)
 	[[ $(status_of "$legacy_sock" gid_used) == "$used" ]] || fail "the two daemons' /v1/status disagree on the table they share"
 	check "PromQL: GID fill of mlx5_0 port 1 from both daemons is what /v1/status shows ($used of $size)" \
@@ -162,23 +196,6 @@ metrics_run() {
 	check "GET /metrics on the legacy daemon's socket" socket_metrics "$legacy_sock"
 	check "promtool check metrics passes on a scrape of the managed plugin" scrape_check "127.0.0.1:$mport"
 	check "promtool check metrics passes on a scrape of the legacy daemon" scrape_check "127.0.0.1:$lport"
-
-	# A refusal, then the end of the life cycle.
-	refused "a misspelt option is refused" mtus -- dk network create -d "$PLUGIN" -o parent="$parent" -o mtus=9000 "rmvm-$id-bad"
-	dk rm -f "$id_m" "$id_l" >/dev/null
-	dk network rm "rmvm-$id-m" "rmvm-$id-l" >/dev/null
-	check "PromQL: the refusal counted (reason invalid_option)" \
-		poll 15 prom_is 'sum(rdma_macvlan_refusals_total{reason="invalid_option"})' 1
-	check "no alert fires before a refusal the rules alert on" prom_is 'count(ALERTS{alertstate="firing"}) or vector(0)' 0
-	refused "a parent without an RDMA device is refused" "$peer" -- dk network create -d "$PLUGIN" -o parent="$peer" "rmvm-$id-nohca"
-	check "the alert RdmaMacvlanRefusals of examples/prometheus-rules.yml fires (reason host_setup)" \
-		poll 20 prom_is 'count(ALERTS{alertname="RdmaMacvlanRefusals",alertstate="firing",reason="host_setup"})' 1
-	check "PromQL: Join and Leave counted ok once per daemon" \
-		poll 15 prom_is 'count(rdma_macvlan_plugin_calls_total{method=~"Join|Leave",outcome="ok"} == 1)' 4
-	check "PromQL: no endpoint left, no network left" \
-		poll 15 prom_is 'sum(rdma_macvlan_networks) + count(rdma_macvlan_endpoints) or sum(rdma_macvlan_networks)' 0
-	check "PromQL: the version of the build" prom_is 'count(rdma_macvlan_build_info{version!=""})' 2
-	timings+=("$engine: $((SECONDS - t0)) s")
 }
 
 select_engines "$@"

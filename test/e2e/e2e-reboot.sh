@@ -147,8 +147,20 @@ after_boot() {
 }
 
 one_engine() {
-	local engine=$1 t0=$SECONDS out upgrade quick cmd
+	local engine=$1 t0=$SECONDS out upgrade quick cmd stopped
+	local p
 	local -a devs=()
+	stopped=0
+	reboot_setup
+	previous_release_checks; ((!stopped)) || return 0
+	fresh_install_checks; ((!stopped)) || return 0
+	missing_source_checks; ((!stopped)) || return 0
+	timings+=("$engine: $((SECONDS - t0)) s")
+}
+
+# reboot_setup: the run's names, the parent, its fake tree, the engine, both plugins in the
+# registry. Runs inside one_engine.
+reboot_setup() {
 	tag=$engine
 	new_id rmvb
 	parent=rmvb${id}p peer=rmvb${id}q
@@ -166,13 +178,16 @@ one_engine() {
 	[[ $engine == current ]] && devs=(--device "rdma-macvlan/hca=$HCA")
 
 	# Both plugins into the registry, through this engine.
-	local p
 	for p in old new; do
 		dk plugin create "$reg/rmv/rdma-macvlan:$p" "$work/plugin-$p" >/dev/null
 		dk plugin push "$reg/rmv/rdma-macvlan:$p" >/dev/null
 		dk plugin rm "$reg/rmv/rdma-macvlan:$p" >/dev/null
 	done
+}
 
+# previous_release_checks: 1. the previous release, upgraded with the README's block, and 2. a
+# reboot; sets stopped when dockerd does not come back. Runs inside one_engine.
+previous_release_checks() {
 	# --- 1. the previous release, upgraded with the README's block ------------------------------
 	check "previous release installed as its README said (mkdir -p /var/lib/rdma-macvlan /var/run/cdi)" \
 		inns bash -c "mkdir -p /var/lib/rdma-macvlan /var/run/cdi &&
@@ -193,10 +208,14 @@ one_engine() {
 	check "after the upgrade: no spec of ours left in /var/run/cdi" bash -c "[[ -z \$(nsenter -t $holder -m -- ls -A /var/run/cdi) ]]"
 
 	# --- 2. a reboot ----------------------------------------------------------------------------
-	rebooted "reboot: dockerd comes back up" || return 0
+	rebooted "reboot: dockerd comes back up" || { stopped=1; return 0; }
 	after_boot c1
 	dk rm -f c1 newc1 >/dev/null
+}
 
+# fresh_install_checks: 3. a fresh install with the README's quick start, and a reboot; sets
+# stopped when dockerd does not come back. Runs inside one_engine.
+fresh_install_checks() {
 	# --- 3. a fresh install with the README's quick start ---------------------------------------
 	dk network rm "$net" >/dev/null
 	dk plugin disable -f "$PLUGIN" >/dev/null
@@ -215,10 +234,14 @@ one_engine() {
 	nid=$(dk network inspect -f '{{.Id}}' "$net")
 	check "--restart always container c2 on the network" \
 		dk run -d --name c2 --restart always --net "$net" "${devs[@]}" "$IMAGE" "${SLEEPER[@]}"
-	rebooted "reboot: dockerd comes back up" || return 0
+	rebooted "reboot: dockerd comes back up" || { stopped=1; return 0; }
 	after_boot c2
 	dk rm -f newc2 >/dev/null
+}
 
+# missing_source_checks: 4. a mount source that does not exist, and a reboot with the plugin
+# disabled; sets stopped when dockerd does not come back. Runs inside one_engine.
+missing_source_checks() {
 	# --- 4. a mount source that does not exist --------------------------------------------------
 	dk plugin disable -f "$PLUGIN" >/dev/null
 	dk plugin set "$PLUGIN" cdi.source="/rmv-missing-$id"
@@ -230,13 +253,11 @@ one_engine() {
 	check "docker rdma doctor names the missing source and the fix" \
 		bash -c "grep -F -A1 'mount cdi' <<<\"\$1\" | grep -F '/rmv-missing-$id, which does not exist' -A1 | grep -qF 'fix: mkdir -p /rmv-missing-$id'" _ "$out"
 	detail "$(grep -F -A1 'mount ' <<<"$out")"
-	rebooted "reboot with the plugin disabled: dockerd comes back up" || return 0
+	rebooted "reboot with the plugin disabled: dockerd comes back up" || { stopped=1; return 0; }
 	dk plugin set "$PLUGIN" cdi.source=/etc/cdi
 	check "the plugin enabled again with cdi.source=/etc/cdi" dk plugin enable "$PLUGIN"
 	check "c2 starts again" dk start c2
 	check "c2 has its address again" bash -c "docker exec c2 ip -4 -o addr show dev eth0 | grep -qF 192.168.7."
-
-	timings+=("$engine: $((SECONDS - t0)) s")
 }
 
 select_engines "$@"

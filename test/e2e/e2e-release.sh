@@ -262,6 +262,24 @@ elf_ok() {
 # One run on engine $1.
 rel_run() {
 	local engine=$1 id n t0 out root pida pidb pid_id
+	release_setup
+	install_checks
+	alias_arm64_checks
+	upgrade_checks
+	# --- remove -----------------------------------------------------------------------------------
+	check "the README's removal stops at a network with a container on it, removing nothing" removal_blocked
+	check "containers removed (docker rm -f)" dk rm -f "$net-a" "$net-b"
+	check_v "the README's removal, as written: networks, plugin, CLI" remove_as_written
+	check_v "nothing of the plugin is left: no plugin, no network, no docker rdma, rdma-exec or runtime (binary or daemon.json entry)" removed
+	check "no macvlan child of $parent is left" bash -c "! ip -o link show type macvlan | grep -F '@$parent:'"
+
+	unset DOCKER_CONFIG
+	teardown
+	timings+=("$engine: whole run: $(($(date +%s) - t0)) s")
+}
+
+# release_setup: the run's names, the parent and its fake tree, the engine. Runs inside rel_run.
+release_setup() {
 	tag=$engine
 	t0=$(date +%s)
 	new_id rmvz
@@ -275,7 +293,11 @@ rel_run() {
 	veth_parent "$parent" "rmvz${id}q"
 	fake_hca "$rdir/sysfs" mlx5_0 "$parent" -size 255
 	engine_up "$rdir/d" "$engine"
+}
 
+# install_checks: the release installed as users do, the CLI copied out of it, containers on it.
+# Runs inside rel_run.
+install_checks() {
 	# --- install as users do --------------------------------------------------------------------
 	check "docker plugin install $repo_ref:$vx --alias rdma-macvlan --grant-all-permissions with state.source, cdi.source, sysfs.source and a log level" \
 		dk plugin install --alias rdma-macvlan --grant-all-permissions "$repo_ref:$vx" \
@@ -303,7 +325,11 @@ rel_run() {
 	fi
 	check "a pings b" poll 10 pings "$net-a" "$sub.12"
 	pida=$(cpid "$net-a" || true) pidb=$(cpid "$net-b" || true)
+}
 
+# alias_arm64_checks: the same release as another alias, and the arm64 plugin pulled. Runs
+# inside rel_run.
+alias_arm64_checks() {
 	# --- another alias ----------------------------------------------------------------------------
 	check "the same release installed again as --alias roce (own state and cdi mounts)" \
 		dk plugin install --alias roce --grant-all-permissions "$repo_ref:$vx" \
@@ -329,7 +355,11 @@ rel_run() {
 	check_v "the arm64 plugin installed on this amd64 host without complaint, and enabling it fails: exec format error in dockerd's log (mounts set to existing dirs)" \
 		arm64_fails
 	check "the arm64 and amd64 pulls removed" dk plugin rm -f rmv-arm64:latest "$repo_ref:$vx-amd64"
+}
 
+# upgrade_checks: the README's upgrade block, from the registry and from source. Runs inside
+# rel_run.
+upgrade_checks() {
 	# --- upgrade ----------------------------------------------------------------------------------
 	pid_id=$(dk plugin inspect -f '{{.Id}}' "$PLUGIN")
 	check_v "the README's upgrade sequence to $repo_ref:$vy, as written" upgrade_to "$repo_ref:$vy"
@@ -353,17 +383,6 @@ rel_run() {
 	fi
 	carried_over "make install FORCE=1" "$sub.14"
 	check_v "docker rdma version shows $vz for the CLI and the plugin" rdma_version "$vz" "$vz"
-
-	# --- remove -----------------------------------------------------------------------------------
-	check "the README's removal stops at a network with a container on it, removing nothing" removal_blocked
-	check "containers removed (docker rm -f)" dk rm -f "$net-a" "$net-b"
-	check_v "the README's removal, as written: networks, plugin, CLI" remove_as_written
-	check_v "nothing of the plugin is left: no plugin, no network, no docker rdma, rdma-exec or runtime (binary or daemon.json entry)" removed
-	check "no macvlan child of $parent is left" bash -c "! ip -o link show type macvlan | grep -F '@$parent:'"
-
-	unset DOCKER_CONFIG
-	teardown
-	timings+=("$engine: whole run: $(($(date +%s) - t0)) s")
 }
 
 # go_image NAME: an image of this machine's Go (the engine cannot pull golang:*), with busybox for

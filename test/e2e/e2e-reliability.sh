@@ -381,14 +381,33 @@ old_removed() {
 # One run on engine $1.
 rel_run() {
 	engine=$1
-	local n t0 out conc_ifs="" ifs ip_a ip_b ip_c ip_u1 ip_u2 ip_u3 pid_a pid_b ppid0 ppid1
+	local n t0 out conc_ifs="" ifs ip_a ip_b ip_c ip_u1 ip_u2 ip_u3 pid_a pid_b ppid0 ppid1 stopped
 	local down_s="" up_s="" regbin ref old oldip oldif rd ms rc
 	local -a settings=()
 	tag="$engine"
 	run_failed=""
 	plugin_ids=()
 	t0=$(date +%s)
+	stopped=0
+	rel_setup; ((!stopped)) || return 0
+	concurrency_checks
+	live_restore_checks
+	upgrade_setup; ((!stopped)) || return 0
+	registry_upgrade_checks
+	recreate_checks
+	say "teardown"
+	[[ -z $run_failed ]] || show_logs
+	rd=$rdir
+	teardown
+	check "nothing left: links, namespaces, processes, mounts, plugin dirs and processes (${#plugin_ids[@]} plugin ids), temp dir" \
+		leftovers "rmvr$id" "$rd" "${plugin_ids[@]}"
+	say "run took $(($(date +%s) - t0)) s"
+	timings+=("$engine: whole run: $(($(date +%s) - t0)) s")
+}
 
+# rel_setup: the parent with a 255-entry fake table, the engine with --live-restore, build 1 of the
+# plugin, the network; sets stopped when the network cannot be created. Runs inside rel_run.
+rel_setup() {
 	new_id rmvr
 	parent=rmvr${id}p
 	net=rmv-rel-$id
@@ -410,13 +429,16 @@ rel_run() {
 	if ! nid=$(dk network create -d "$PLUGIN" --subnet "$sub.0/24" -o parent="$parent" "$net" 2>&1); then
 		fail "network create -d $PLUGIN --subnet $sub.0/24 -o parent=$parent" "$nid"
 		show_logs
-		return 0
+		stopped=1; return 0
 	fi
 	pass "network create -d $PLUGIN --subnet $sub.0/24 -o parent=$parent"
 	refused "docker plugin disable without -f is refused while a network uses the plugin" "in use" -- \
 		dk plugin disable "$PLUGIN"
 	say "setup done in $(($(date +%s) - t0)) s"
+}
 
+# concurrency_checks: 1. docker run -d and docker rm -f, many at once. Runs inside rel_run.
+concurrency_checks() {
 	# --- 1. concurrency -------------------------------------------------------------------------
 	say "$CONC docker run -d at once"
 	check_here "$CONC docker run -d at once on the network: every one exits 0 with no error output" \
@@ -438,7 +460,11 @@ rel_run() {
 	say "$CONC removals took $(secs "$ms") s"
 	check "after the removals: no container, no link, no macvlan on $parent, 0 endpoints in /v1/status, no endpoint state file" \
 		poll 15 conc_none_left
+}
 
+# live_restore_checks: 2. dockerd restarted with --live-restore under running containers. Runs
+# inside rel_run.
+live_restore_checks() {
 	# --- 2. dockerd restart with --live-restore ------------------------------------------------
 	say "dockerd restart with --live-restore"
 	if run_c "$net-a" "$ip_a" -- "${PINGER[@]}" "$ip_b" && run_c "$net-b" "$ip_b" -- "${PINGER[@]}" "$ip_a"; then
@@ -475,13 +501,17 @@ rel_run() {
 		fail "two containers start, each pinging the other every 0.2 s"
 		show_logs
 	fi
+}
 
+# upgrade_setup: 3. plugin upgrade: a container on build 1, builds 2 and 3 made; sets stopped
+# when the container does not run. Runs inside rel_run.
+upgrade_setup() {
 	# --- 3. plugin upgrade ----------------------------------------------------------------------
 	say "plugin upgrade"
 	if ! run_c "$net-u1" "$ip_u1"; then
 		fail "build 1: a container runs on the network"
 		show_logs
-		return 0
+		stopped=1; return 0
 	fi
 	pass "build 1: a container runs on the network"
 	old=$net-u1 oldip=$ip_u1 oldif=$(link_names)
@@ -489,7 +519,11 @@ rel_run() {
 		runs_build "$plugin_id" "build 1 of run $id"
 	build_plugin 2 "$work/plugin2"
 	build_plugin 3 "$work/plugin3"
+}
 
+# registry_upgrade_checks: 3(a) docker plugin upgrade from a registry on 127.0.0.1. Runs inside
+# rel_run.
+registry_upgrade_checks() {
 	# (a) docker plugin upgrade, from a registry on 127.0.0.1.
 	out=""
 	regbin="E2E_UPGRADE_REGISTRY=no"
@@ -552,7 +586,11 @@ rel_run() {
 		skip "docker plugin upgrade from a registry: no registry: ${regbin:-}${out:+ $out}"
 	fi
 	registry_stop
+}
 
+# recreate_checks: 3(b) the plugin removed and re-created under its name with its settings (make
+# install), then everything removed. Runs inside rel_run.
+recreate_checks() {
 	# (b) remove and re-create under the same name with the same settings (`make install`).
 	check "re-create: docker plugin disable -f with the container running" dk plugin disable -f "$PLUGIN"
 	# The engines refuse to disable or remove a plugin a network uses ("is in use", checked at the
@@ -585,15 +623,6 @@ rel_run() {
 	check "nothing leaked: links $ifs gone, 0 endpoints, no endpoint state" poll 15 nothing_left "$nid" $ifs
 	check "docker network rm" dk network rm "$net"
 	check "docker network rm: network gone from /v1/status and the state, no CDI spec" poll 10 net_gone
-
-	say "teardown"
-	[[ -z $run_failed ]] || show_logs
-	rd=$rdir
-	teardown
-	check "nothing left: links, namespaces, processes, mounts, plugin dirs and processes (${#plugin_ids[@]} plugin ids), temp dir" \
-		leftovers "rmvr$id" "$rd" "${plugin_ids[@]}"
-	say "run took $(($(date +%s) - t0)) s"
-	timings+=("$engine: whole run: $(($(date +%s) - t0)) s")
 }
 
 net_gone() {

@@ -82,7 +82,29 @@ logs_of() { poll 30 bash -c '[[ $(docker inspect -f "{{.State.Running}}" "$0") =
 RDMA_PROBE='echo "dev=$(ls /dev/infiniband 2>/dev/null | tr "\n" " ")"; c=$(sed -n "s/^CapEff:\t//p" /proc/self/status); echo "ipc_lock=$(( (0x$c >> 14) & 1 ))"; echo "memlock=$(sed -n "s/^Max locked memory *\([^ ]*\) *\([^ ]*\).*/\1:\2/p" /proc/self/limits)"; echo "gid=${NCCL_IB_GID_INDEX-} hca=${NCCL_IB_HCA-} args=$0"'
 
 e2e() {
-	local engine=$1 cli t0=$SECONDS sub ipa ipb nra nrb before
+	local engine=$1 cli t0=$SECONDS sub ipa ipb nra nrb before stopped
+	local pa pb fake pid block quick ip0 ip1 nr0 nr1 probe
+	stopped=0
+	runtime_setup; ((!stopped)) || return 0
+	one_network_checks
+	two_network_checks
+	spec_checks
+	lifecycle_checks
+	default_runtime_checks
+	example_checks
+	# Uninstall: the file as it was (the check runtime and live-restore taken out by hand first).
+	run_cmd jq -c 'del(.runtimes.rtcheck) | del(."live-restore")' "$ddir/daemon.json"
+	printf '%s\n' "$out" >"$ddir/daemon.json"
+	run_cmd docker rdma runtime uninstall --config-file "$ddir/daemon.json"
+	expect "runtime uninstall: daemon.json as before install" '((rc == 0)) && [[ $(jq -S . "$ddir/daemon.json") == $(jq -S . <<<"$before") ]]'
+	((rc == 0)) || detail "$(ls -la "$ddir")" "$(cat "$ddir/daemon.json")"
+	timings+=("$engine: $((SECONDS - t0)) s")
+}
+
+# runtime_setup: two veth parents with their fake HCAs, the engine, the plugin, the networks ra, rb
+# and brnet, the runtime installed, and a check runtime that saves the specs before and after
+# ours; sets stopped when a step failed (it says which). Runs inside e2e.
+runtime_setup() {
 	case $engine in
 	debian) cli=/usr/bin/docker ;;
 	*) cli=/usr/local/bin/docker ;;
@@ -91,7 +113,7 @@ e2e() {
 	new_id rmvr
 	rdir=$(mktemp -d "/tmp/rmv-runtime-$engine.XXXXXX")
 	e=$rdir
-	local pa=rmvr${id}a pb=rmvr${id}b
+	pa=rmvr${id}a pb=rmvr${id}b
 	mkdir -p "$e/bin" "$e/config/cli-plugins" "$e/state" "$e/cdi" "$e/specs"
 	ln -s "$cli" "$e/bin/docker"
 	install -m 0755 "$work/bin/docker-rdma" "$e/config/cli-plugins/docker-rdma"
@@ -104,11 +126,11 @@ e2e() {
 	fake_hca "$e/fs" mlx5_1 "$pb" -uverbs 1 -pci 0000:04:00.0
 	if ! fake_dev_nodes "$e/fs" || ! fake_dev_uverbs 2; then
 		fail "fake device nodes: /dev/infiniband could not be made, or exists with other numbers"
-		return
+		stopped=1; return 0
 	fi
 	if ! engine_up "$e/d" "$engine" -- --default-ulimit memlock=$MEMLOCK:$MEMLOCK 2>"$e/dockerd.err"; then
 		fail "private dockerd starts" "$(cat "$e/dockerd.err")"
-		return
+		stopped=1; return 0
 	fi
 	plugin_up "$work/plugin" "$e/state" "$e/cdi" "$e/fs/sys" 2>/dev/null
 	sub=$((RANDOM % 250 + 1))
@@ -116,7 +138,7 @@ e2e() {
 	dk network create -d "$PLUGIN" --subnet "10.82.$sub.0/24" -o parent="$pb" rb >/dev/null
 	dk network create brnet >/dev/null
 	say "set up in $((SECONDS - t0)) s"
-	local fake=(-v "$e/fs:/rdma-fake:ro" -e RDMA_EXEC_SYSFS_ROOT=/rdma-fake -e RDMA_MACVLAN_GID_TIMEOUT=20s)
+	fake=(-v "$e/fs:/rdma-fake:ro" -e RDMA_EXEC_SYSFS_ROOT=/rdma-fake -e RDMA_MACVLAN_GID_TIMEOUT=20s)
 
 	# Install: the runtime next to its rdma-exec, as make install-cli puts them.
 	# shellcheck disable=SC2034 # read by a check's expression
@@ -131,7 +153,11 @@ e2e() {
 	saver rt-before before "$work/bin/rdma-macvlan-runtime" --docker-host "unix://$ddir/docker.sock" --cdi-dir "$e/cdi" --next-runtime "$e/rt-after"
 	saver rt-after after runc
 	hup rdma-macvlan rtcheck runc >/dev/null || fail "SIGHUP: dockerd lists the check runtime"
+}
 
+# one_network_checks: a container on one network gets its HCA only, and rdma-exec with the GID
+# index; runc as the control. Runs inside e2e.
+one_network_checks() {
 	# One network: its HCA only, rdma-exec with the GID index.
 	ipa=10.81.$sub.11
 	nra=$("$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$ipa" -ndev eth0)
@@ -142,7 +168,11 @@ e2e() {
 	run_cmd dk run --rm --runtime runc --net ra --ip "$ipa" "$IMAGE" sh -c "$RDMA_PROBE"
 	expect "the same with runc: no node, no CAP_IPC_LOCK, no GID index (the control)" \
 		'((rc == 0)) && [[ $out == *"dev= "* || $out == *"dev="$'"'\n'"'* ]] && [[ $out == *"ipc_lock=0"* && $out == *"gid= hca="* ]]'
+}
 
+# two_network_checks: a container on both networks gets both HCAs and both rails. Runs inside
+# e2e.
+two_network_checks() {
 	# Two networks.
 	ipb=10.82.$sub.11
 	nrb=$("$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_1 -ip "$ipb" -ndev eth1)
@@ -166,7 +196,11 @@ e2e() {
 	fi
 	expect "two rdma-macvlan networks: both HCAs' nodes and both rails" \
 		'((rc == 0)) && [[ $out == *"dev=rdma_cm uverbs0 uverbs1 "* && $out == *"hca==mlx5_0:1,mlx5_1:1"* ]]'
+}
 
+# spec_checks: specs the runtime must not touch, RDMA_MACVLAN_DEVICES, the user's own memlock, a
+# bad variable. Runs inside e2e.
+spec_checks() {
 	# Specs the runtime must not touch, and the control.
 	dk run --name s-bridge --runtime rtcheck --net brnet "$IMAGE" true >/dev/null
 	run_cmd spec_kept s-bridge
@@ -191,7 +225,11 @@ e2e() {
 		'((rc != 0)) && [[ $err == *"RDMA_MACVLAN_DEVICES names \"mlx5_9\", which no rdma-macvlan network serves (served: mlx5_0, mlx5_1)"* ]]'
 	run_cmd dk run --rm --runtime rdma-macvlan --net none -e RDMA_MACVLAN_DEVICES=mlx5_1 -e RDMA_MACVLAN_NO_WAIT=1 "$IMAGE" sh -c "$RDMA_PROBE"
 	expect "--net none with RDMA_MACVLAN_DEVICES=mlx5_1: that HCA's nodes" '((rc == 0)) && [[ $out == *"dev=rdma_cm uverbs1 "* ]]'
+}
 
+# lifecycle_checks: exec, restart, a restart policy across a dockerd restart, the plugin
+# disabled. Runs inside e2e.
+lifecycle_checks() {
 	# exec, restart, a restart policy across a dockerd restart.
 	dk run -d --name live --restart always --runtime rdma-macvlan --net ra --ip "$ipa" "${fake[@]}" "$IMAGE" \
 		sh -c 'echo "gid=$NCCL_IB_GID_INDEX"; trap "exit 0" TERM; sleep 3600 & wait' >/dev/null
@@ -212,7 +250,6 @@ e2e() {
 	run_cmd jq -c '."live-restore" = true' "$ddir/daemon.json"
 	printf '%s\n' "$out" >"$ddir/daemon.json"
 	kill -HUP "$(cat "$ddir/dockerd.spawned")"
-	local pid
 	pid=$(cpid live)
 	if poll 20 bash -c '[[ $(docker info -f "{{.LiveRestoreEnabled}}") == true ]]' && restart_dockerd "$ddir"; then
 		run_cmd dk exec live sh -c 'ls /dev/infiniband | tr "\n" " "'
@@ -229,10 +266,13 @@ e2e() {
 	run_cmd dk run --rm --runtime rdma-macvlan --net brnet "$IMAGE" true
 	expect "the plugin disabled: a container on a user bridge starts through the runtime" '((rc == 0))'
 	dk plugin enable "$PLUGIN" >/dev/null
+}
 
+# default_runtime_checks: the README's runtime-install block (--default), then plain docker
+# run and plain docker compose up. Runs inside e2e.
+default_runtime_checks() {
 	# --default: the README's block as written but for the engine's config file, the runtime's
 	# path and the dockerd to signal; then plain docker run and plain docker compose up.
-	local block
 	block=$(readme_block runtime-install)
 	[[ $block == *"docker rdma runtime install --default"* && $block == *'kill -HUP "$(pidof dockerd)"'* ]] ||
 		die "README's e2e:runtime-install block is not docker rdma runtime install --default and a SIGHUP: $block"
@@ -243,7 +283,6 @@ e2e() {
 	expect "the README's runtime install block: --default set" '((rc == 0)) && [[ $(jq -r ".\"default-runtime\"" "$ddir/daemon.json") == rdma-macvlan ]]'
 	run_cmd hup rdma-macvlan rtcheck rdma-macvlan
 	expect "after its SIGHUP rdma-macvlan is the default runtime" '((rc == 0))'
-	local quick
 	quick=$(readme_block quickstart-run)
 	[[ $quick == "docker run --rm --net roce IMAGE "* ]] || die "README's quick start run line is not docker run --rm --net roce IMAGE ...: $quick"
 	quick=${quick//--net roce IMAGE /--net ra --ip $ipa ${fake[*]} $IMAGE }
@@ -275,15 +314,18 @@ EOF
 	expect "--default: a user's compose file with plain docker compose up is RDMA-ready" \
 		'((rc == 0)) && [[ $out == *"dev=rdma_cm uverbs0 "* && $out == *"gid=$nra hca==mlx5_0:1"* ]]'
 	docker compose -f "$e/proj/compose.yaml" -p "rt$id" down >/dev/null 2>&1 || true
+}
 
+# example_checks: examples/compose.yaml as written, with the test's override. Runs inside e2e.
+example_checks() {
 	# examples/compose.yaml as written, with an override of the test's own: this image, a probe
 	# and a ping of rank0 by name for the command, the fake tree, addresses the fake kernel has
 	# entries for, and the network ra for roce.
-	local ip0=10.81.$sub.21 ip1=10.81.$sub.22 nr0 nr1
+	ip0=10.81.$sub.21 ip1=10.81.$sub.22
 	nr0=$("$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$ip0" -ndev eth0)
 	nr1=$("$work/bin/fakesysfs" add-ip -root "$e/fs" -hca mlx5_0 -ip "$ip1" -ndev eth0)
 	nr0=${nr0##* } nr1=${nr1##* }
-	local probe=${RDMA_PROBE//\$/\$\$}
+	probe=${RDMA_PROBE//\$/\$\$}
 	cat >"$e/proj/example-test.yaml" <<EOF
 services:
   rank0:
@@ -304,14 +346,6 @@ EOF
 	expect "examples/compose.yaml: both ranks RDMA-ready with their own GID index ($nr0, $nr1), rank 1 reaches rank0 by name" \
 		'((rc == 0)) && [[ $out == *"gid=$nr0 hca==mlx5_0:1"* && $out == *"gid=$nr1 hca==mlx5_0:1"* && $out == *"rank0 answers"* ]]'
 	IMAGE=$IMAGE docker compose -f "$repo/examples/compose.yaml" -f "$e/proj/example-test.yaml" -p "ex$id" down >/dev/null 2>&1 || true
-
-	# Uninstall: the file as it was (the check runtime and live-restore taken out by hand first).
-	run_cmd jq -c 'del(.runtimes.rtcheck) | del(."live-restore")' "$ddir/daemon.json"
-	printf '%s\n' "$out" >"$ddir/daemon.json"
-	run_cmd docker rdma runtime uninstall --config-file "$ddir/daemon.json"
-	expect "runtime uninstall: daemon.json as before install" '((rc == 0)) && [[ $(jq -S . "$ddir/daemon.json") == $(jq -S . <<<"$before") ]]'
-	((rc == 0)) || detail "$(ls -la "$ddir")" "$(cat "$ddir/daemon.json")"
-	timings+=("$engine: $((SECONDS - t0)) s")
 }
 
 select_engines --middle "$@"

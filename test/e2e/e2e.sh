@@ -250,13 +250,35 @@ nets_removed() { poll 30 dk network rm "$1" >/dev/null && poll 30 dk network rm 
 # One run: engine $1, mode $2.
 e2e_run() {
 	engine=$1 mode=$2
-	local id sub sub2 ip1 ip2 ip3 ip4 ipr nid out idx1 idx2 if1 if2 if3 if4 t0 plugin_id="" rd
+	local id sub sub2 ip1 ip2 ip3 ip4 ipr nid out idx1 idx2 if1 if2 if3 if4 t0 plugin_id="" rd stopped
 	local swaddr peer swlink swpeer lsock
 	local -a extra=()
 	tag="$engine/$mode"
 	run_failed=""
 	t0=$(date +%s)
+	stopped=0
+	run_setup
+	network_checks; ((!stopped)) || return 0
+	container_checks; ((!stopped)) || return 0
+	strict_checks
+	plugin_restart_checks
+	dockerd_restart_checks
+	swarm_checks
+	say "teardown"
+	# --- teardown and leftovers -----------------------------------------------------------------
+	[[ -z $run_failed ]] || show_logs
+	rd=$rdir lsock=$legacy_sock
+	teardown
+	legacy_sock=""
+	check "nothing left: links, namespaces, processes, mounts, plugin socket, dir and process, temp dir" \
+		run_leftovers "$id" "$rd" "$plugin_id" "$lsock"
+	say "run took $(($(date +%s) - t0)) s"
+	timings+=("$engine/$mode: $(($(date +%s) - t0)) s")
+}
 
+# run_setup: the run's names and addresses, the veth parent and its fake tree, the engine and the
+# plugin (managed or legacy). Runs inside e2e_run.
+run_setup() {
 	new_id rmve
 	parent=rmve${id}p peer=rmve${id}q swlink=rmve${id}s swpeer=rmve${id}t
 	net=rmv-e2e-$id
@@ -289,7 +311,11 @@ e2e_run() {
 	fi
 	check "plugin answers GET /v1/status on $sock" poll 15 status
 	say "setup done in $(($(date +%s) - t0)) s; driver $drv"
+}
 
+# network_checks: network create, the options refused, a VLAN parent; sets stopped when no network
+# could be created (the rest is skipped). Runs inside e2e_run.
+network_checks() {
 	# --- network create and refused options ---------------------------------------------------
 	if out=$(dk network create -d "$drv" --subnet "$sub.0/24" -o parent="$parent" -o mtu=1400 \
 		-o macvlan_mode=bridge "$net" 2>&1); then
@@ -298,7 +324,7 @@ e2e_run() {
 	else
 		fail "network create -d $drv -o parent=$parent -o mtu=1400 -o macvlan_mode=bridge" "$out"
 		show_logs
-		return 0
+		stopped=1; return 0
 	fi
 	check "CDI spec $(basename "$(cdi_spec)") in the cdi dir: kind rdma-macvlan/hca, device $HCA, uverbs0, no umad/issm" cdi_spec_ok
 	check "/v1/status lists the network: parent $parent, hca $HCA port 1, shared netns mode, 255-slot GID table" \
@@ -332,7 +358,11 @@ e2e_run() {
 	fi
 	check "refused networks left nothing: no network, no link, no other CDI spec, one network in the state" \
 		refused_left_nothing
+}
 
+# container_checks: two containers, their addresses, MTU, pings, links and CDI devices; sets stopped
+# when they do not start. Runs inside e2e_run.
+container_checks() {
 	say "containers"
 	# --- two containers ---------------------------------------------------------------------
 	if run_c "$net-a" "$ip1" && run_c "$net-b" "$ip2"; then
@@ -340,7 +370,7 @@ e2e_run() {
 	else
 		fail "two containers start on the network"
 		show_logs
-		return 0
+		stopped=1; return 0
 	fi
 	check "container a has $ip1/24 and MTU 1400 on eth0" has_addr "$net-a" "$ip1/24" 1400
 	check "container b has $ip2/24 and MTU 1400 on eth0" has_addr "$net-b" "$ip2/24" 1400
@@ -362,7 +392,10 @@ e2e_run() {
 	else
 		skip "docker run --device rdma-macvlan/hca=$HCA: Docker before 25 has no CDI"
 	fi
+}
 
+# strict_checks: gid_check=strict, per engine. Runs inside e2e_run.
+strict_checks() {
 	say "gid_check=strict"
 	# --- gid_check=strict, per engine ---------------------------------------------------------
 	# Docker 28+ asks the driver after the container has its addresses: strict holds the start
@@ -383,7 +416,10 @@ e2e_run() {
 		dk rm -f "$net-s1" "$net-s2" >/dev/null 2>&1 || true
 		check "the strict network is removed" dk network rm "$net-strict"
 	fi
+}
 
+# plugin_restart_checks: the plugin restarted under running containers. Runs inside e2e_run.
+plugin_restart_checks() {
 	say "plugin restart"
 	# --- plugin restart under running containers ----------------------------------------------
 	if [[ $mode == managed ]]; then
@@ -413,7 +449,11 @@ e2e_run() {
 	if3=$(ifname_of "$ip3") if4=$(ifname_of "$ip4")
 	check "docker rm -f of both" dk rm -f "$net-c" "$net-d"
 	check "after docker rm -f: their host links ${if3:-?} ${if4:-?} are gone, no endpoint left" poll 5 links_gone "$if3" "$if4"
+}
 
+# dockerd_restart_checks: the private dockerd restarted with a --restart always container, then
+# docker network rm. Runs inside e2e_run.
+dockerd_restart_checks() {
 	say "dockerd restart"
 	# --- private dockerd restarted ------------------------------------------------------------
 	if run_c "$net-r" "$ipr" --restart always; then
@@ -432,7 +472,11 @@ e2e_run() {
 	# --- docker network rm ----------------------------------------------------------------------
 	check "docker network rm" dk network rm "$net"
 	check "docker network rm: CDI spec removed, network gone from /v1/status and the state" poll 5 net_removed
+}
 
+# swarm_checks: a one-node swarm on a test veth: a swarm-scoped network and a service. Runs
+# inside e2e_run.
+swarm_checks() {
 	say "swarm"
 	# --- swarm ------------------------------------------------------------------------------------
 	if ! link_absent docker_gwbridge; then
@@ -452,17 +496,6 @@ e2e_run() {
 		dk network rm docker_gwbridge >/dev/null 2>&1 || true
 		check "after swarm: no CDI spec, no state, no docker_gwbridge" poll 10 swarm_clean
 	fi
-
-	say "teardown"
-	# --- teardown and leftovers -----------------------------------------------------------------
-	[[ -z $run_failed ]] || show_logs
-	rd=$rdir lsock=$legacy_sock
-	teardown
-	legacy_sock=""
-	check "nothing left: links, namespaces, processes, mounts, plugin socket, dir and process, temp dir" \
-		run_leftovers "$id" "$rd" "$plugin_id" "$lsock"
-	say "run took $(($(date +%s) - t0)) s"
-	timings+=("$engine/$mode: $(($(date +%s) - t0)) s")
 }
 
 # cdi_device_ok runs a container with the HCA's CDI device and looks at what it got.
