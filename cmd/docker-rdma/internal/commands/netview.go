@@ -160,6 +160,15 @@ func (s *session) sysfsRoot(b *backend) string {
 }
 
 // fallback fills in the view from sysfs and CDI specs on this host.
+//
+// Why docker rdma rebuilds what the daemon knows instead of reporting the
+// daemon unreachable: the daemon's socket lies under /run/docker/plugins,
+// which only root can enter, so every member of the docker group, the usual
+// user of docker rdma, cannot ask it. For them the fallback is what makes ls
+// and inspect work at all (the HCA, port, GID table, device flags and each
+// container's GID index; e2e-cli checks this as uid 65534). What it cannot
+// know (readiness, the daemon's refusals, GID moves) is named in Missing,
+// and doctor says why the daemon was not asked.
 func (s *session) fallback(v *netView, rdmaDevice string) {
 	if local, host := s.local(); !local {
 		v.Missing = append(v.Missing, "the RDMA device: Docker runs on "+host+", whose sysfs and CDI specs cannot be read from here")
