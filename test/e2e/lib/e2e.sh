@@ -653,15 +653,20 @@ registry_stop() {
 	return 0
 }
 
-# readme_block NAME: the lines of the README's code block that follows the line
-# `<!-- e2e:NAME -->`, so that a test runs exactly what the README tells users.
-readme_block() {
-	awk -v m="<!-- e2e:$1 -->" '
+# block_after MARKER FILE...: the lines of the first code block that follows the line MARKER.
+block_after() {
+	local m=$1
+	shift
+	awk -v m="$m" '
 		$0 == m { on = 1; next }
 		on == 1 && /^```/ { on = 2; next }
 		on == 2 && /^```/ { exit }
-		on == 2 { print }' "${repo:?}/README.md" "$repo"/docs/*.md
+		on == 2 { print }' "$@"
 }
+
+# readme_block NAME: the lines of the README's code block that follows the line
+# `<!-- e2e:NAME -->`, so that a test runs exactly what the README tells users.
+readme_block() { block_after "<!-- e2e:$1 -->" "${repo:?}/README.md" "$repo"/docs/*.md; }
 
 # sample NAME SED-SCRIPT CMD...: runs CMD and checks `$ CMD` and its stdout, with SED-SCRIPT
 # applied to both (the test's own names, ids and paths made the docs'), against the block that
@@ -674,11 +679,7 @@ sample() {
 	file=$(grep -lx -- "<!-- sample:$name -->" "${repo:?}"/docs/*.md | head -n 1)
 	[[ -n $file ]] || { fail "sample $name: no <!-- sample:$name --> in docs/*.md"; return; }
 	run_cmd "$@"
-	want=$(awk -v m="<!-- sample:$name -->" '
-		$0 == m { on = 1; next }
-		on == 1 && /^```/ { on = 2; next }
-		on == 2 && /^```/ { exit }
-		on == 2 { print }' "$file")
+	want=$(block_after "<!-- sample:$name -->" "$file")
 	got=$(sed -E "$script" <<<"\$ $*"$'\n'"$out")
 	if [[ -n ${UPDATE_SAMPLES:-} && $got != "$want" ]]; then
 		printf '%s\n' "$got" >"$work/sample.$name"
