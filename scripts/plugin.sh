@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # plugin.sh: package rdma-macvlan as a managed Docker plugin and put it into a Docker engine.
 #
-# Needs: Go (build); the docker CLI and a daemon at DOCKER_HOST (or the default one) for the rest;
+# Needs: Go or Docker (build: make build); the docker CLI and a daemon at DOCKER_HOST (or the default one) for the rest;
 #   root for install (host directories).
 # Leaves behind: build/plugin/{config.json,rootfs/} (build); the plugin in the daemon (create,
 #   install); the host directories of its state and cdi mounts (install). remove takes the plugin
 #   out of the daemon but keeps its state directory, so a reinstall finds its networks again.
 #
 # Usage:
-#   plugin.sh build             static binary (CGO_ENABLED=0) of ./cmd/rdma-macvlan into
+#   plugin.sh build             the daemon of make build (a static binary) into
 #                               build/plugin/rootfs/rdma-macvlan, config.json beside rootfs/
 #   plugin.sh create [-f]       docker plugin create NAME:TAG build/plugin; with -f an existing
 #                               plugin of that name is removed first (its state is kept)
@@ -25,15 +25,14 @@
 #   PLUGIN_SETTINGS (install: `docker plugin set` arguments, e.g. "state.source=/srv/rmv
 #   RDMA_MACVLAN_LOG_LEVEL=debug"; an enabled plugin is disabled (-f) for them and enabled again),
 #   PLUGIN_DIR (default build/plugin of the repo), PLUGIN_BINARY (package this prebuilt static
-#   binary instead of building ./cmd/rdma-macvlan), GO (default go; without it, or with
-#   BUILD=docker, the Dockerfile builds the daemon in GO_IMAGE), VERSION (the version built
-#   in: rdma-macvlan --version, /v1/status; default git describe --tags --always --dirty).
+#   binary instead of running make build), and make build's GO, BUILD, GO_IMAGE and VERSION (the
+#   version built in: rdma-macvlan --version, /v1/status; default git describe --tags --always
+#   --dirty).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NAME=${PLUGIN_NAME:-rdma-macvlan}:${PLUGIN_TAG:-latest}
 PDIR=${PLUGIN_DIR:-$repo/build/plugin}
-GO=${GO:-go}
 
 say() { printf 'plugin.sh: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -46,26 +45,13 @@ do_build() {
 	local bin=$PDIR/rootfs/rdma-macvlan
 	rm -rf "$PDIR"
 	mkdir -p "$PDIR/rootfs"
-	if [[ -n ${PLUGIN_BINARY:-} ]]; then
-		install -m 0755 "$PLUGIN_BINARY" "$bin"
-	elif [[ ${BUILD:-} == docker ]] || ! command -v "$GO" >/dev/null; then
-		# No Go here: the Dockerfile builds it in a Go image (scripts/docker-build.sh).
-		local arch tmp
-		case $(uname -m) in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; *) die "BUILD=docker: no release build for $(uname -m)" ;; esac
-		tmp=$(mktemp -d)
-		VERSION=${VERSION:-$(git -C "$repo" describe --tags --always --dirty 2>/dev/null || echo dev)} \
-			COMMIT=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown) GOARCH=$arch \
-			bash "$repo/scripts/docker-build.sh" "$tmp" || { rm -rf "$tmp"; die "the build in Docker failed"; }
-		install -m 0755 "$tmp/rdma-macvlan-linux-$arch" "$bin"
-		rm -rf "$tmp"
-	else
-		say "building ./cmd/rdma-macvlan (static)"
-		local v=${VERSION:-$(git -C "$repo" describe --tags --always --dirty 2>/dev/null || echo dev)}
-		local c
-		c=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
-		(cd "$repo" && CGO_ENABLED=0 "$GO" build -trimpath \
-			-ldflags "-s -w -X github.com/rdma-macvlan/rdma-macvlan/internal/version.version=$v -X github.com/rdma-macvlan/rdma-macvlan/internal/version.commit=$c" -o "$bin" ./cmd/rdma-macvlan)
+	if [[ -z ${PLUGIN_BINARY:-} ]]; then
+		# make build: with Go, or in a Go image without it (or with BUILD=docker).
+		say "building with make build"
+		make -C "$repo" --no-print-directory build >&2 || die "make build failed"
+		PLUGIN_BINARY=$repo/build/bin/rdma-macvlan
 	fi
+	install -m 0755 "$PLUGIN_BINARY" "$bin"
 	# The plugin has no libc and no loader: a dynamic binary would fail with "no such file".
 	if ldd "$bin" >/dev/null 2>&1; then die "$bin is dynamically linked; a plugin rootfs has no libraries"; fi
 	# Mount points and scratch dirs the runtime and the daemon use, made here so that nothing
