@@ -1,101 +1,141 @@
 #!/usr/bin/env bash
-# check.sh: everything CI runs (make check), stage by stage, with each stage's time.
+# check.sh: everything CI runs (make check), in two lanes, with each stage's time.
 #
-# The slow preparations of the later stages (the engines built from source, the Soft-RoCE VM's
-# image) start in the background at low priority (nice 19) once the Debian packages are in, and
-# use what the earlier stages leave of the two cores and the network while lint, the unit,
-# privileged, mutation and fuzz tests run; the real-kernel and end-to-end stages wait for them.
-# Both are cached by content (scripts/engines.sh by version, test/kernel/vm/build.sh by the
+# The end-to-end stages spend most of their time waiting on engines, containers and timeouts: they
+# use about a third of the two cores. So they run in the main lane, at normal priority, while the
+# side lane runs the stages that only want CPU (the unit, privileged, mutation and fuzz tests, then
+# the Soft-RoCE VM) at low priority (nice 10) in what the main lane leaves. The side lane's
+# stages share nothing with the main lane's on the host: the Go tests make their own namespaces
+# and links (names of their own), temporary dirs and sockets, and the VM is a separate kernel
+# with no network to the host.
+#
+# The slow preparations (the engines built from source, the VM's image) start first, after the
+# Debian packages, in the background at the main lane's priority: on a cold machine they are what
+# the main lane waits for. Both are cached by content (scripts/engines.sh by version, test/kernel/vm/build.sh by the
 # hash of its packages and recipe): on a warm machine they take seconds.
 #
+# The side lane's output goes to a log, printed when the run ends; its stage lines are printed as
+# they happen. A failed stage in either lane stops the run at the main lane's next stage.
+#
 # Needs: root, what make deps installs, Go, the Debian archive and the Go module proxy.
-# Leaves behind: what the stages leave (the caches above, the Debian packages); the background
-# preparations are stopped, by pid, if a stage fails or the run is interrupted.
+# Leaves behind: what the stages leave (the caches above, the Debian packages); the preparations
+# and the side lane are stopped, by process group, if a stage fails or the run is interrupted.
 #
 # Usage: scripts/check.sh
 # Environment: CHECK_STAGES  stages to run, space separated (default: all, in the order below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-early=(lint test test-root mutate fuzz)
-late=(test-kernel e2e e2e-cli e2e-reliability)
-stages=${CHECK_STAGES:-deps ${early[*]} ${late[*]}}
+side=(lint test test-root mutate fuzz test-kernel)
+main=(e2e e2e-cli e2e-reliability)
+stages=${CHECK_STAGES:-deps ${side[*]} ${main[*]}}
 
-t_start=$SECONDS
+t_start=${CHECK_T0:-$SECONDS}
 say() { printf 'check: [%5s] %s\n' "$(clock $((SECONDS - t_start)))" "$*" >&2; }
 clock() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+wanted() { [[ " $stages " == *" $1 "* ]]; }
 
-prep_dir=""
-prep_pids=()
-times=()
+# stage NAME [LANE]: runs make NAME and adds its time to the lane's times file.
+stage() {
+	local s=$1 lane=${2:-main} t0=$SECONDS
+	say "$lane: stage $s"
+	if ! make --no-print-directory "$s"; then
+		printf '%-16s %s  failed (%s lane)\n' "$s" "$(clock $((SECONDS - t0)))" "$lane" >>"$work/times"
+		say "$lane: stage $s failed after $(clock $((SECONDS - t0)))"
+		return 1
+	fi
+	printf '%-16s %s  (%s lane)\n' "$s" "$(clock $((SECONDS - t0)))" "$lane" >>"$work/times"
+	say "$lane: stage $s passed in $(clock $((SECONDS - t0)))"
+}
+
+# await NAME...: waits for background jobs (preparations, the side lane) to end; fails naming the
+# one that failed (its log is printed at the end). A job writes its status to $work/NAME.rc as it
+# ends; one that is gone without writing it failed.
+await() {
+	local name rc t0=$SECONDS
+	for name; do
+		[[ -e $work/$name.pid ]] || continue
+		while [[ ! -s $work/$name.rc ]] && kill -0 "$(<"$work/$name.pid")" 2>/dev/null; do sleep 1; done
+		rc=$(cat "$work/$name.rc" 2>/dev/null) || rc="none: it was gone without one"
+		[[ $rc == 0 ]] || { say "error: $name failed (status $rc)"; return 1; }
+	done
+	((SECONDS - t0 < 2)) || say "waited $(clock $((SECONDS - t0))) for: $*"
+}
+
+# failed NAME: whether background job NAME has ended with a failure.
+failed() { [[ -s $work/$1.rc && $(<"$work/$1.rc") != 0 ]]; }
+
+# The side lane: this script again, with CHECK_LANE=side, its output in side.log and the run's
+# standard error as file descriptor 3, for its stage lines.
+if [[ ${CHECK_LANE:-} == side ]]; then
+	work=$CHECK_WORK
+	trap 'echo $? >"$work/side.rc"' EXIT
+	say() { printf 'check: [%5s] %s\n' "$(clock $((SECONDS - t_start)))" "$*" >&3; }
+	for s in "${side[@]}"; do
+		wanted "$s" || continue
+		[[ $s != test-kernel ]] || await engines vm-image
+		stage "$s" side || exit 1
+	done
+	exit 0
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/rdma-macvlan-check.XXXXXX")
+pgids=()
 cleanup() {
 	local rc=$? p
 	set +e
-	for p in "${prep_pids[@]}"; do
-		kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
+	for p in "${pgids[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
+	wait 2>/dev/null
+	if [[ -s $work/side.log ]]; then
+		printf "check: the side lane's output\n" >&2
+		cat "$work/side.log" >&2
+	fi
+	for p in engines vm-image; do
+		failed "$p" || continue
+		printf "check: %s failed; its log ends:\n" "$p" >&2
+		tail -n 60 "$work/$p.log" >&2
 	done
-	[[ -n $prep_dir ]] && rm -rf "$prep_dir"
-	summary
+	if [[ -s $work/times ]]; then
+		printf 'check: stage times\n' >&2
+		sed 's/^/  /' "$work/times" >&2
+		printf '  %-16s %s\n' total "$(clock $((SECONDS - t_start)))" >&2
+	fi
+	rm -rf "$work"
 	exit "$rc"
-}
-summary() {
-	((${#times[@]})) || return 0
-	printf 'check: stage times\n' >&2
-	printf '  %s\n' "${times[@]}" >&2
-	printf '  %-16s %s\n' total "$(clock $((SECONDS - t_start)))" >&2
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-wanted() { [[ " $stages " == *" $1 "* ]]; }
-
-# prep NAME CMD...: CMD in the background, in its own process group, at the lowest priority; its
-# output goes to a log printed when it is waited for.
-prep() {
+# bg NAME CMD...: CMD in the background, in its own process group; its output goes to
+# $work/NAME.log, its status to $work/NAME.rc.
+bg() {
 	local name=$1
 	shift
-	[[ -n $prep_dir ]] || prep_dir=$(mktemp -d "${TMPDIR:-/tmp}/rdma-macvlan-check.XXXXXX")
-	setsid nice -n 19 "$@" >"$prep_dir/$name.log" 2>&1 </dev/null &
-	prep_pids+=("$!")
-	printf '%s\n' "$name" >>"$prep_dir/names"
+	setsid bash -c '"${@:2}"; echo $? >"$1"' _ "$work/$name.rc" "$@" >"$work/$name.log" 2>&1 </dev/null &
+	pgids+=("$!")
+	echo "$!" >"$work/$name.pid"
 	say "started in the background: $name ($*)"
 }
 
-# wait_prep: waits for the background preparations; fails naming the one that failed.
-wait_prep() {
-	local i names t0=$SECONDS failed=""
-	((${#prep_pids[@]})) || return 0
-	mapfile -t names <"$prep_dir/names"
-	for i in "${!prep_pids[@]}"; do
-		if wait "${prep_pids[$i]}"; then
-			say "background ${names[$i]}: done"
-		else
-			failed+=" ${names[$i]}"
-			say "background ${names[$i]} failed; its log ends:"
-			tail -n 40 "$prep_dir/${names[$i]}.log" >&2
-		fi
-	done
-	prep_pids=()
-	times+=("$(printf '%-16s %s (waited after the early stages)' preparations "$(clock $((SECONDS - t0)))")")
-	[[ -z $failed ]] || { say "error: background preparation failed:$failed"; exit 1; }
-}
-
-stage() {
-	local s=$1 t0=$SECONDS
-	say "stage $s"
-	make --no-print-directory "$s"
-	times+=("$(printf '%-16s %s' "$s" "$(clock $((SECONDS - t0)))")")
-	say "stage $s passed in $(clock $((SECONDS - t0)))"
-}
-
 wanted deps && stage deps
-need_engines=0 need_vm=0
-for s in "${late[@]}"; do wanted "$s" && need_engines=1; done
-wanted test-kernel && need_vm=1
-((need_engines)) && prep engines bash scripts/engines.sh install debian current v28 compose
-((need_vm)) && prep vm-image bash test/kernel/vm/build.sh
-for s in "${early[@]}"; do wanted "$s" && stage "$s"; done
-wait_prep
-for s in "${late[@]}"; do wanted "$s" && stage "$s"; done
+need_engines=0
+for s in test-kernel "${main[@]}"; do wanted "$s" && need_engines=1; done
+((need_engines)) && bg engines bash scripts/engines.sh install debian current v28 compose
+wanted test-kernel && bg vm-image bash test/kernel/vm/build.sh
+side_wanted=()
+for s in "${side[@]}"; do wanted "$s" && side_wanted+=("$s"); done
+if ((${#side_wanted[@]})); then
+	CHECK_LANE=side CHECK_WORK=$work CHECK_T0=$((t_start - SECONDS)) \
+		setsid nice -n 10 ionice -c 2 -n 7 bash scripts/check.sh 3>&2 >"$work/side.log" 2>&1 </dev/null &
+	pgids+=("$!")
+	echo "$!" >"$work/side.pid"
+	say "started the side lane at low priority: ${side_wanted[*]}"
+fi
+for s in "${main[@]}"; do
+	wanted "$s" || continue
+	await engines
+	failed side && { say "error: the side lane failed: stopping"; exit 1; }
+	stage "$s"
+done
+await side engines vm-image
 say "all stages passed"
