@@ -49,13 +49,16 @@ stage() {
 }
 
 # await NAME...: waits for background jobs (preparations, the side lane) to end; fails naming the
-# one that failed (its log is printed at the end). A job writes its status to $work/NAME.rc as it
-# ends; one that is gone without writing it failed.
+# one that failed (its log is printed at the end), or the side lane when it fails meanwhile. A job
+# writes its status to $work/NAME.rc as it ends; one that is gone without writing it failed.
 await() {
 	local name rc t0=$SECONDS
 	for name; do
 		[[ -e $work/$name.pid ]] || continue
-		while [[ ! -s $work/$name.rc ]] && kill -0 "$(<"$work/$name.pid")" 2>/dev/null; do sleep 1; done
+		while [[ ! -s $work/$name.rc ]] && kill -0 "$(<"$work/$name.pid")" 2>/dev/null; do
+			! failed side || { say "error: the side lane failed: stopping"; return 1; }
+			sleep 1
+		done
 		rc=$(cat "$work/$name.rc" 2>/dev/null) || rc="none: it was gone without one"
 		[[ $rc == 0 ]] || { say "error: $name failed (status $rc)"; return 1; }
 	done
@@ -111,6 +114,7 @@ trap 'exit 130' INT TERM
 bg() {
 	local name=$1
 	shift
+	# shellcheck disable=SC2016 # the inner bash expands them
 	setsid bash -c '"${@:2}"; echo $? >"$1"' _ "$work/$name.rc" "$@" >"$work/$name.log" 2>&1 </dev/null &
 	pgids+=("$!")
 	echo "$!" >"$work/$name.pid"
