@@ -46,16 +46,6 @@ teardown_hook() {
 }
 e2e_traps
 
-# free_port: a TCP port of 127.0.0.1 nothing listens on.
-free_port() {
-	local port n
-	for ((n = 0; n < 50; n++)); do
-		port=$((20000 + RANDOM % 20000))
-		ss -Hltn "sport = :$port" | grep -q . || { echo "$port"; return 0; }
-	done
-	return 1
-}
-
 # promql QUERY: the value of the one sample QUERY returns through Prometheus's HTTP API ("" if none).
 promql() {
 	curl -fsS --max-time 5 "http://$prom/api/v1/query" --data-urlencode "query=$1" |

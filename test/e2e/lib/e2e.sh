@@ -606,16 +606,27 @@ registry_bin() {
 	printf '%s\n' "$bin"
 }
 
+# free_port: a TCP port of 127.0.0.1 nothing listens on, below the kernel's ephemeral range
+# (ip_local_port_range, from 32768 by default), so that no connection the suite or a test beside
+# it makes (make check runs the Go tests beside the suites) takes it before it is bound.
+free_port() {
+	local port n low
+	read -r low _ </proc/sys/net/ipv4/ip_local_port_range
+	((low > 21000)) || low=32768
+	for ((n = 0; n < 50; n++)); do
+		port=$((20000 + RANDOM % (low - 20000)))
+		ss -Hltn "sport = :$port" | grep -q . || { echo "$port"; return 0; }
+	done
+	return 1
+}
+
 # registry_start BIN DIR: a registry on a free port of 127.0.0.1 with its storage and log in DIR.
 # Sets reg (127.0.0.1:PORT) and reg_pid; run it in the script's shell. registry_stop ends it.
 reg=""
 reg_pid=""
 registry_start() {
-	local bin=$1 dir=$2 port n
-	for ((n = 0; n < 20; n++)); do
-		port=$((20000 + RANDOM % 20000))
-		ss -Hltn "sport = :$port" | grep -q . || break
-	done
+	local bin=$1 dir=$2 port
+	port=$(free_port) || { echo "registry_start: no free port of 127.0.0.1 found" >&2; return 1; }
 	mkdir -p "$dir/data"
 	cat >"$dir/config.yml" <<EOC
 version: 0.1
