@@ -414,10 +414,10 @@ remove_networks() {
 	done
 }
 
-engine_bench() {
-	local engine=$1 mac sysfs i order d1 d2 t1 t2 sub host
-	local -A net_octet=([rdma]=1 [macvlan]=2)
-	sub=$((RANDOM % 200 + 20))
+# engine_up ENGINE SUB: a veth parent with a fake mlx5 tree (sysfs, engine_bench's), a private
+# dockerd of ENGINE with the managed plugin, and the three networks of the parts (10.SUB.1-3.0/24).
+engine_up() {
+	local engine=$1 sub=$2 mac
 	say "$engine: parent $parent, private dockerd"
 	ip link show "$parent" >/dev/null 2>&1 && die "link $parent exists already"
 	ip link add "$parent" type veth peer name "$peer"
@@ -444,7 +444,11 @@ engine_bench() {
 	docker network create -d "$PLUGIN" --subnet "10.$sub.1.0/24" -o parent="$parent" rmvb-rdma >/dev/null
 	docker network create -d macvlan --subnet "10.$sub.2.0/24" -o parent="$parent" rmvb-macvlan >/dev/null
 	docker network create -d bridge --subnet "10.$sub.3.0/24" rmvb-bridge >/dev/null
+}
 
+# seed_gids SUB: the GID entries of the addresses the parts use, in the fake table beforehand.
+seed_gids() {
+	local sub=$1 i
 	# The kernel adds a container's GID entries once its address is set; the fake table gets the
 	# entries of the addresses the timed runs and the data-plane containers use beforehand, so
 	# each GID watch ends at its first look (BENCH_GIDS=absent: they never appear and every watch
@@ -458,8 +462,13 @@ engine_bench() {
 			"$work/bin/fakesysfs" add-ip -root "$sysfs" -hca mlx5_0 -ip "10.$sub.1.$i" -ndev eth0 >/dev/null
 		done
 	fi
-	say "$engine: warm-up"
-	for i in 1 2 3; do timed_run rmvb-rdma "10.$sub.1.$((10 + i))" >/dev/null; timed_run rmvb-macvlan "10.$sub.2.$((10 + i))" >/dev/null; done
+}
+
+# docker_pairs ENGINE SUB: PAIRS interleaved pairs of docker run --rm, rdma-macvlan and macvlan,
+# each one's time in start.csv (BENCH_PARTS without docker: none).
+docker_pairs() {
+	local engine=$1 sub=$2 i order d1 d2 t1 t2 host
+	local -A net_octet=([rdma]=1 [macvlan]=2)
 	if [[ " $PARTS " == *" docker "* ]]; then
 		say "$engine: $PAIRS interleaved pairs of docker run --rm"
 	else
@@ -474,6 +483,17 @@ engine_bench() {
 		printf '%s,%d,%s,1,%s\n%s,%d,%s,2,%s\n' "$engine" "$i" "$d1" "$t1" "$engine" "$i" "$d2" "$t2" >>"$work/res/start.csv"
 		((i % 10)) || say "$engine: $i pairs"
 	done
+}
+
+engine_bench() {
+	local engine=$1 sysfs i sub
+	sub=$((RANDOM % 200 + 20))
+	engine_up "$engine" "$sub"
+
+	seed_gids "$sub"
+	say "$engine: warm-up"
+	for i in 1 2 3; do timed_run rmvb-rdma "10.$sub.1.$((10 + i))" >/dev/null; timed_run rmvb-macvlan "10.$sub.2.$((10 + i))" >/dev/null; done
+	docker_pairs "$engine" "$sub"
 
 	if [[ " $PARTS " == *" concurrent "* ]]; then
 		say "$engine: $CONC_ROUNDS rounds of $CONC docker run -d at once per driver"
@@ -510,9 +530,8 @@ commit() {
 	printf '%s\n' "$c"
 }
 
-main() {
-	local engines=("$@") e
-	[[ $(id -u) -eq 0 ]] || die "needs root"
+# check_settings: dies naming a BENCH_ setting that is out of range.
+check_settings() {
 	# Part 5's addresses end below the data plane's (.200) and their GID entries fit the table.
 	[[ $CONC =~ ^[0-9]+$ ]] || die "BENCH_CONC=$CONC: want 1-120"
 	((CONC >= 1 && CONC <= 120)) || die "BENCH_CONC=$CONC: want 1-120"
@@ -525,6 +544,46 @@ main() {
 		*) die "BENCH_PARTS: unknown part '$p' (want: endpoints docker concurrent runtime)" ;;
 		esac
 	done
+}
+
+# build_tools: the plugin and the bench's tools into $work.
+build_tools() {
+	say "building the plugin and the bench tools"
+	PLUGIN_DIR=$work/plugin bash "$scripts/plugin.sh" build 2>/dev/null
+	(cd "$repo" && for t in endpoints tcprr report; do go build -o "$work/bin/$t" "./test/bench/cmd/$t"; done &&
+		go build -o "$work/bin/fakesysfs" ./test/fakesysfs && go build -o "$work/bin/rmvstatus" ./test/e2e/rmvstatus &&
+		CGO_ENABLED=0 go build -trimpath -o "$work/bin/docker-rdma" ./cmd/docker-rdma &&
+		CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/bin/rdma-exec" ./cmd/rdma-exec &&
+		CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/bin/rdma-macvlan-runtime" ./cmd/rdma-macvlan-runtime)
+}
+
+# write_machine_env: what the run measured on (machine.env) and the result files' header lines.
+write_machine_env() {
+	{
+		printf 'date=%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
+		printf 'nproc=%s\n' "$(nproc)"
+		printf 'cpu=%s\n' "$(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
+		printf 'memory=%s\n' "$(awk '/^MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+		printf 'kernel=%s\n' "$(uname -r)"
+		printf 'os=%s\n' "$(sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release)"
+		printf 'go=%s\n' "$(go version | cut -d' ' -f3)"
+		printf 'commit=%s\n' "${BENCH_COMMIT:-$(commit)}"
+		printf 'parts=%s\n' "$PARTS"
+		printf 'rdma_pairs=%s\nmemlock=%s\n' "$RDMA_PAIRS" "$MEMLOCK"
+		printf 'iperf3=%s\n' "$(iperf3 --version | head -1 | cut -d' ' -f2)"
+		printf 'pairs=%s\ncycles=%s\nrounds=%s\niperf_seconds=%s\n' "$PAIRS" "$CYCLES" "$ROUNDS" "$IPERF_SECONDS"
+		printf 'gids=%s\n' "${BENCH_GIDS:-present}"
+		printf 'conc=%s\nconc_rounds=%s\nconc_settle=%s\n' "$CONC" "$CONC_ROUNDS" "$CONC_SETTLE"
+	} >"$work/res/machine.env"
+	printf 'engine,pair,driver,position,ms\n' >"$work/res/start.csv"
+	printf 'engine,round,driver,position,n,wall_ms,errors,not_running,rm_ms,settle_ms,leaks\n' >"$work/res/conc.csv"
+	printf 'engine,pair,kind,position,ms,wait_ms,looks\n' >"$work/res/runtime.csv"
+}
+
+main() {
+	local engines=("$@") e
+	[[ $(id -u) -eq 0 ]] || die "needs root"
+	check_settings
 	if ((${#engines[@]} == 0)); then
 		engines=(debian)
 		bash "$scripts/engines.sh" bindir >/dev/null 2>&1 && engines+=(current)
@@ -545,33 +604,8 @@ main() {
 	(while :; do printf '%s,%s\n' "$(date +%s)" "$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ,)"; sleep 2; done) >"$work/res/load.csv" &
 	loadpid=$!
 
-	say "building the plugin and the bench tools"
-	PLUGIN_DIR=$work/plugin bash "$scripts/plugin.sh" build 2>/dev/null
-	(cd "$repo" && for t in endpoints tcprr report; do go build -o "$work/bin/$t" "./test/bench/cmd/$t"; done &&
-		go build -o "$work/bin/fakesysfs" ./test/fakesysfs && go build -o "$work/bin/rmvstatus" ./test/e2e/rmvstatus &&
-		CGO_ENABLED=0 go build -trimpath -o "$work/bin/docker-rdma" ./cmd/docker-rdma &&
-		CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/bin/rdma-exec" ./cmd/rdma-exec &&
-		CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/bin/rdma-macvlan-runtime" ./cmd/rdma-macvlan-runtime)
-	{
-		printf 'date=%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
-		printf 'nproc=%s\n' "$(nproc)"
-		printf 'cpu=%s\n' "$(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
-		printf 'memory=%s\n' "$(awk '/^MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
-		printf 'kernel=%s\n' "$(uname -r)"
-		printf 'os=%s\n' "$(sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release)"
-		printf 'go=%s\n' "$(go version | cut -d' ' -f3)"
-		printf 'commit=%s\n' "${BENCH_COMMIT:-$(commit)}"
-		printf 'parts=%s\n' "$PARTS"
-		printf 'rdma_pairs=%s\nmemlock=%s\n' "$RDMA_PAIRS" "$MEMLOCK"
-		printf 'iperf3=%s\n' "$(iperf3 --version | head -1 | cut -d' ' -f2)"
-		printf 'pairs=%s\ncycles=%s\nrounds=%s\niperf_seconds=%s\n' "$PAIRS" "$CYCLES" "$ROUNDS" "$IPERF_SECONDS"
-		printf 'gids=%s\n' "${BENCH_GIDS:-present}"
-		printf 'conc=%s\nconc_rounds=%s\nconc_settle=%s\n' "$CONC" "$CONC_ROUNDS" "$CONC_SETTLE"
-	} >"$work/res/machine.env"
-	printf 'engine,pair,driver,position,ms\n' >"$work/res/start.csv"
-	printf 'engine,round,driver,position,n,wall_ms,errors,not_running,rm_ms,settle_ms,leaks\n' >"$work/res/conc.csv"
-	printf 'engine,pair,kind,position,ms,wait_ms,looks\n' >"$work/res/runtime.csv"
-
+	build_tools
+	write_machine_env
 	if [[ " $PARTS " == *" endpoints "* ]]; then
 		say "endpoint life cycle, restart and memory (test/bench/cmd/endpoints)"
 		"$work/bin/endpoints" -out "$work/res" -bin "$work/plugin/rootfs/rdma-macvlan" -cycles "$CYCLES"

@@ -111,7 +111,17 @@ bond_checks() {
   fi
   measured "bond0: $(rdma link show $BHCA/1 2>&1)"
 
-  # --- refused parents --------------------------------------------------------------------------
+  declare -A given # each container's GID index as its workload was given it
+  bond_refused_parents
+  bond_network || return
+  bond_failover
+  bond_reregistration
+  bond_vlans
+  bond_removal
+}
+
+# A port of a bond or a bridge, and a bond whose ports each have their own device, are refused.
+bond_refused_parents() {
   local out rc
   out=$(ip link add rmvmv0 link b0s2 type macvlan 2>&1)
   rc=$?
@@ -165,12 +175,15 @@ bond_checks() {
   else
     fail "bonds: bond1 with rxe on each port"
   fi
+}
 
-  # --- a network on the bond ----------------------------------------------------------------------
+# A network on bond0 and two containers on it; fails when the network cannot be made.
+bond_network() {
+  local out
   if ! out=$(dk network create -d "$PLUGIN" --subnet 10.60.0.0/24 -o parent=bond0 rb 2>&1); then
     fail "docker network create rb -o parent=bond0" "$out"
     bond_teardown
-    return
+    return 1
   fi
   pass "docker network create rb -o parent=bond0 (Soft-RoCE on the bond)"
   local hca
@@ -199,7 +212,6 @@ bond_checks() {
   # entries before the containers', so b1's entry moves.
   ip addr add 10.60.0.200/24 dev bond0
   check "docker rdma run b2 on rb" dk rdma run -d --name b2 --net rb --ip 10.60.0.12 "$IMAGE" sleep infinity
-  declare -A given
   local c ip
   for c in b1 b2; do
     ip=10.60.0.1${c#b}
@@ -211,9 +223,11 @@ bond_checks() {
       fail "bond0: $c's workload was given the kernel's index" "env '${given[$c]}' kernel '$(kernel_idx "$ip")'"
     fi
   done
+}
 
-  # --- failover ---------------------------------------------------------------------------------
-  local act new before after
+# A failover of bond0: each container's index against the kernel's, and the drift report.
+bond_failover() {
+  local act new before after c
   act=$(cat /sys/class/net/bond0/bonding/active_slave)
   bond_act=$act
   before=$(q gids $BHCA 1 | tr '\n' ' ')
@@ -232,8 +246,11 @@ bond_checks() {
     drift_agrees $c 10.60.0.1${c#b} "${given[$c]}" "after the failover"
   done
   ip link set "$act" up
+}
 
-  # --- re-registration ----------------------------------------------------------------------------
+# bond0's device registered again, with another uverbs node: indexes, drift and the CDI spec.
+bond_reregistration() {
+  local before after c
   before=$(q gids $BHCA 1 | tr '\n' ' ')
   # Another device takes the freed uverbs number meanwhile, so $BHCA comes back with another one
   # (as a LAG toggle or devlink reload can): its CDI spec must follow.
@@ -280,32 +297,36 @@ bond_checks() {
     fail "the re-registration moved b1's entry (the host's address was added between b1 and b2)" "$after"
   fi
   ip addr del 10.60.0.200/24 dev bond0
+}
 
-  # --- VLANs on the bond ---------------------------------------------------------------------------
-  # vlan_case NET PARENT SUBNET IP CONTAINER VLAN-ID WHAT
-  vlan_case() {
-    local net=$1 parent=$2 subnet=$3 ip=$4 c=$5 vid=$6 what=$7 o k lower
-    if ! o=$(dk network create -d "$PLUGIN" --subnet "$subnet" -o parent="$parent" "$net" 2>&1); then
-      fail "$what: docker network create -o parent=$parent" "$o"
-      return
-    fi
-    if ! o=$(dk rdma run -d --name "$c" --net "$net" --ip "$ip" "$IMAGE" sleep infinity 2>&1); then
-      fail "$what: docker rdma run $c" "$o"
-      return
-    fi
-    agree "$c" "$ip" "$what"
-    # The kernel derives the entry's VLAN from the first VLAN below the entry's netdev: the
-    # container's eth0 must sit on $parent, whose id is $vid.
-    lower=$(dk exec "$c" cat /sys/class/net/eth0/iflink 2>&1)
-    k=$(ip -d -o link show "$parent" 2>&1)
-    if [ "$lower" = "$(cat "/sys/class/net/$parent/ifindex")" ] && grep -q "vlan protocol 802.1Q id $vid " <<<"$k"; then
-      pass "$what: $c's eth0 sits on $parent (802.1Q id $vid), so its GID entry carries VLAN $vid"
-    else
-      fail "$what: $c's eth0 sits on $parent (802.1Q id $vid)" "iflink '$lower' ifindex '$(cat "/sys/class/net/$parent/ifindex")'" "$k"
-    fi
-    o=$(dk exec "$c" timeout 3 rping -s -a "$ip" -C 1 2>&1)
-    if [ $? = 124 ]; then pass "$what: rdma_cm in $c binds $ip"; else fail "$what: rdma_cm in $c binds $ip" "$o"; fi
-  }
+# vlan_case NET PARENT SUBNET IP CONTAINER VLAN-ID WHAT
+vlan_case() {
+  local net=$1 parent=$2 subnet=$3 ip=$4 c=$5 vid=$6 what=$7 o k lower
+  if ! o=$(dk network create -d "$PLUGIN" --subnet "$subnet" -o parent="$parent" "$net" 2>&1); then
+    fail "$what: docker network create -o parent=$parent" "$o"
+    return
+  fi
+  if ! o=$(dk rdma run -d --name "$c" --net "$net" --ip "$ip" "$IMAGE" sleep infinity 2>&1); then
+    fail "$what: docker rdma run $c" "$o"
+    return
+  fi
+  agree "$c" "$ip" "$what"
+  # The kernel derives the entry's VLAN from the first VLAN below the entry's netdev: the
+  # container's eth0 must sit on $parent, whose id is $vid.
+  lower=$(dk exec "$c" cat /sys/class/net/eth0/iflink 2>&1)
+  k=$(ip -d -o link show "$parent" 2>&1)
+  if [ "$lower" = "$(cat "/sys/class/net/$parent/ifindex")" ] && grep -q "vlan protocol 802.1Q id $vid " <<<"$k"; then
+    pass "$what: $c's eth0 sits on $parent (802.1Q id $vid), so its GID entry carries VLAN $vid"
+  else
+    fail "$what: $c's eth0 sits on $parent (802.1Q id $vid)" "iflink '$lower' ifindex '$(cat "/sys/class/net/$parent/ifindex")'" "$k"
+  fi
+  o=$(dk exec "$c" timeout 3 rping -s -a "$ip" -C 1 2>&1)
+  if [ $? = 124 ]; then pass "$what: rdma_cm in $c binds $ip"; else fail "$what: rdma_cm in $c binds $ip" "$o"; fi
+}
+
+# VLANs on bond0: made by the plugin, made by hand, and QinQ.
+bond_vlans() {
+  local hca
   vlan_case rv1 bond0.100 10.63.0.0/24 10.63.0.11 v1 100 "VLAN the plugin creates (bond0.100)"
   local al
   al=$(ip -d -o link show bond0.100 2>&1)
@@ -336,8 +357,10 @@ bond_checks() {
   else
     fail "QinQ: /v1/status shows the VLAN stack [300, 400]" "got '$chain'" "$(ip -d link show bond0.300.400; ip -d link show bond0.300)"
   fi
+}
 
-  # --- removal ------------------------------------------------------------------------------------
+# The containers and networks removed, the bond without its device named as rb's problem.
+bond_removal() {
   check "docker rm -f b1 b2 q1" dk rm -f b1 b2 q1
   # The bond loses its own device and its ports get theirs (RoCE LAG switched off after a reboot):
   # rb's status says so.

@@ -73,7 +73,16 @@ runtime_checks() {
   out=$(drun --rm --net rr0 -e RDMA_MACVLAN_SYSFS=host -e RDMA_MACVLAN_NO_WAIT=1 "$IMAGE" ls /sys/class/infiniband | tr '\n' ' ')
   if [ "$out" = "rxe0 rxe1 " ]; then pass "runtime: RDMA_MACVLAN_SYSFS=host shows both devices"; else fail "runtime: RDMA_MACVLAN_SYSFS=host shows both devices" "$out"; fi
 
-  # The RDMA cgroup (rdma.max), through pyverbs in the container.
+  runtime_rdma_cgroup
+  dk rm -f rt1 >/dev/null 2>&1
+  check "runtime: docker rdma runtime uninstall" dk rdma runtime uninstall --config-file "$ddir/daemon.json"
+  runtime_teardown
+}
+
+# The RDMA cgroup (rdma.max) through pyverbs in a container: RDMA_MACVLAN_RDMA_LIMIT stops the
+# handle or object past the limit.
+runtime_rdma_cgroup() {
+  local out
   # shellcheck disable=SC2016 # python
   local py='
 import sys
@@ -105,7 +114,4 @@ print(len(held), err)
   else
     fail "runtime: hca_object=4 stops ibv_alloc_pd before the fifth; without it all five succeed" "limited: $out" "unlimited: $free"
   fi
-  dk rm -f rt1 >/dev/null 2>&1
-  check "runtime: docker rdma runtime uninstall" dk rdma runtime uninstall --config-file "$ddir/daemon.json"
-  runtime_teardown
 }
