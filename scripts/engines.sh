@@ -212,13 +212,14 @@ build_dockerd_v1() {
 }
 
 # built_engine ENGINE: runc, dockerd and docker-proxy of ENGINE in its cache dir, built when
-# missing. One builder at a time per cache; a second run waits and then finds them built.
+# missing. One builder at a time per engine (a lock of its own, so that a run that wants an engine
+# already built does not wait on the build of another); a second run waits and then finds them built.
 built_engine() {
 	local e=$1 v=github.com/moby/moby/v2/dockerversion
 	apt_install "${CURRENT_PACKAGES[@]}"
 	BIN_DIR=$(bin_dir "$e")
 	mkdir -p "$ENGINES_DIR"
-	exec 9>"$ENGINES_DIR/.lock"
+	exec 9>"$ENGINES_DIR/.lock-$e"
 	flock 9
 	if [[ ! -x $BIN_DIR/runc ]]; then
 		go_build runc github.com/opencontainers/runc "$RUNC_VERSION" -tags seccomp
@@ -283,7 +284,7 @@ build_compose() {
 built_compose() {
 	BIN_DIR=$(bin_dir compose)
 	mkdir -p "$ENGINES_DIR"
-	exec 9>"$ENGINES_DIR/.lock"
+	exec 9>"$ENGINES_DIR/.lock-compose"
 	flock 9
 	[[ -x $BIN_DIR/docker-compose ]] || build_compose
 	flock -u 9
