@@ -3,11 +3,18 @@
 #
 # The end-to-end stages spend most of their time waiting on engines, containers and timeouts: they
 # use about a third of the two cores. So they run in the main lane, at normal priority, while the
-# side lane runs the stages that only want CPU (the unit, privileged, mutation and fuzz tests, then
-# the Soft-RoCE VM) at low priority (nice 10) in what the main lane leaves. The side lane's
-# stages share nothing with the main lane's on the host: the Go tests make their own namespaces
-# and links (names of their own), temporary dirs and sockets, and the VM is a separate kernel
-# with no network to the host.
+# side lane runs the stages that only want CPU (lint, the unit, privileged, mutation and fuzz
+# tests) at the lowest priority, in what the main lane leaves, then the Soft-RoCE VM at normal
+# priority (a starved guest reports its CPUs stuck, and run.sh takes a long stall for a dead one).
+# The side lane's stages share nothing with the main lane's on the host: the Go tests make their
+# own namespaces and links (names of their own), temporary dirs and sockets, and the VM is a
+# separate kernel with no network to the host.
+#
+# Priority is set on the side lane's autogroup as well as with nice: where the scheduler groups
+# processes by session (sched_autogroup_enabled, Debian's default), nice counts only against the
+# processes of one's own session, and the side lane, a session of its own, would otherwise get
+# half of the CPU whatever its nice. (The engines' dockerds each start a session of their own, at
+# normal priority.)
 #
 # The slow preparations (the engines built from source, the VM's image) start first, after the
 # Debian packages, in the background at the main lane's priority: on a cold machine they are what
@@ -71,15 +78,26 @@ await() {
 # failed NAME: whether background job NAME has ended with a failure.
 failed() { [[ -s $work/$1.rc && $(<"$work/$1.rc") != 0 ]]; }
 
-# The side lane: this script again, with CHECK_LANE=side, its output in side.log and the run's
-# standard error as file descriptor 3, for its stage lines.
+# priority NICE: this shell's session (its autogroup, where the kernel has them) and the processes
+# it starts from now on run at NICE.
+priority() {
+	echo "$1" >/proc/self/autogroup 2>/dev/null || true
+	renice -n "$1" -p $$ >/dev/null
+}
+
+# The side lane: this script again, with CHECK_LANE=side, in a session of its own, its output in
+# side.log and the run's standard error as file descriptor 3, for its stage lines.
 if [[ ${CHECK_LANE:-} == side ]]; then
 	work=$CHECK_WORK
 	trap 'echo $? >"$work/side.rc"' EXIT
 	say() { printf 'check: [%5s] %s\n' "$(clock $((SECONDS - t_start)))" "$*" >&3; }
+	priority 19
 	for s in "${side[@]}"; do
 		wanted "$s" || continue
-		[[ $s != test-kernel ]] || await engines vm-image
+		if [[ $s == test-kernel ]]; then
+			await engines vm-image || exit 1
+			priority 0
+		fi
 		stage "$s" side || exit 1
 	done
 	exit 0
@@ -138,10 +156,10 @@ side_wanted=()
 for s in "${side[@]}"; do wanted "$s" && side_wanted+=("$s"); done
 if ((${#side_wanted[@]})); then
 	CHECK_LANE=side CHECK_WORK=$work CHECK_T0=$((t_start - SECONDS)) \
-		setsid nice -n 10 ionice -c 2 -n 7 bash scripts/check.sh 3>&2 >"$work/side.log" 2>&1 </dev/null &
+		setsid ionice -c 2 -n 7 bash scripts/check.sh 3>&2 >"$work/side.log" 2>&1 </dev/null &
 	pgids+=("$!")
 	echo "$!" >"$work/side.pid"
-	say "started the side lane at low priority: ${side_wanted[*]}"
+	say "started the side lane: ${side_wanted[*]}"
 fi
 for s in "${main[@]}"; do
 	wanted "$s" || continue
