@@ -62,9 +62,10 @@ stage() {
 # one that failed (its log is printed at the end), or the side lane when it fails meanwhile. A job
 # writes its status to $work/NAME.rc as it ends; one that is gone without writing it failed.
 await() {
-	local name rc t0=$SECONDS
+	local name rc t0=$SECONDS waited=()
 	for name; do
 		[[ -e $work/$name.pid ]] || continue
+		waited+=("$name")
 		while [[ ! -s $work/$name.rc ]] && kill -0 "$(<"$work/$name.pid")" 2>/dev/null; do
 			! failed side || { say "error: the side lane failed: stopping"; return 1; }
 			sleep 1
@@ -72,7 +73,7 @@ await() {
 		rc=$(cat "$work/$name.rc" 2>/dev/null) || rc="none: it was gone without one"
 		[[ $rc == 0 ]] || { say "error: $name failed (status $rc)"; return 1; }
 	done
-	((SECONDS - t0 < 2)) || say "waited $(clock $((SECONDS - t0))) for: $*"
+	((SECONDS - t0 < 2)) || say "waited $(clock $((SECONDS - t0))) for: ${waited[*]}"
 }
 
 # failed NAME: whether background job NAME has ended with a failure.
