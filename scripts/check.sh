@@ -4,9 +4,11 @@
 # The end-to-end stages spend most of their time waiting on engines, containers and timeouts: they
 # use about a third of the two cores. So the main lane runs them (then the Soft-RoCE VM, which
 # wants both cores and whose guest, starved, reports its CPUs stuck) while the side lane runs the
-# stages that only want CPU: lint, the unit, privileged, mutation and fuzz tests. The side lane's
-# stages share nothing with the main lane's on the host: the Go tests make their own namespaces
-# and links (names of their own), temporary dirs and sockets.
+# stages that only want CPU: lint, the unit, privileged, mutation and fuzz tests. The Go tests make
+# their own namespaces and links (names of their own), temporary dirs and sockets, and touch no
+# host state the suites use; what both lanes use is the kernel (its netlink lock, its namespace
+# clean-up) and 127.0.0.1's ports, which the suites take below the range the kernel gives the
+# tests' connections (free_port in test/e2e/lib/e2e.sh).
 #
 # The side lane is a session of its own, which the scheduler's autogroups (Debian's default) give
 # the same share of the CPU as the main lane's session, whatever its nice. It is not given less:
