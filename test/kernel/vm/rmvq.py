@@ -13,6 +13,9 @@ is one value or one line per item on stdout; exit 1 when it is not there.
   rmvq.py status-gids SOCKET ADDR  INDEX TYPE GID per GID of the endpoint whose ipv4 or ipv6 is ADDR
   rmvq.py status-ep SOCKET ADDR    rdma_ready=BOOL reason=TEXT of that endpoint
   rmvq.py status-net SOCKET NAME?  used=N free=N size=N of the first network (all networks' lines)
+  rmvq.py status-parent SOCKET PARENT hca|problems|vlan
+                                   of the networks on PARENT: HCA/PORT; each problem;
+                                   the VLAN stack and chain (STACK CHAIN), a line each
   rmvq.py strict-note SOCKET       gid_check_note of the gid_check=strict network ("" when strict holds)
   rmvq.py linklocal MAC            the EUI-64 link-local address of MAC
   rmvq.py regmr HCA BYTES          register BYTES of memory on HCA; exit 12 on ENOMEM
@@ -176,6 +179,20 @@ def main(a):
         for n in status(a[1]).get("networks") or []:
             t = n.get("gid_table") or {}
             print("used=%s free=%s size=%s endpoints=%d" % (t.get("used"), t.get("free"), t.get("size"), len(n.get("endpoints") or [])))
+    elif cmd == "status-parent":
+        for n in status(a[1]).get("networks") or []:
+            if n.get("parent") != a[2]:
+                continue
+            if a[3] == "hca":
+                print("%s/%s" % (n.get("hca"), n.get("port")))
+            elif a[3] == "problems":
+                for p in n.get("problems") or []:
+                    print(p)
+            elif a[3] == "vlan":
+                v = n.get("vlan") or {}
+                print("%s %s" % (v.get("stack"), v.get("chain")))
+            else:
+                sys.exit("status-parent: unknown field %r (want hca, problems or vlan)" % a[3])
     elif cmd == "strict-note":
         for n in status(a[1]).get("networks") or []:
             if n.get("gid_check") == "strict":

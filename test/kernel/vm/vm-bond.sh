@@ -48,7 +48,7 @@ uverbs_of() { grep -lx "$1" /sys/class/infiniband_verbs/uverbs*/ibdev 2>/dev/nul
 # other_active: bond0's active port is no longer $bond_act.
 other_active() { [ "$(cat /sys/class/net/bond0/bonding/active_slave)" != "$bond_act" ]; }
 # rb_problem: the problems /v1/status lists for the network on bond0.
-rb_problem() { q status "$SOCK" | python3 -c 'import json,sys; print("\n".join(p for n in json.load(sys.stdin)["networks"] if n.get("parent") == "bond0" for p in n.get("problems") or []))'; }
+rb_problem() { q status-parent "$SOCK" bond0 problems; }
 rb_problem_seen() { rb_problem | grep -q 'bond "bond0" has no RDMA device of its own'; }
 # kernel_idx IP: the kernel's index of IP's RoCE v2 entry on rxeb.
 kernel_idx() { q index $BHCA 1 "$1"; }
@@ -187,7 +187,7 @@ bond_network() {
   fi
   pass "docker network create rb -o parent=bond0 (Soft-RoCE on the bond)"
   local hca
-  hca=$(q status "$SOCK" | python3 -c 'import json,sys; print(" ".join("%s/%s" % (n.get("hca"), n.get("port")) for n in json.load(sys.stdin)["networks"] if n.get("parent") == "bond0"))')
+  hca=$(q status-parent "$SOCK" bond0 hca)
   if [ "$hca" = "$BHCA/1" ]; then pass "rb's RDMA device is the bond's own, $BHCA port 1"; else fail "rb's RDMA device is $BHCA port 1" "got '$hca'"; fi
   # The plugin (sysfs at the host's /sys) asked the kernel's RDMA netlink, not the GID tables.
   local nl
@@ -348,10 +348,10 @@ bond_vlans() {
   ip link add link bond0 name bond0.300 type vlan proto 802.1ad id 300 && ip link set bond0.300 up &&
     ip link add link bond0.300 name bond0.300.400 type vlan id 400 && ip link set bond0.300.400 up
   vlan_case rq bond0.300.400 10.65.0.0/24 10.65.0.11 q1 400 "QinQ (VLAN 400 on 802.1ad VLAN 300 on bond0)"
-  hca=$(q status "$SOCK" | python3 -c 'import json,sys; print(" ".join("%s/%s" % (n.get("hca"), n.get("port")) for n in json.load(sys.stdin)["networks"] if n.get("parent") == "bond0.300.400"))')
+  hca=$(q status-parent "$SOCK" bond0.300.400 hca)
   if [ "$hca" = "$BHCA/1" ]; then pass "QinQ: rq's RDMA device is $BHCA port 1, two VLANs down"; else fail "QinQ: rq's RDMA device is $BHCA port 1" "got '$hca'"; fi
   local chain
-  chain=$(q status "$SOCK" | python3 -c 'import json,sys; print(" ".join("%s %s" % ((n.get("vlan") or {}).get("stack"), (n.get("vlan") or {}).get("chain")) for n in json.load(sys.stdin)["networks"] if n.get("parent") == "bond0.300.400"))')
+  chain=$(q status-parent "$SOCK" bond0.300.400 vlan)
   if [ "$chain" = "[300, 400] bond0.300.400: vlan 400 on bond0.300, vlan 300 on bond0" ]; then
     pass "QinQ: /v1/status shows the VLAN stack as the kernel has it ($chain)"
   else
