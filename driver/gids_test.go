@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -423,7 +424,7 @@ func TestRDMAIPv4OnlyLinkLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	mac, _ := net.ParseMAC(res.MAC)
-	ll, _ := rdma.ParseGID(rdma.DefaultGID(mac))
+	ll, _ := netip.ParseAddr(rdma.DefaultGID(mac))
 	for _, ip := range []string{"10.5.0.2", ll.String()} {
 		if _, err := rdmatest.AddAddress(root, "rxe0", 1, ip, "eth0"); err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package rdma
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -164,10 +165,10 @@ func (s *Sysfs) portsOfLinkedHCAs(netdev string, hcas []string) ([]HCAPort, erro
 // netdev has it, while names repeat across namespaces. defKnown is false
 // when netdev's MAC cannot be read, so withDefault means nothing.
 func (s *Sysfs) matchNdev(netdev string, cands []HCAPort) (named, withDefault []HCAPort, defKnown bool) {
-	var defGID string
+	var defGID netip.Addr
 	if v, err := readTrimmed(s.path("sys/class/net", netdev, "address")); err == nil {
 		if mac, err := net.ParseMAC(v); err == nil {
-			defGID = DefaultGID(mac)
+			defGID, _ = netip.ParseAddr(DefaultGID(mac))
 		}
 	}
 	for _, c := range cands {
@@ -181,7 +182,7 @@ func (s *Sysfs) matchNdev(netdev string, cands []HCAPort) (named, withDefault []
 				continue
 			}
 			isNamed = true
-			if defGID != "" && g.GID == defGID {
+			if defGID.IsValid() && g.GID == defGID {
 				isDefault = true
 			}
 		}
@@ -192,7 +193,7 @@ func (s *Sysfs) matchNdev(netdev string, cands []HCAPort) (named, withDefault []
 			withDefault = append(withDefault, c)
 		}
 	}
-	return named, withDefault, defGID != ""
+	return named, withDefault, defGID.IsValid()
 }
 
 // PortNetdev is the netdev a port's default GID names (slot 0, which the

@@ -3,87 +3,45 @@ package rdma
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaenv"
 )
 
 // GID types as the kernel writes them in gid_attrs/types/<i>.
 const (
-	GIDTypeRoCEv1 = "IB/RoCE v1"
-	GIDTypeRoCEv2 = "RoCE v2"
+	GIDTypeRoCEv1 = rdmaenv.TypeV1
+	GIDTypeRoCEv2 = rdmaenv.TypeV2
 )
 
-// GID is one populated entry of a port's GID table.
-type GID struct {
-	Index int
-	// GID is the kernel text: 8 groups of 4 lower-case hex digits.
-	GID string
-	// IP is the decoded address: a 4-byte IPv4 for a v4-mapped GID,
-	// otherwise a 16-byte IPv6.
-	IP net.IP
-	// Type is GIDTypeRoCEv1 or GIDTypeRoCEv2; "" when the kernel would not
-	// say (the entry is being added or removed).
-	Type string
-	// Ndev is the netdev name as seen in that netdev's own namespace
-	// ("eth0" can repeat across containers); "" when unreadable.
-	Ndev string
-}
-
-// GIDs returns the populated entries of a port's GID table, sorted by index.
-// An empty slot reads all zeros (and its attributes fail with EINVAL): it is
-// skipped. An entry with a non-zero GID whose attributes cannot be read is
-// still returned, with Type or Ndev "".
+// GIDs returns the populated entries of a port's GID table, sorted by index,
+// as rdma-exec reads them (rdmaenv.ReadTable, the one reader of whole
+// entries). An empty slot reads all zeros (and its attributes fail with
+// EINVAL), and is skipped, as is a slot that does not read as a GID. An
+// entry whose attributes cannot be read is still returned, with Type or
+// Ndev "".
 // Equivalent to: show_gids <hca> <port>
-func (s *Sysfs) GIDs(hca string, port int) ([]GID, error) {
+func (s *Sysfs) GIDs(hca string, port int) ([]rdmaenv.Entry, error) {
 	if err := checkName("RDMA device", hca); err != nil {
 		return nil, err
 	}
-	dir := s.portDir(hca, port)
-	entries, err := os.ReadDir(filepath.Join(dir, "gids"))
+	gids, _, err := rdmaenv.ReadTable(s.root(), hca, port)
 	if err != nil {
 		return nil, fmt.Errorf("read GID table of RDMA device %s port %d: %w (check: rdma link show %s/%d)", hca, port, err, hca, port)
-	}
-	indices := make([]int, 0, len(entries))
-	for _, e := range entries {
-		if i, err := strconv.Atoi(e.Name()); err == nil && i >= 0 {
-			indices = append(indices, i)
-		}
-	}
-	sort.Ints(indices)
-
-	var gids []GID
-	for _, i := range indices {
-		name := strconv.Itoa(i)
-		text, err := readTrimmed(filepath.Join(dir, "gids", name))
-		if err != nil || text == "" {
-			// The slot vanished or the kernel refused it: treat as empty,
-			// like a slot that reads all zeros.
-			continue
-		}
-		ip, err := ParseGID(text)
-		if err != nil {
-			return nil, fmt.Errorf("read GID %d of RDMA device %s port %d: %w", i, hca, port, err)
-		}
-		if ip.IsUnspecified() {
-			continue
-		}
-		g := GID{Index: i, GID: strings.ToLower(text), IP: ip}
-		g.Type, _ = readAttr(filepath.Join(dir, "gid_attrs", "types", name))
-		g.Ndev, _ = readAttr(filepath.Join(dir, "gid_attrs", "ndevs", name))
-		gids = append(gids, g)
 	}
 	return gids, nil
 }
 
 // GIDsWithIP returns the entries of gids whose address is ip, in table
 // order: one per RoCE type once the kernel has added them all.
-func GIDsWithIP(gids []GID, ip net.IP) []GID {
-	var out []GID
+func GIDsWithIP(gids []rdmaenv.Entry, ip netip.Addr) []rdmaenv.Entry {
+	want := rdmaenv.GIDOf(ip)
+	var out []rdmaenv.Entry
 	for _, g := range gids {
-		if g.IP.Equal(ip) {
+		if g.GID == want {
 			out = append(out, g)
 		}
 	}
@@ -124,23 +82,6 @@ func (s *Sysfs) RoCETypesPerAddress(hca string, port int) int {
 	return 1
 }
 
-// ParseGID decodes a GID in kernel text ("fe80:0000:...:03ec") or any other
-// IPv6 notation. A v4-mapped GID decodes to a 4-byte IPv4 address.
-func ParseGID(s string) (net.IP, error) {
-	t := strings.TrimSpace(s)
-	if !strings.Contains(t, ":") || strings.Contains(t, "%") {
-		return nil, fmt.Errorf("parse GID %q: %w", s, ErrInvalidGID)
-	}
-	ip := net.ParseIP(t)
-	if ip == nil {
-		return nil, fmt.Errorf("parse GID %q: %w", s, ErrInvalidGID)
-	}
-	if v4 := ip.To4(); v4 != nil {
-		return v4, nil
-	}
-	return ip, nil
-}
-
 // GIDFromIP returns the GID the kernel adds for ip, in kernel text: 8 groups
 // of 4 lower-case hex digits; an IPv4 address becomes v4-mapped
 // (0000:...:ffff:AABB:CCDD). It returns "" for an invalid ip.
@@ -157,16 +98,6 @@ func GIDFromIP(ip net.IP) string {
 		fmt.Fprintf(&sb, "%02x%02x", b[i], b[i+1])
 	}
 	return sb.String()
-}
-
-// IPv4ToGID returns the v4-mapped GID of an IPv4 address in kernel text, or
-// "" when ip is not IPv4.
-func IPv4ToGID(ip net.IP) string {
-	v4 := ip.To4()
-	if v4 == nil {
-		return ""
-	}
-	return GIDFromIP(v4)
 }
 
 // DefaultGID returns the default GID the kernel derives from a port

@@ -1,13 +1,14 @@
 package rdma_test
 
 import (
-	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
+	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaenv"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )
@@ -20,10 +21,10 @@ type gidRow struct {
 	ndev  string
 }
 
-func rowsOf(gids []rdma.GID) []gidRow {
+func rowsOf(gids []rdmaenv.Entry) []gidRow {
 	rows := make([]gidRow, 0, len(gids))
 	for _, g := range gids {
-		rows = append(rows, gidRow{g.Index, g.IP.String(), g.Type, g.Ndev})
+		rows = append(rows, gidRow{g.Index, g.GID.Unmap().String(), g.Type, g.Ndev})
 	}
 	return rows
 }
@@ -35,7 +36,7 @@ func TestGIDs(t *testing.T) {
 		root  func(t *testing.T) string
 		hca   string
 		want  []gidRow
-		check func(t *testing.T, gids []rdma.GID)
+		check func(t *testing.T, gids []rdmaenv.Entry)
 	}{
 		{
 			name: "real mlx5 host table",
@@ -53,13 +54,14 @@ func TestGIDs(t *testing.T) {
 				{8, "10.152.0.13", v1, "net1"},
 				{9, "10.152.0.13", v2, "net1"},
 			},
-			check: func(t *testing.T, gids []rdma.GID) {
-				// Kernel text kept as is; v4-mapped decoded to 4 bytes.
-				if g := gids[2]; g.GID != "0000:0000:0000:0000:0000:ffff:0b00:0048" || len(g.IP) != net.IPv4len {
-					t.Errorf("host IPv4 entry = %q %d bytes, want kernel text and a 4-byte IP", g.GID, len(g.IP))
+			check: func(t *testing.T, gids []rdmaenv.Entry) {
+				// 16-byte addresses, v4-mapped for IPv4, as in the table; the
+				// kernel's text comes back from them.
+				if g := gids[2]; !g.GID.Is4In6() || rdma.GIDFromIP(g.GID.AsSlice()) != "0000:0000:0000:0000:0000:ffff:0b00:0048" {
+					t.Errorf("host IPv4 entry = %v, want v4-mapped 0000:0000:0000:0000:0000:ffff:0b00:0048", g.GID)
 				}
-				if g := gids[0]; g.GID != "fe80:0000:0000:0000:a288:c2ff:fe5b:03ec" || len(g.IP) != net.IPv6len {
-					t.Errorf("default entry = %q %d bytes, want kernel text and a 16-byte IP", g.GID, len(g.IP))
+				if g := gids[0]; !g.GID.Is6() || g.GID.Is4In6() || rdma.GIDFromIP(g.GID.AsSlice()) != "fe80:0000:0000:0000:a288:c2ff:fe5b:03ec" {
+					t.Errorf("default entry = %v, want fe80:0000:0000:0000:a288:c2ff:fe5b:03ec", g.GID)
 				}
 			},
 		},
@@ -142,15 +144,26 @@ func TestGIDsErrors(t *testing.T) {
 	if err := rdmatest.SetGID(root, "mlx5_0", 1, 7, "garbage", rdmatest.TypeV2, "eth0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GIDs("mlx5_0", 1); !errors.Is(err, rdma.ErrInvalidGID) {
-		t.Errorf("GIDs with a malformed entry: error = %v, want ErrInvalidGID", err)
+	// A slot that does not read as a GID is passed over, as rdma-exec does:
+	// the others are still there.
+	gids, err := s.GIDs("mlx5_0", 1)
+	if err != nil {
+		t.Fatalf("GIDs with a malformed entry: %v, want the other entries", err)
+	}
+	for _, g := range gids {
+		if g.Index == 7 {
+			t.Errorf("GIDs with a malformed entry in slot 7 returned %+v for it", g)
+		}
+	}
+	if len(gids) == 0 {
+		t.Error("GIDs with a malformed entry in slot 7 returned no entry, want the default ones")
 	}
 }
 
 func TestGIDsFollowKernelChanges(t *testing.T) {
 	root := rdmatest.MLX5(t, rdmatest.MLX5Options{})
 	s := rdma.NewSysfs(root)
-	ip := net.ParseIP("192.168.7.2")
+	ip := netip.MustParseAddr("192.168.7.2")
 	idx, err := rdmatest.AddAddress(root, "mlx5_0", 1, ip.String(), "eth0")
 	if err != nil {
 		t.Fatal(err)
@@ -172,38 +185,11 @@ func TestGIDsFollowKernelChanges(t *testing.T) {
 	}
 }
 
-func TestParseGID(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    string
-		wantLen int
-	}{
-		{"0000:0000:0000:0000:0000:ffff:0a98:000c", "10.152.0.12", 4},
-		{"0000:0000:0000:0000:0000:ffff:ac14:0101\n", "172.20.1.1", 4},
-		{"fe80:0000:0000:0000:a4ed:ccff:fe8b:1994", "fe80::a4ed:ccff:fe8b:1994", 16},
-		{"FE80:0000:0000:0000:A4ED:CCFF:FE8B:1994", "fe80::a4ed:ccff:fe8b:1994", 16},
-		{"::ffff:192.168.6.6", "192.168.6.6", 4},
-		{"0000:0000:0000:0000:0000:0000:0000:0000", "::", 16},
-		{"2001:0db8:0000:0000:0000:0000:0000:0001", "2001:db8::1", 16},
-	}
-	for _, tt := range tests {
-		ip, err := rdma.ParseGID(tt.in)
-		if err != nil || ip.String() != tt.want || len(ip) != tt.wantLen {
-			t.Errorf("ParseGID(%q) = %v (%d bytes), %v; want %s (%d bytes)", tt.in, ip, len(ip), err, tt.want, tt.wantLen)
-		}
-	}
-	for _, bad := range []string{"", "10.152.0.12", "fe80::1%eth0", "fe80:0000", "zzzz:0000:0000:0000:0000:0000:0000:0000"} {
-		if _, err := rdma.ParseGID(bad); !errors.Is(err, rdma.ErrInvalidGID) {
-			t.Errorf("ParseGID(%q) error = %v, want ErrInvalidGID", bad, err)
-		}
-	}
-}
-
 func TestGIDFromIP(t *testing.T) {
 	tests := []struct {
 		ip       string
 		wantGID  string
-		wantIPv4 string
+		wantIPv4 string // what the fixture's encoder gives (IPv4 only)
 	}{
 		{"11.0.0.72", "0000:0000:0000:0000:0000:ffff:0b00:0048", "0000:0000:0000:0000:0000:ffff:0b00:0048"},
 		{"172.20.1.2", "0000:0000:0000:0000:0000:ffff:ac14:0102", "0000:0000:0000:0000:0000:ffff:ac14:0102"},
@@ -215,12 +201,9 @@ func TestGIDFromIP(t *testing.T) {
 		if got := rdma.GIDFromIP(ip); got != tt.wantGID {
 			t.Errorf("GIDFromIP(%s) = %q, want %q", tt.ip, got, tt.wantGID)
 		}
-		if got := rdma.IPv4ToGID(ip); got != tt.wantIPv4 {
-			t.Errorf("IPv4ToGID(%s) = %q, want %q", tt.ip, got, tt.wantIPv4)
-		}
-		back, err := rdma.ParseGID(rdma.GIDFromIP(ip))
-		if err != nil || !back.Equal(ip) {
-			t.Errorf("ParseGID(GIDFromIP(%s)) = %v, %v", tt.ip, back, err)
+		back, err := netip.ParseAddr(rdma.GIDFromIP(ip))
+		if err != nil || back != rdmaenv.GIDOf(netip.MustParseAddr(tt.ip)) {
+			t.Errorf("GIDFromIP(%s) read back = %v, %v", tt.ip, back, err)
 		}
 		// The fixture's independent encoder agrees.
 		if v4 := rdmatest.IPv4GID(tt.ip); v4 != tt.wantIPv4 {

@@ -30,8 +30,6 @@ var (
 	// ErrNoRdmaCM means /dev/infiniband/rdma_cm is not registered
 	// (sys/class/misc/rdma_cm/dev is missing or unreadable).
 	ErrNoRdmaCM = errors.New("no rdma_cm device")
-	// ErrInvalidGID means a text is not a GID in kernel notation.
-	ErrInvalidGID = errors.New("invalid GID")
 	// ErrInvalidName means an HCA or netdev name cannot name a sysfs entry.
 	ErrInvalidName = errors.New("invalid name")
 )

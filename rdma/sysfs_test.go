@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/internal/rdmaenv"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )
@@ -146,7 +147,7 @@ func TestSysfsRefusesWhatIsNoAttribute(t *testing.T) {
 	s := rdma.NewSysfs(root)
 	done := make(chan struct{})
 	var portErr error
-	var gids []rdma.GID
+	var gids []rdmaenv.Entry
 	var gidsErr, tableErr error
 	var table rdma.GIDTable
 	go func() {

@@ -558,6 +558,10 @@ mutant ucx-link-local-first internal/rdmaenv/libs.go ./internal/rdmaenv/ 'TestUC
 mutant nccl-minus-one-ignored internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ 'TestVarsNCCLFindsItselfOnOneRail' \
   'ncclSelf := findsItself(given)' \
   'ncclSelf := findsItself(nil)'
+# The one reader of whole GID entries: rdma-exec's, and the daemon's and the CLI's through rdma.Sysfs.GIDs.
+mutant gid-reader-keeps-empty-slots internal/rdmaenv/rdmaenv.go './internal/rdmaenv/ ./rdma/' 'TestReadTable|TestGIDs' \
+  'if err != nil || g.IsUnspecified() || !g.Is6() {' \
+  'if err != nil || !g.Is6() {'
 mutant gid-mismatch-starts-anyway internal/rdmaexec/main.go ./internal/rdmaexec/ '' \
   'if !cfg.AcceptMismatch {' \
   'if false {'

@@ -131,7 +131,8 @@ func TestDriftNotJudgedOnAnOlderRead(t *testing.T) {
 	}
 	table := rdma.GIDTable{Size: 32, Used: len(stale), ByGID: map[string][]int{}}
 	for _, g := range stale {
-		table.ByGID[g.GID] = append(table.ByGID[g.GID], g.Index)
+		text := rdma.GIDFromIP(g.GID.AsSlice())
+		table.ByGID[text] = append(table.ByGID[text], g.Index)
 	}
 	readyAt(t, tr, "e1", "10.5.0.2")
 	tr.checkDrift(mlx5Port, table, before)

@@ -1,8 +1,9 @@
 // Package rdmaenv holds what the rdma-exec helper and `docker rdma inspect`
 // must agree on: which GID entry of a container is its own (Pick), and the
 // environment NCCL and UCX need to use it (Vars). It also reads a port's GID
-// table from sysfs (ReadTable) and refuses what cannot be an RDMA device
-// name (CheckDeviceName). It uses only small parts of the standard library,
+// table from sysfs (ReadTable: the one reader of whole entries, which the
+// daemon and docker rdma use through rdma.Sysfs.GIDs) and refuses what
+// cannot be an RDMA device name (CheckDeviceName). It uses only small parts of the standard library,
 // so that the static helper built from it stays small.
 package rdmaenv
 

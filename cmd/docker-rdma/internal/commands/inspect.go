@@ -230,7 +230,7 @@ func (s *session) endpoint(v *netView, id, ipv4, ipv6, mac string, choice rdmaen
 			sys = rdma.NewSysfs(s.sysfsRoot(v.Backend))
 		}
 	}
-	var table []rdma.GID
+	var table []rdmaenv.Entry
 	if sys != nil && v.HCA != "" {
 		table, _ = sys.GIDs(v.HCA, v.Port)
 	}
@@ -244,9 +244,9 @@ func (s *session) endpoint(v *netView, id, ipv4, ipv6, mac string, choice rdmaen
 		ep.AddressConflicts = st.AddressConflicts
 	} else {
 		for _, ip := range []string{ep.IPv4, ep.IPv6} {
-			if a := net.ParseIP(ip); a != nil {
+			if a, err := netip.ParseAddr(ip); err == nil {
 				for _, g := range rdma.GIDsWithIP(table, a) {
-					ep.GIDs = append(ep.GIDs, api.GID{Index: g.Index, Type: g.Type, GID: g.GID})
+					ep.GIDs = append(ep.GIDs, api.GID{Index: g.Index, Type: g.Type, GID: rdma.GIDFromIP(g.GID.AsSlice())})
 				}
 			}
 		}
@@ -273,14 +273,7 @@ func (s *session) endpoint(v *netView, id, ipv4, ipv6, mac string, choice rdmaen
 			}
 		}
 	}
-	if table != nil {
-		ep.table = make([]rdmaenv.Entry, 0, len(table))
-		for _, g := range table {
-			if a, err := netip.ParseAddr(g.GID); err == nil {
-				ep.table = append(ep.table, rdmaenv.Entry{Index: g.Index, GID: a, Type: g.Type, Ndev: g.Ndev})
-			}
-		}
-	}
+	ep.table = table
 	return ep
 }
 
