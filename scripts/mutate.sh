@@ -734,10 +734,13 @@ mutant same-address-other-network driver/endpoint.go "$unit" 'TestSameAddress' \
   'if mine[i] == "" || mine[i] != theirs || o.NetworkID != n.ID {'
 # Drift: noticed on a table read, reported once.
 mutant drift-not-noticed driver/gid/drift.go "$gids" 'Drift' \
-  'if !slices.Contains(table.ByGID[f.GID], f.Index) {
+  'if !holds(table, f) {
 			return true' \
-  'if false && !slices.Contains(table.ByGID[f.GID], f.Index) {
+  'if false && !holds(table, f) {
 			return true'
+mutant drift-any-entry-in-the-slot driver/gid/drift.go "$gids" 'Drift' \
+  'table.Slots[f.Index] == f.GID' \
+  'table.Slots[f.Index] != ""'
 mutant drift-reported-every-read driver/gid/drift.go "$gids" 'Drift' \
   'e.port != p || !e.ready || e.drifted ||' \
   'e.port != p || !e.ready ||'

@@ -33,11 +33,21 @@ type Move struct {
 // moved reports whether an entry of found is not at its index in table.
 func moved(found []Entry, table rdma.GIDTable) bool {
 	for _, f := range found {
-		if !slices.Contains(table.ByGID[f.GID], f.Index) {
+		if !holds(table, f) {
 			return true
 		}
 	}
 	return false
+}
+
+// holds reports whether table has f's GID at f's index. A table read from
+// sysfs has its slots: the slot's text is compared, which costs no hash of
+// the GID (this runs for every ready endpoint of the port on every read).
+func holds(table rdma.GIDTable, f Entry) bool {
+	if table.Slots != nil {
+		return f.Index >= 0 && f.Index < len(table.Slots) && table.Slots[f.Index] == f.GID
+	}
+	return slices.Contains(table.ByGID[f.GID], f.Index)
 }
 
 // checkDrift compares table, just read from port p in a read that began
@@ -66,7 +76,7 @@ func (t *Tracker) checkDrift(p Port, table rdma.GIDTable, at time.Time) {
 	for _, h := range hits {
 		d := Drift{ID: h.id, Port: p}
 		for _, f := range h.found {
-			if slices.Contains(table.ByGID[f.GID], f.Index) {
+			if holds(table, f) {
 				continue
 			}
 			now := -1
