@@ -28,8 +28,10 @@ if [[ -z $force ]] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
 	exit 0
 fi
 [[ -x $BUSYBOX ]] || die "$BUSYBOX not found: apt-get install busybox-static (scripts/engines.sh)"
-# A dynamically linked busybox would need its libraries in the image.
-if ! "$BUSYBOX" --list | grep -qx sh || ldd "$BUSYBOX" >/dev/null 2>&1; then
+# A dynamically linked busybox would need its libraries in the image. grep reads the whole list:
+# with -q it would stop at "sh", and busybox, still writing, would die of SIGPIPE, which pipefail
+# takes for a failure (it did under load).
+if ! "$BUSYBOX" --list | grep -x sh >/dev/null || ldd "$BUSYBOX" >/dev/null 2>&1; then
 	die "$BUSYBOX is not a static busybox with sh"
 fi
 
