@@ -23,7 +23,7 @@ export PLUGIN_NAME
 
 FUZZTIME ?= 20
 
-.PHONY: e2e-runtime release e2e-release e2e-reboot e2e-hca help build test test-root mutate test-kernel demo lint check plugin install install-cli e2e e2e-main e2e-side e2e-cli e2e-rails e2e-reliability e2e-bridge e2e-metrics e2e-compose fuzz bench clean deps
+.PHONY: e2e-runtime release e2e-release e2e-reboot e2e-hca help build test test-root mutate test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-rails e2e-reliability e2e-bridge e2e-metrics e2e-compose fuzz bench clean deps
 
 help: ## list the targets
 	@echo 'Times on 2 cores, caches warm. PKGS: installs Debian packages, docker.io (Docker 20.10) among them,'
@@ -91,23 +91,9 @@ endef
 
 e2e: ## [30 min, engines built from source 15 more the first time; root; PKGS; ENGINES] end to end on private Docker engines (20.10, 28.5 and the current one; make e2e-v27 for 27.5): managed and legacy plugin, side by side with the built-in macvlan, the default bridge with iptables, two-node swarm, Prometheus scraping both plugins, a release installed from a local registry, host reboots (root)
 	bash scripts/engines.sh install debian current v28 compose
-	bash scripts/suites.sh $(E2E_MAIN) -- $(E2E_SIDE)
-
-# make check runs e2e in two halves, one in each of its lanes (scripts/check.sh). The side half
-# makes no /dev/infiniband nodes (lib/fakedev.sh) and no default bridge: each suite in it uses
-# only what carries its own names (links, namespaces, dirs, ports, plugin ids), so it can run
-# beside the main half.
-E2E_MAIN = test/e2e/e2e.sh -- test/e2e/e2e-diff.sh -- test/e2e/e2e-bridge.sh -- test/e2e/e2e-swarm.sh -- \
-	test/e2e/e2e-compose.sh -- test/e2e/e2e-runtime.sh
-E2E_SIDE = test/e2e/e2e-metrics.sh -- test/e2e/e2e-release.sh -- test/e2e/e2e-reboot.sh -- test/e2e/e2e-hca.sh
-
-e2e-main: ## [22 min; root; PKGS; ENGINES] (half of e2e: make check's main lane) e2e, e2e-diff, e2e-bridge, e2e-swarm, e2e-compose, e2e-runtime
-	bash scripts/engines.sh install debian current v28 compose
-	bash scripts/suites.sh $(E2E_MAIN)
-
-e2e-side: ## [10 min; root; PKGS; ENGINES] (half of e2e: make check's side lane, beside e2e-main) e2e-metrics, e2e-release, e2e-reboot, e2e-hca
-	bash scripts/engines.sh install debian current v28 compose
-	bash scripts/suites.sh $(E2E_SIDE)
+	bash scripts/suites.sh test/e2e/e2e.sh -- test/e2e/e2e-diff.sh -- test/e2e/e2e-bridge.sh -- test/e2e/e2e-swarm.sh -- \
+		test/e2e/e2e-metrics.sh -- test/e2e/e2e-compose.sh -- test/e2e/e2e-release.sh -- test/e2e/e2e-reboot.sh -- \
+		test/e2e/e2e-hca.sh -- test/e2e/e2e-runtime.sh
 
 e2e-runtime: ## [4 min; root; PKGS; ENGINES] (part of e2e) rdma-macvlan-runtime on Docker 20.10, 28.5 and the current engine: plain docker run and docker compose up RDMA-ready, other specs byte for byte, restarts, install and uninstall (root)
 	bash scripts/engines.sh install debian current v28 compose

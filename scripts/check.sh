@@ -3,17 +3,12 @@
 #
 # The end-to-end stages spend most of their time waiting on engines, containers and timeouts: they
 # use about a third of the two cores. So the main lane runs them (then the Soft-RoCE VM, which
-# wants both cores and whose guest, starved, reports its CPUs stuck: it starts once the side lane
-# has ended) while the side lane runs the stages that only want CPU: lint, the unit, privileged,
-# mutation and fuzz tests; then the side half of e2e (e2e-side: metrics, release, reboot, hca)
-# beside the main lane's half (e2e-main). The Go tests make their own namespaces and links (names
-# of their own), temporary dirs and sockets, and touch no host state the suites use. The suites
-# were written to share a host: each names its links, namespaces, dirs and engines with an id of
-# its own and looks only for what carries it; the side half makes no /dev/infiniband nodes (which
-# lib/fakedev.sh makes and removes) and no default bridge (whose engine sets forwarding sysctls
-# e2e-bridge checks). What both lanes use is the kernel (its netlink lock, its namespace
+# wants both cores and whose guest, starved, reports its CPUs stuck) while the side lane runs the
+# stages that only want CPU: lint, the unit, privileged, mutation and fuzz tests. The Go tests make
+# their own namespaces and links (names of their own), temporary dirs and sockets, and touch no
+# host state the suites use; what both lanes use is the kernel (its netlink lock, its namespace
 # clean-up) and 127.0.0.1's ports, which the suites take below the range the kernel gives the
-# tests' connections (free_port in test/e2e/lib/e2e.sh), each checked free as it is taken.
+# tests' connections (free_port in test/e2e/lib/e2e.sh).
 #
 # The side lane is a session of its own, which the scheduler's autogroups (Debian's default) give
 # the same share of the CPU as the main lane's session, whatever its nice. It is not given less:
@@ -25,9 +20,9 @@
 # Debian packages, in the background at the main lane's priority: on a cold machine they are what
 # the main lane waits for. The engines come in two jobs, one after the other: Debian's and the
 # current one first, which is all that e2e-cli and e2e-reliability (and the VM) use, so the main
-# lane runs those two while Docker 28 and Compose build, and the halves of e2e after them. All are
-# cached by content (scripts/engines.sh by version, test/kernel/vm/build.sh by the hash of its
-# packages and recipe): on a warm machine they take seconds.
+# lane runs those two while Docker 28 and Compose build, and e2e last. All are cached by content
+# (scripts/engines.sh by version, test/kernel/vm/build.sh by the hash of its packages and recipe):
+# on a warm machine they take seconds.
 #
 # The side lane's output goes to a log, printed when the run ends; its stage lines are printed as
 # they happen. A failed stage in either lane stops the run at the main lane's next stage.
@@ -41,8 +36,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-side=(lint test test-root mutate fuzz e2e-side)
-main=(e2e-cli e2e-reliability e2e-main test-kernel)
+side=(lint test test-root mutate fuzz)
+main=(e2e-cli e2e-reliability e2e test-kernel)
 stages=${CHECK_STAGES:-deps ${side[*]} ${main[*]}}
 
 t_start=${CHECK_T0:-$SECONDS}
@@ -92,7 +87,6 @@ if [[ ${CHECK_LANE:-} == side ]]; then
 	say() { printf 'check: [%5s] %s\n' "$(clock $((SECONDS - t_start)))" "$*" >&3; }
 	for s in "${side[@]}"; do
 		wanted "$s" || continue
-		[[ $s != e2e-side ]] || await engines engines-more || exit 1
 		stage "$s" side || exit 1
 	done
 	exit 0
@@ -139,11 +133,11 @@ bg() {
 
 wanted deps && stage deps
 need_engines=0
-for s in "${main[@]}" e2e-side; do wanted "$s" && need_engines=1; done
+for s in "${main[@]}"; do wanted "$s" && need_engines=1; done
 if ((need_engines)); then
 	bg engines bash scripts/engines.sh install debian current
 	# shellcheck disable=SC2016 # the inner bash expands them
-	{ wanted e2e-main || wanted e2e-side; } && bg engines-more bash -c 'while [[ ! -s $1 ]]; do sleep 1; done; (($(<"$1") == 0)) &&
+	wanted e2e && bg engines-more bash -c 'while [[ ! -s $1 ]]; do sleep 1; done; (($(<"$1") == 0)) &&
 		bash scripts/engines.sh install v28 compose' _ "$work/engines.rc"
 fi
 wanted test-kernel && bg vm-image bash test/kernel/vm/build.sh
@@ -159,8 +153,8 @@ fi
 for s in "${main[@]}"; do
 	wanted "$s" || continue
 	await engines
-	[[ $s != e2e-main ]] || await engines-more
-	[[ $s != test-kernel ]] || await vm-image side
+	[[ $s != e2e ]] || await engines-more
+	[[ $s != test-kernel ]] || await vm-image
 	failed side && { say "error: the side lane failed: stopping"; exit 1; }
 	stage "$s"
 done
