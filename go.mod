@@ -3,7 +3,6 @@ module github.com/rdma-macvlan/rdma-macvlan
 go 1.26.8
 
 require (
-	github.com/Mellanox/rdmamap v1.2.0
 	github.com/docker/go-plugins-helpers v0.0.0-20240701071450-45e2431495c8
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/prometheus/client_golang v1.23.2

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rdma-macvlan/rdma-macvlan/api"
@@ -176,15 +178,18 @@ func (d *Driver) sameAddressOnPort(n *network, req CreateEndpointRequest) error 
 	if n.RDMA == nil {
 		return nil
 	}
-	mine := [2]string{addrOnly(req.IPv4), addrOnly(req.IPv6)}
+	mine := [2]netip.Addr{addrOf(req.IPv4), addrOf(req.IPv6)}
+	if !mine[0].IsValid() && !mine[1].IsValid() {
+		return nil
+	}
 	for _, m := range []map[string]*endpoint{d.endpoints, d.reserved} {
 		for _, o := range m {
 			on, ok := d.networks[o.NetworkID]
 			if o.ID == req.EndpointID || !ok || on.RDMA == nil || d.hcaProblem(on.ID) != "" || portOfNet(on.RDMA) != portOfNet(n.RDMA) {
 				continue
 			}
-			for i, theirs := range [2]string{addrOnly(o.IPv4), addrOnly(o.IPv6)} {
-				if mine[i] == "" || mine[i] != theirs {
+			for i, theirs := range [2]string{o.IPv4, o.IPv6} {
+				if !mine[i].IsValid() || mine[i] != addrOf(theirs) {
 					continue
 				}
 				return conflictf("endpoint %s of network %s cannot take address %s: it is already held on RDMA device %s port %d by endpoint %s of network %s (parent %q): two containers with one address on one port get GID entries nobody can tell apart; give this container another address (docker run --ip), or use a network on another RDMA port",
@@ -193,6 +198,19 @@ func (d *Driver) sameAddressOnPort(n *network, req CreateEndpointRequest) error 
 		}
 	}
 	return nil
+}
+
+// addrOf is the address of a CIDR ("192.168.7.5/24"), an IPv4-mapped
+// IPv6 address as its IPv4 one; the zero Addr when there is none. It
+// allocates nothing: it runs once per endpoint of the port at each
+// CreateEndpoint.
+func addrOf(cidr string) netip.Addr {
+	s, _, _ := strings.Cut(cidr, "/")
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a.Unmap()
 }
 
 // undoCreate gives back what CreateEndpoint reserved for res. Caller holds

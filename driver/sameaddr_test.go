@@ -46,3 +46,26 @@ func TestSameAddressOnOnePortRefused(t *testing.T) {
 		t.Errorf("the address is free again once its endpoint is deleted, yet: %v", err)
 	}
 }
+
+// Two spellings of one address are one address: the prefix length, IPv6's
+// zero compression and an IPv4-mapped IPv6 form do not tell them apart.
+func TestAddrOfComparesAddresses(t *testing.T) {
+	same := [][2]string{
+		{"192.168.7.5/24", "192.168.7.5/16"},
+		{"2001:db8::1/64", "2001:db8:0:0::1/64"},
+		{"::ffff:192.168.7.5/120", "192.168.7.5/24"},
+	}
+	for _, c := range same {
+		if a, b := addrOf(c[0]), addrOf(c[1]); !a.IsValid() || a != b {
+			t.Errorf("addrOf(%q) = %v, addrOf(%q) = %v: want one valid address", c[0], a, c[1], b)
+		}
+	}
+	for _, c := range []string{"", "/24", "not-an-address/24"} {
+		if a := addrOf(c); a.IsValid() {
+			t.Errorf("addrOf(%q) = %v, want no address", c, a)
+		}
+	}
+	if a, b := addrOf("192.168.7.5/24"), addrOf("192.168.7.6/24"); a == b {
+		t.Errorf("addrOf tells 192.168.7.5 and 192.168.7.6 apart: both %v", a)
+	}
+}

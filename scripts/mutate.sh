@@ -730,8 +730,8 @@ mutant gone-hca-spec-kept driver/cdi.go "$unit" 'TestGoneHCA' \
   'if n.RDMA != nil {'
 # One address on one port: refused whatever the network.
 mutant same-address-other-network driver/endpoint.go "$unit" 'TestSameAddress' \
-  'if mine[i] == "" || mine[i] != theirs {' \
-  'if mine[i] == "" || mine[i] != theirs || o.NetworkID != n.ID {'
+  'if !mine[i].IsValid() || mine[i] != addrOf(theirs) {' \
+  'if !mine[i].IsValid() || mine[i] != addrOf(theirs) || o.NetworkID != n.ID {'
 # Drift: noticed on a table read, reported once.
 mutant drift-not-noticed driver/gid/drift.go "$gids" 'Drift' \
   'if !holds(table, f) {

@@ -10,9 +10,8 @@ import (
 // packages and the libraries only the daemon needs. The CLI reads the
 // daemon's status through package api, which holds the wire format.
 //
-// github.com/vishvananda/netlink is not in the list: the CLI reads RDMA
-// devices through package rdma, whose rdmamap adapter links it, and doctor
-// asks the kernel for the RDMA netns mode through package netns.
+// github.com/vishvananda/netlink is not in the list: doctor asks the
+// kernel for the RDMA netns mode through package netns.
 var daemonOnly = []string{
 	"github.com/rdma-macvlan/rdma-macvlan/driver",
 	"github.com/rdma-macvlan/rdma-macvlan/plugin",

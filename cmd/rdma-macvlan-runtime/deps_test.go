@@ -15,7 +15,6 @@ var notInTheRuntime = []string{
 	"github.com/rdma-macvlan/rdma-macvlan/rdma",
 	"github.com/rdma-macvlan/rdma-macvlan/netns",
 	"github.com/vishvananda/netlink",
-	"github.com/Mellanox/rdmamap",
 	"github.com/docker/go-plugins-helpers",
 	"github.com/sirupsen/logrus",
 	"github.com/prometheus/client_golang",
