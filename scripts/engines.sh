@@ -245,7 +245,7 @@ built_engine() {
 	esac
 	flock -u 9
 	exec 9>&-
-	"$BIN_DIR/runc" --version | grep -q seccomp || die "$BIN_DIR/runc was built without seccomp"
+	"$BIN_DIR/runc" --version | grep seccomp >/dev/null || die "$BIN_DIR/runc was built without seccomp"
 	say "$e engine: $("$BIN_DIR/dockerd" --version), runc $("$BIN_DIR/runc" --version | awk 'NR==1{print $3}') in $BIN_DIR"
 }
 

@@ -335,7 +335,9 @@ new_id() {
 	local n
 	for ((n = 0; n < 20; n++)); do
 		id=$(od -An -N2 -tx2 /dev/urandom | tr -d ' \n')
-		ip -o link show | grep -qF "$1$id" || ip netns list | grep -qF "$1$id" || break
+		# grep reads to the end: grep -q would leave ip writing into a closed
+		# pipe on a host with many links, and its SIGPIPE reads as "free".
+		ip -o link show | grep -F "$1$id" >/dev/null || ip netns list | grep -F "$1$id" >/dev/null || break
 	done
 }
 
