@@ -184,12 +184,12 @@ func (d *Driver) sameAddressOnPort(n *network, req CreateEndpointRequest) error 
 	}
 	for _, m := range []map[string]*endpoint{d.endpoints, d.reserved} {
 		for _, o := range m {
-			on, ok := d.networks[o.NetworkID]
-			if o.ID == req.EndpointID || !ok || on.RDMA == nil || d.hcaProblem(on.ID) != "" || portOfNet(on.RDMA) != portOfNet(n.RDMA) {
-				continue
-			}
 			for i, theirs := range [2]string{o.IPv4, o.IPv6} {
 				if !mine[i].IsValid() || mine[i] != addrOf(theirs) {
+					continue
+				}
+				on, ok := d.networks[o.NetworkID]
+				if o.ID == req.EndpointID || !ok || on.RDMA == nil || d.hcaProblem(on.ID) != "" || portOfNet(on.RDMA) != portOfNet(n.RDMA) {
 					continue
 				}
 				return conflictf("endpoint %s of network %s cannot take address %s: it is already held on RDMA device %s port %d by endpoint %s of network %s (parent %q): two containers with one address on one port get GID entries nobody can tell apart; give this container another address (docker run --ip), or use a network on another RDMA port",
@@ -202,7 +202,7 @@ func (d *Driver) sameAddressOnPort(n *network, req CreateEndpointRequest) error 
 
 // addrOf is the address of a CIDR ("192.168.7.5/24"), an IPv4-mapped
 // IPv6 address as its IPv4 one; the zero Addr when there is none. It
-// allocates nothing: it runs once per endpoint of the port at each
+// allocates nothing: it runs once per endpoint of the host at each
 // CreateEndpoint.
 func addrOf(cidr string) netip.Addr {
 	s, _, _ := strings.Cut(cidr, "/")
