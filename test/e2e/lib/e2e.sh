@@ -46,12 +46,15 @@ exec 3>&2 4>&1
 say() { printf '%s +%4ds [%s] %s\n' "$(date +%H:%M:%S)" "$(($(date +%s) - t_start))" "$tag" "$*" >&3; }
 die() { say "error: $*"; exit 1; }
 
-# detail prints its arguments as indented comment lines (at most 15 lines each).
+# detail prints its arguments as indented comment lines (at most 15 lines each). No pipe: with
+# printf | head, printf writing a long text after head has its 15 lines dies of SIGPIPE, and
+# pipefail made that a failed step.
 detail() {
-	local s
+	local s lines
 	for s in "$@"; do
 		[[ -n $s ]] || continue
-		printf '%s\n' "$s" | head -n 15 | sed 's/^/#   /'
+		mapfile -t -n 15 lines <<<"$s"
+		printf '#   %s\n' "${lines[@]}"
 	done
 }
 pass() { PASSED=$((PASSED + 1)); printf 'ok - [%s] %s\n' "$tag" "$1"; shift; detail "$@"; }

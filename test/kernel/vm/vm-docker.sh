@@ -46,8 +46,12 @@ fail() {
   failed=$((failed + 1))
   echo "not ok - [$engine] $1"
   shift
-  local l
-  for l in "$@"; do printf '%s\n' "$l" | sed 's/^/#     /' | head -n 30; done
+  local l lines
+  # No pipe into head: sed would die of SIGPIPE on a long text, and pipefail end the run.
+  for l in "$@"; do
+    mapfile -t -n 30 lines <<<"$l"
+    printf '#     %s\n' "${lines[@]}"
+  done
 }
 # check NAME CMD...: pass when CMD succeeds; its output is shown on failure.
 check() {
