@@ -172,6 +172,12 @@ func (s *Sysfs) matchNdev(netdev string, cands []HCAPort) (named, withDefault []
 		}
 	}
 	for _, c := range cands {
+		if defGID.IsValid() && s.defaultSlotHolds(c, netdev, defGID) {
+			// The whole table would say the same: the entry names netdev.
+			named = append(named, c)
+			withDefault = append(withDefault, c)
+			continue
+		}
 		gids, err := s.GIDs(c.HCA, c.Port)
 		if err != nil {
 			continue
@@ -194,6 +200,38 @@ func (s *Sysfs) matchNdev(netdev string, cands []HCAPort) (named, withDefault []
 		}
 	}
 	return named, withDefault, defGID.IsValid()
+}
+
+// defaultSlots is how many slots at the start of a RoCE port's GID table
+// the kernel reserves for the default GIDs of the port's own netdev, one
+// per RoCE type (0-1 on mlx5, 0 on rxe); no other entry ever takes them,
+// and a default GID is never in another slot.
+const defaultSlots = 2
+
+// defaultSlotHolds reports whether a reserved default slot of port c holds
+// gid with ndev netdev: two slots read instead of the whole table (1024
+// files on rxe, at every start and CreateNetwork on a host whose RDMA
+// devices have no device link). false says nothing: the caller reads the
+// table.
+func (s *Sysfs) defaultSlotHolds(c HCAPort, netdev string, gid netip.Addr) bool {
+	if checkName("RDMA device", c.HCA) != nil {
+		return false
+	}
+	dir := s.portDir(c.HCA, c.Port)
+	for i := range defaultSlots {
+		name := strconv.Itoa(i)
+		text, ok := readAttr(filepath.Join(dir, "gids", name))
+		if !ok {
+			continue
+		}
+		if g, err := netip.ParseAddr(text); err != nil || g != gid {
+			continue
+		}
+		if nd, ok := readAttr(filepath.Join(dir, "gid_attrs", "ndevs", name)); ok && nd == netdev {
+			return true
+		}
+	}
+	return false
 }
 
 // PortNetdev is the netdev a port's default GID names (slot 0, which the

@@ -562,6 +562,10 @@ mutant nccl-minus-one-ignored internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ 'T
 mutant gid-reader-keeps-empty-slots internal/rdmaenv/rdmaenv.go './internal/rdmaenv/ ./rdma/' 'TestReadTable|TestGIDs' \
   'if err != nil || g.IsUnspecified() || !g.Is6() {' \
   'if err != nil || !g.Is6() {'
+# A port is taken for netdev's own from its reserved default slots only when the entry there names netdev.
+mutant default-slot-ignores-ndev rdma/detect.go ./rdma/ TestMatchNdevAsTheWholeTables \
+  'ok && nd == netdev {' \
+  'ok || nd == netdev {'
 mutant gid-mismatch-starts-anyway internal/rdmaexec/main.go ./internal/rdmaexec/ '' \
   'if !cfg.AcceptMismatch {' \
   'if false {'
