@@ -566,6 +566,15 @@ mutant gid-reader-keeps-empty-slots internal/rdmaenv/rdmaenv.go './internal/rdma
 mutant default-slot-ignores-ndev rdma/detect.go ./rdma/ TestMatchNdevAsTheWholeTables \
   'ok && nd == netdev {' \
   'ok || nd == netdev {'
+# The drift check skips slots it judged already, but never an endpoint ready since, nor one it left for a later read.
+mutant drift-skip-ignores-readiness driver/gid/tracker.go ./driver/gid/ TestDriftJudgedOnUnchangedSlotsWhenSomethingIsNew \
+  '	t.eps[e.id] = e
+	t.readyGen++' \
+  '	t.eps[e.id] = e'
+mutant drift-skip-forgets-deferred driver/gid/drift.go ./driver/gid/ TestDriftJudgedOnUnchangedSlotsWhenSomethingIsNew \
+  'deferred = true
+			continue' \
+  'continue'
 mutant gid-mismatch-starts-anyway internal/rdmaexec/main.go ./internal/rdmaexec/ '' \
   'if !cfg.AcceptMismatch {' \
   'if false {'

@@ -50,11 +50,27 @@ func holds(table rdma.GIDTable, f Entry) bool {
 	return slices.Contains(table.ByGID[f.GID], f.Index)
 }
 
+// driftChecked is what the last drift check of a port judged: the slots
+// of its table, the Ready count then, and whether it left an endpoint for
+// a later read (found ready by a read that began after its own).
+type driftChecked struct {
+	slots    []string
+	gen      uint64
+	deferred bool
+}
+
 // checkDrift compares table, just read from port p in a read that began
 // at at, with the entries of the port's ready endpoints, and reports (once
 // per readiness) each whose entries moved. An endpoint found ready by a
 // read that began after at is not judged on this older table, which may
 // not show its entries yet. Called without t.mu.
+//
+// A partial read that changed no slot returns the very slots of the read
+// before (rdma.Sysfs.Refresh). When the last check judged those same
+// slots, no endpoint became ready since and none was left for later, this
+// check would judge the same endpoints on the same slots: it is skipped.
+// Most reads of a watch's polls are such reads, and a check visits every
+// endpoint of the host.
 func (t *Tracker) checkDrift(p Port, table rdma.GIDTable, at time.Time) {
 	type hit struct {
 		id    string
@@ -62,13 +78,26 @@ func (t *Tracker) checkDrift(p Port, table rdma.GIDTable, at time.Time) {
 	}
 	var hits []hit
 	t.mu.Lock()
+	if c, ok := t.checked[p]; ok && !c.deferred && c.gen == t.readyGen && sameSlots(c.slots, table.Slots) {
+		t.mu.Unlock()
+		return
+	}
+	deferred := false
 	for _, e := range t.eps {
-		if e.port != p || !e.ready || e.drifted || len(e.found) == 0 || e.readyAt.After(at) || !moved(e.found, table) {
+		if e.port != p || !e.ready || e.drifted || len(e.found) == 0 {
+			continue
+		}
+		if e.readyAt.After(at) {
+			deferred = true
+			continue
+		}
+		if !moved(e.found, table) {
 			continue
 		}
 		e.drifted = true
 		hits = append(hits, hit{e.id, e.found})
 	}
+	t.checked[p] = driftChecked{slots: table.Slots, gen: t.readyGen, deferred: deferred}
 	t.mu.Unlock()
 	if t.drift == nil {
 		return
@@ -90,4 +119,10 @@ func (t *Tracker) checkDrift(p Port, table rdma.GIDTable, at time.Time) {
 		}
 		t.drift(d)
 	}
+}
+
+// sameSlots reports whether a and b are the same slots, not equal ones:
+// one read's, kept by a partial read that changed nothing.
+func sameSlots(a, b []string) bool {
+	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
@@ -191,5 +192,112 @@ func TestDriftOfEntriesThatMovedBeforeTheReadiness(t *testing.T) {
 		}
 	case <-time.After(time.Second):
 		t.Fatal("entries that moved before the readiness reported no drift on a read that changed none of their slots")
+	}
+}
+
+// A partial read that changes no slot gives the slots of the read before,
+// and the drift check skips what it judged on them already: not an
+// endpoint found ready since, even with its entries moved before its
+// readiness, nor one it left to a later read.
+func TestDriftJudgedOnUnchangedSlotsWhenSomethingIsNew(t *testing.T) {
+	t.Run("ready since", func(t *testing.T) {
+		ch := make(chan Drift, 10)
+		tr := mlx5Tracker(t, 32, Config{Drift: func(d Drift) { ch <- d }, MaxAge: time.Hour})
+		if _, err := tr.Admit("e1", ipv4Request("10.5.0.2")); err != nil {
+			t.Fatal(err)
+		}
+		idx, err := rdmatest.AddAddress(tr.root, "mlx5_0", 1, "10.5.0.2", "eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := rdmatest.IPv4GID("10.5.0.2")
+		found := []Entry{{Index: idx[0], Type: rdma.GIDTypeRoCEv1, GID: g}, {Index: idx[1], Type: rdma.GIDTypeRoCEv2, GID: g}}
+		foundAt := time.Now()
+		if _, err := rdmatest.RemoveAddress(tr.root, "mlx5_0", 1, "10.5.0.2"); err != nil {
+			t.Fatal(err)
+		}
+		for _, ip := range []string{"10.5.0.7", "10.5.0.2"} {
+			if _, err := rdmatest.AddAddress(tr.root, "mlx5_0", 1, ip, "eth0"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		first, _, _, err := tr.table(mlx5Port, readChanges, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.Ready("e1", found, foundAt)
+		again, _, _, err := tr.table(mlx5Port, readChanges, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameSlots(first.Slots, again.Slots) {
+			t.Fatal("a partial read that changed nothing gave other slots: the case under test is not reached")
+		}
+		select {
+		case d := <-ch:
+			if d.ID != "e1" {
+				t.Fatalf("drift of %s, want e1", d.ID)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("an endpoint ready since the last check was not judged on the same slots")
+		}
+	})
+	t.Run("left for later", func(t *testing.T) {
+		tr, ch := driftTracker(t)
+		before := time.Now()
+		stale, err := tr.sys.Table("mlx5_0", 1) // nothing of e1 yet
+		if err != nil {
+			t.Fatal(err)
+		}
+		readyAt(t, tr, "e1", "10.5.0.2")
+		tr.checkDrift(mlx5Port, stale, before)
+		select {
+		case d := <-ch:
+			t.Fatalf("drift %+v reported from a read that began before the endpoint was ready", d)
+		default:
+		}
+		tr.checkDrift(mlx5Port, stale, time.Now())
+		select {
+		case d := <-ch:
+			if d.ID != "e1" {
+				t.Fatalf("drift of %s, want e1", d.ID)
+			}
+		default:
+			t.Fatal("an endpoint left to a later read was not judged on the same slots read later")
+		}
+	})
+}
+
+// The drift check compares every ready endpoint's entries with the table
+// at each read that changed a slot: an entry found shares the text of its
+// slot, and a full read keeps the text of slots that did not change, so
+// that the comparison costs a pointer, not the bytes of a GID.
+func TestFoundEntriesShareTheSlotsText(t *testing.T) {
+	tr := mlx5Tracker(t, 32, Config{MaxAge: time.Hour})
+	if _, err := rdmatest.AddAddress(tr.root, "mlx5_0", 1, "10.5.0.2", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	first, err := tr.Read(mlx5Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := tr.foundIn(mlx5Port, first, Expect("10.5.0.2/24", "", "", false))
+	if len(found) != 2 {
+		t.Fatalf("found %+v, want two entries", found)
+	}
+	if _, err := rdmatest.AddAddress(tr.root, "mlx5_0", 1, "10.5.0.3", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := tr.Read(mlx5Port) // a full read, one slot pair changed
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range found {
+		if unsafe.StringData(f.GID) != unsafe.StringData(first.Slots[f.Index]) {
+			t.Errorf("entry %d of the read does not share its slot's text", f.Index)
+		}
+		if unsafe.StringData(again.Slots[f.Index]) != unsafe.StringData(f.GID) {
+			t.Errorf("slot %d, unchanged, has new text after a full read", f.Index)
+		}
 	}
 }

@@ -95,12 +95,18 @@ func missingIn(table rdma.GIDTable, want []string, types int) []string {
 }
 
 // foundIn lists every entry of g in table, with its type (read from sysfs
-// for the entries found only).
+// for the entries found only). An entry's GID is the table's own text of
+// its slot, which later reads keep while the slot holds it: the drift
+// check then compares it with the slot at the cost of a pointer.
 func (t *Tracker) foundIn(p Port, table rdma.GIDTable, g Expected) []Entry {
 	var found []Entry
 	for _, w := range g.observed() {
 		for _, i := range table.ByGID[w] {
-			found = append(found, Entry{Index: i, Type: t.sys.GIDType(p.HCA, p.Port, i), GID: w})
+			gid := w
+			if i < len(table.Slots) && table.Slots[i] == w {
+				gid = table.Slots[i]
+			}
+			found = append(found, Entry{Index: i, Type: t.sys.GIDType(p.HCA, p.Port, i), GID: gid})
 		}
 	}
 	return found

@@ -92,6 +92,7 @@ func (t *Tracker) readTable(p Port, how tableRead, more int, fullAge time.Durati
 		if table, err = t.sys.Table(p.HCA, p.Port); err != nil {
 			return table, now, false, false, err
 		}
+		keepText(table.Slots, snap.table.Slots)
 		t.mu.Lock()
 		t.tables[p] = snapshot{at: now, full: now, table: table, skipped: passedOver(snap.table.Slots, table.Slots, snap.skipped, now)}
 		delete(t.going, p)
@@ -138,5 +139,16 @@ func (t *Tracker) entriesGoing(e *endpoint) {
 	}
 	for _, g := range e.found {
 		mark(g.Index)
+	}
+}
+
+// keepText has the slots of a full read that hold what they held in the
+// read before share that read's text (partial reads keep it already), so
+// that entries found in an earlier read compare with them by pointer.
+func keepText(slots, before []string) {
+	for i, s := range slots {
+		if s != "" && i < len(before) && s == before[i] {
+			slots[i] = before[i]
+		}
 	}
 }

@@ -69,6 +69,8 @@ type Tracker struct {
 	eps       map[string]*endpoint          // by endpoint ID
 	unsettled map[Port]map[string]*endpoint // admission's accounting, see heldOn
 	tables    map[Port]snapshot
+	checked   map[Port]driftChecked // the last drift check of each port
+	readyGen  uint64                // counts track calls (see checkDrift)
 	going     map[Port]map[int]bool // slots of entries going
 	watches   map[string]*watch     // by endpoint ID
 	pollers   map[Port]*poller      // one per port with watches
@@ -103,6 +105,7 @@ func New(cfg Config) *Tracker {
 		eps:       make(map[string]*endpoint),
 		unsettled: make(map[Port]map[string]*endpoint),
 		tables:    make(map[Port]snapshot),
+		checked:   make(map[Port]driftChecked),
 		going:     make(map[Port]map[int]bool),
 		watches:   make(map[string]*watch),
 		pollers:   make(map[Port]*poller),
@@ -191,9 +194,11 @@ func (t *Tracker) Ready(id string, found []Entry, at time.Time) {
 }
 
 // track has admission count e's entries until a table read after they
-// were found shows them. Caller holds t.mu.
+// were found shows them, and the next drift check judge every endpoint
+// (see checkDrift). Caller holds t.mu.
 func (t *Tracker) track(e *endpoint) {
 	t.eps[e.id] = e
+	t.readyGen++
 	u := t.unsettled[e.port]
 	if u == nil {
 		u = map[string]*endpoint{}
