@@ -203,9 +203,10 @@ func (s *Sysfs) matchNdev(netdev string, cands []HCAPort) (named, withDefault []
 }
 
 // defaultSlots is how many slots at the start of a RoCE port's GID table
-// the kernel reserves for the default GIDs of the port's own netdev, one
-// per RoCE type (0-1 on mlx5, 0 on rxe); no other entry ever takes them,
-// and a default GID is never in another slot.
+// may be reserved for the default GIDs of the port's own netdev: one per
+// RoCE type, 0 and 1 on mlx5, 0 alone on rxe (where slot 1 is an ordinary
+// one, read here for nothing). No other entry takes a reserved slot, and a
+// default GID is in no other slot.
 const defaultSlots = 2
 
 // defaultSlotHolds reports whether a reserved default slot of port c holds

@@ -51,7 +51,8 @@ func holds(table rdma.GIDTable, f Entry) bool {
 }
 
 // driftChecked is what the last drift check of a port judged: the slots
-// of its table, the Ready count then, and whether it left an endpoint for
+// of its table, the Tracker's track count then (readiness recorded or
+// reset, endpoints added or admitted), and whether it left an endpoint for
 // a later read (found ready by a read that began after its own).
 type driftChecked struct {
 	slots    []string
