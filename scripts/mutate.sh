@@ -571,7 +571,7 @@ mutant drift-skip-ignores-readiness driver/gid/tracker.go ./driver/gid/ TestDrif
   '	t.eps[e.id] = e
 	t.readyGen++' \
   '	t.eps[e.id] = e'
-mutant drift-skip-forgets-deferred driver/gid/drift.go ./driver/gid/ TestDriftJudgedOnUnchangedSlotsWhenSomethingIsNew \
+mutant drift-skip-forgets-deferred driver/gid/drift.go ./driver/gid/ TestDriftNotJudgedOnAnOlderRead \
   'deferred = true
 			continue' \
   'continue'
