@@ -62,13 +62,14 @@ demo: ## [5 min, the first run 25; root; PKGS] a narrated tour on a real kernel 
 $(TOOLS)/staticcheck:
 	GOBIN=$(abspath $(TOOLS)) GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-lint: $(TOOLS)/staticcheck ## [1.5 min] gofmt, go vet, staticcheck (pinned), shellcheck, every README command block run by a test or saying why not, no shell function over 80 lines
+lint: $(TOOLS)/staticcheck ## [1.5 min] gofmt, go vet, staticcheck (pinned), shellcheck, every README command block run by a test or saying why not, no shell function over 80 lines, every mutant applies (scripts/mutate.sh --check)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
 	shellcheck -x scripts/*.sh scripts/lib/*.sh test/e2e/*.sh test/e2e/lib/*.sh test/bench/*.sh test/kernel/vm/*.sh test/kernel/vm/init .ci/run
 	bash scripts/readme-blocks.sh
 	bash scripts/funclen.sh
+	bash scripts/mutate.sh --check
 
 plugin: ## [1 min; the host's dockerd] build the managed plugin and create $(PLUGIN_NAME):latest on the daemon DOCKER_HOST points at (FORCE=1 replaces it)
 	bash scripts/plugin.sh build && bash scripts/plugin.sh create $(if $(FORCE),-f)

@@ -4,16 +4,21 @@
 #
 #   scripts/mutate.sh             every mutant
 #   scripts/mutate.sh NAME...     only these
-#   scripts/mutate.sh --list      names, files and the tests each one runs
+#   scripts/mutate.sh --list      names, declarations and the tests each one runs
+#   scripts/mutate.sh --check     only that every mutant applies (seconds; make lint)
 #
-# Each mutant is an exact replacement of a short piece of source text. It is
-# applied to a temporary copy of the tree (the files git knows of, as they
-# are in the working tree: the working tree itself is never written), the
-# packages named with it are tested there (without the race detector, for
-# speed), and the tests that fail are reported. The script fails when a
-# mutant's text is not found exactly once (the source moved on: update the
-# mutant), when a mutant does not compile, when the unmutated copy does not
-# pass, and when no test catches a mutant (add a test that does).
+# Each mutant replaces a short piece of code in one declaration of a
+# package (tools/mutant): the code is found by its Go tokens, so gofmt,
+# re-wrapping, comments and moving the declaration to another file of its
+# package leave the mutant as it is. It is applied to a temporary copy of
+# the tree (the files git knows of, as they are in the working tree: the
+# working tree itself is never written), the packages named with it are
+# tested there (without the race detector, for speed), and the tests that
+# fail are reported. The script fails when a mutant's code is not found
+# exactly once in its declaration (renamed, moved to another package or
+# changed: update the mutant), when a mutant does not compile, when the
+# unmutated copy does not pass, and when no test catches a mutant (add a
+# test that does).
 #
 # Mutants marked root run privileged tests (TestPrivileged*); without root
 # they cannot be caught, and the script says so and fails. Needs: go; as
@@ -21,14 +26,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# mutant NAME FILE PACKAGES RUN OLD NEW
-#   PACKAGES: go packages to test (space separated); RUN: -run regex, or ""
-#   for every test of those packages; a RUN naming TestPrivileged marks a
-#   mutant that needs root. Name the tests that catch it where the package's
-#   whole suite is slow (the driver's takes about 20 s a mutant).
-names=() files=() pkgs=() runs=() olds=() news=()
+# mutant NAME WHERE PACKAGES RUN OLD NEW
+#   WHERE: the declaration OLD is in, as its package's directory, a dot and
+#   its name: 'driver/gid.moved', 'driver/gid.(*Tracker).checkDrift', a
+#   const, var or type's name (tools/mutant); PACKAGES: go packages to test
+#   (space separated); RUN: -run regex, or "" for every test of those
+#   packages; a RUN naming TestPrivileged marks a mutant that needs root.
+#   Name the tests that catch it where the package's whole suite is slow
+#   (the driver's takes about 20 s a mutant).
+names=() wheres=() pkgs=() runs=() olds=() news=()
 mutant() {
-  names+=("$1") files+=("$2") pkgs+=("$3") runs+=("$4") olds+=("$5") news+=("$6")
+  names+=("$1") wheres+=("$2") pkgs+=("$3") runs+=("$4") olds+=("$5") news+=("$6")
 }
 
 unit=./driver/
@@ -36,112 +44,112 @@ gids='./driver/gid/ ./driver/'
 
 # GID admission: a container that fits exactly is admitted, one entry more
 # is refused.
-mutant admission-refuses-exact-fit driver/gid/admit.go "$gids" 'TestAdmitUpToCapacity|TestRDMAAdmissionUpToCapacity' \
+mutant admission-refuses-exact-fit 'driver/gid.(*Tracker).reserve' "$gids" 'TestAdmitUpToCapacity|TestRDMAAdmissionUpToCapacity' \
   'if e.need <= free-held {' \
   'if e.need < free-held {'
-mutant admission-overcommits-by-one driver/gid/admit.go "$gids" 'TestAdmitUpToCapacity|TestRDMAAdmissionUpToCapacity' \
+mutant admission-overcommits-by-one 'driver/gid.(*Tracker).reserve' "$gids" 'TestAdmitUpToCapacity|TestRDMAAdmissionUpToCapacity' \
   'if e.need <= free-held {' \
   'if e.need <= free-held+1 {'
 # The room the status and the metrics report is admission's: the entries
 # held for containers not in the table yet are not room.
-mutant room-ignores-held driver/gid/admit.go './driver/gid/ ./plugin/' 'TestAdmitAtTheTableEdge|TestMetricsMatchStatus' \
+mutant room-ignores-held 'driver/gid.(*Tracker).Room' './driver/gid/ ./plugin/' 'TestAdmitAtTheTableEdge|TestMetricsMatchStatus' \
   'return table, max(free-held, 0), nil' \
   'return table, max(free-0*held, 0), nil'
 # A refusal is decided on a read of every slot, never on a snapshot. (Using
 # the snapshot at all only saves reads: a cost, which the benchmarks
 # measure; ignoring it breaks no rule a test can see.)
-mutant refusal-on-snapshot driver/gid/admit.go "$gids" 'TestAdmitRefusesOnlyOnAFullRead|TestRefusalReadsTheWholeTable' \
+mutant refusal-on-snapshot 'driver/gid.(*Tracker).Admit' "$gids" 'TestAdmitRefusesOnlyOnAFullRead|TestRefusalReadsTheWholeTable' \
   'if !full && how != readFull {' \
   'if false && !full && how != readFull {'
 # Free slots are those the kernel hands out: never the reserved default
 # slots, never the slots it passed over (a deleted entry a QP still holds
 # reads empty), until the kernel fills them or the evidence is too old.
-mutant admission-counts-reserved-slots driver/gid/pending.go "$gids" 'TestAdmitAtTheTableEdge|TestPassedOver' \
+mutant admission-counts-reserved-slots 'driver/gid.freeFor' "$gids" 'TestAdmitAtTheTableEdge|TestPassedOver' \
   'for i := types; i < len(table.Slots); i++ {' \
   'for i := 0; i < len(table.Slots); i++ {'
-mutant admission-ignores-passed-over driver/gid/pending.go "$gids" 'TestAdmitAtTheTableEdge|TestPassedOver' \
+mutant admission-ignores-passed-over 'driver/gid.passedOver' "$gids" 'TestAdmitAtTheTableEdge|TestPassedOver' \
   'if prev[i] == "" && cur[i] == "" {' \
   'if false && prev[i] == "" && cur[i] == "" {'
-mutant passed-over-never-expires driver/gid/pending.go "$gids" 'TestAdmitAtTheTableEdge|TestPassedOver' \
+mutant passed-over-never-expires 'driver/gid.freeFor' "$gids" 'TestAdmitAtTheTableEdge|TestPassedOver' \
   'if at, ok := skipped[i]; ok && now.Sub(at) < skipMemory {' \
   'if _, ok := skipped[i]; ok {'
-mutant passed-over-kept-when-filled driver/gid/pending.go "$gids" 'TestAdmitAtTheTableEdge|TestPassedOver' \
+mutant passed-over-kept-when-filled 'driver/gid.passedOver' "$gids" 'TestAdmitAtTheTableEdge|TestPassedOver' \
   'if i < len(cur) && cur[i] == "" && now.Sub(at) < skipMemory {' \
   'if i < len(cur) && now.Sub(at) < skipMemory {'
 # The fake kernel passes over pending-delete slots and reserved default
 # slots, as the real one does (the admission tests rest on it).
-mutant fake-kernel-fills-pending-slot rdma/rdmatest/rdmatest.go './rdma/rdmatest/ ./driver/gid/' '' \
+mutant fake-kernel-fills-pending-slot 'rdma/rdmatest.AddAddress' './rdma/rdmatest/ ./driver/gid/' '' \
   'for next < len(slots) && (slots[next].GID != ZeroGID || pending[next]) {' \
   'for next < len(slots) && slots[next].GID != ZeroGID {'
-mutant fake-kernel-fills-reserved-slot rdma/rdmatest/rdmatest.go './rdma/rdmatest/ ./driver/gid/' '' \
+mutant fake-kernel-fills-reserved-slot 'rdma/rdmatest.AddAddress' './rdma/rdmatest/ ./driver/gid/' '' \
   'next := reserved' \
   'next := 0'
 # The orphan sweep at start: deletes this instance's unrecorded links, keeps
 # recorded ones.
-mutant orphan-sweep-disabled driver/restore.go "$unit" 'TestOrphanSweepDeletesOnlyOwnOrphans|TestVLANOwnerMark|TestInstanceIDRecoveredFromLinks' \
+mutant orphan-sweep-disabled 'driver.(*Driver).restore' "$unit" 'TestOrphanSweepDeletesOnlyOwnOrphans|TestVLANOwnerMark|TestInstanceIDRecoveredFromLinks' \
   'd.sweepOrphans(log)' \
   '0, error(nil)'
-mutant orphan-sweep-ignores-records driver/restore.go "$unit" 'TestOrphanSweepDeletesOnlyOwnOrphans|TestVLANOwnerMark|TestInstanceIDRecoveredFromLinks' \
+mutant orphan-sweep-ignores-records 'driver.(*Driver).sweepOrphans' "$unit" 'TestOrphanSweepDeletesOnlyOwnOrphans|TestVLANOwnerMark|TestInstanceIDRecoveredFromLinks' \
   'owned[e.Ifname] = true' \
   'owned[e.Ifname] = false'
-mutant orphan-sweep-ignores-owner driver/restore.go "$unit" 'TestOrphanSweepDeletesOnlyOwnOrphans|TestVLANOwnerMark|TestInstanceIDRecoveredFromLinks' \
+mutant orphan-sweep-ignores-owner 'driver.(*Driver).sweepOrphans' "$unit" 'TestOrphanSweepDeletesOnlyOwnOrphans|TestVLANOwnerMark|TestInstanceIDRecoveredFromLinks' \
   'ours := l.Alias == d.owner' \
   'ours := true'
 # An unmarked container link (a crash between creating and marking it) is
 # swept on the parent of one of this instance's networks, unless a record
 # names it; never on another parent.
-mutant orphan-sweep-keeps-unmarked driver/restore.go "$unit" 'TestOrphanSweep' \
+mutant orphan-sweep-keeps-unmarked 'driver.(*Driver).sweepOrphans' "$unit" 'TestOrphanSweep' \
   'unmarked := l.Alias == "" && !owned[l.Name] && ourParent[l.ParentIndex] &&' \
   'unmarked := false && l.Alias == "" && !owned[l.Name] && ourParent[l.ParentIndex] &&'
-mutant orphan-sweep-unmarked-any-parent driver/restore.go "$unit" 'TestOrphanSweep' \
+mutant orphan-sweep-unmarked-any-parent 'driver.(*Driver).sweepOrphans' "$unit" 'TestOrphanSweep' \
   'unmarked := l.Alias == "" && !owned[l.Name] && ourParent[l.ParentIndex] &&' \
   'unmarked := l.Alias == "" && !owned[l.Name] && true &&'
-mutant orphan-sweep-unmarked-ignores-records driver/restore.go "$unit" 'TestOrphanSweep' \
+mutant orphan-sweep-unmarked-ignores-records 'driver.(*Driver).sweepOrphans' "$unit" 'TestOrphanSweep' \
   'unmarked := l.Alias == "" && !owned[l.Name] && ourParent[l.ParentIndex] &&' \
   'unmarked := l.Alias == "" && ourParent[l.ParentIndex] &&'
 # The CDI spec holds uverbs and rdma_cm only: never umad (fabric management).
-mutant cdi-lists-umad rdma/devnodes.go './rdma/ ./driver/' 'TestDeviceNodes|TestRDMACDISpecLifecycle' \
+mutant cdi-lists-umad 'rdma.(*Sysfs).DeviceNodes' './rdma/ ./driver/' 'TestDeviceNodes|TestRDMACDISpecLifecycle' \
   'nodes = append(nodes, DeviceNode{Path: filepath.Join(DevDir, "rdma_cm")' \
   'nodes = append(nodes, DeviceNode{Path: filepath.Join(DevDir, "umad0"), Major: 231, Minor: 0, Type: "c"}); nodes = append(nodes, DeviceNode{Path: filepath.Join(DevDir, "rdma_cm")'
 # The GID index reported is the table slot the entry is in.
-mutant wrong-gid-index driver/gid/expect.go "$gids" 'TestRDMAReadinessLateGIDAndIndexHole|TestWatchReportsTheEntriesFound' \
+mutant wrong-gid-index 'driver/gid.(*Tracker).foundIn' "$gids" 'TestRDMAReadinessLateGIDAndIndexHole|TestWatchReportsTheEntriesFound' \
   'Entry{Index: i,' \
   'Entry{Index: i + 1,'
 # -o rdma_device picks the named device among a parent's candidates.
-mutant override-picks-another-device driver/detect.go "$unit" 'TestRDMADeviceOverride' \
+mutant override-picks-another-device 'driver.(*Driver).overrideRDMA' "$unit" 'TestRDMADeviceOverride' \
   'if c.HCA == override {' \
   'if c.HCA != override {'
 # The exclusive RDMA netns mode is refused.
-mutant exclusive-netns-accepted driver/detect.go "$unit" 'TestRDMARefusals' \
+mutant exclusive-netns-accepted 'driver.(*Driver).detectRDMA' "$unit" 'TestRDMARefusals' \
   'if mode != rdma.NetnsShared {' \
   'if false && mode != rdma.NetnsShared {'
 # State files are private.
-mutant state-file-world-readable driver/store.go "$unit" 'TestStoreRoundTrip' \
+mutant state-file-world-readable 'driver.writeJSONAtomic' "$unit" 'TestStoreRoundTrip' \
   'atomicfile.Write(path, data, 0o600,' \
   'atomicfile.Write(path, data, 0o644,'
 # Atomic replacement: a temporary file renamed over the old one, removed
 # when the write fails.
-mutant write-in-place internal/atomicfile/atomicfile.go './driver/ ./internal/atomicfile/' 'TestWriteTouchesTheFileOnlyByRename|TestWriteCrashLeavesOldContent|TestStoreFailedWriteKeepsOld' \
+mutant write-in-place 'internal/atomicfile.write' './driver/ ./internal/atomicfile/' 'TestWriteTouchesTheFileOnlyByRename|TestWriteCrashLeavesOldContent|TestStoreFailedWriteKeepsOld' \
   'os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")' \
   'os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)'
-mutant failed-write-leaves-temp internal/atomicfile/atomicfile.go './driver/ ./internal/atomicfile/' 'TestWriteFailureKeepsOldContent|TestWriteRenameAndCreateFailures|TestStoreFailedWriteKeepsOld' \
+mutant failed-write-leaves-temp 'internal/atomicfile.write' './driver/ ./internal/atomicfile/' 'TestWriteFailureKeepsOldContent|TestWriteRenameAndCreateFailures|TestStoreFailedWriteKeepsOld' \
   '_ = os.Remove(tmp)' \
   '_ = tmp'
 # Files of the state and CDI directories: what is not a regular file is
 # refused before it is opened (a device, a FIFO, a socket).
-mutant safefile-opens-special-files internal/safefile/safefile.go './internal/safefile/' '' \
+mutant safefile-opens-special-files 'internal/safefile.Open' './internal/safefile/' '' \
   'os.Lstat(path); err == nil &&' \
   'os.Lstat(path); false && err == nil &&'
 # The CDI directory is shared: a file of another kind at a spec's path is
 # not the plugin's to replace or remove.
-mutant cdi-adopts-other-kinds cdi/cdi.go './cdi/ ./driver/' 'TestCDIDirHostileFiles|TestReadCDISpecRefusesWhatThePluginDidNotWrite' \
+mutant cdi-adopts-other-kinds 'cdi.ReadSpec' './cdi/ ./driver/' 'TestCDIDirHostileFiles|TestReadCDISpecRefusesWhatThePluginDidNotWrite' \
   'if spec.Kind != Kind {' \
   'if false && spec.Kind != Kind {'
 # CDI file I/O never holds the driver's lock.
 # (writeCDI takes d.mu itself to record the nodes: the mutant takes it before
 # the write instead, not around the whole call, which would deadlock on the
 # first network and be caught only by go test's timeout.)
-mutant cdi-write-under-lock driver/cdi.go "$unit" 'TestCDIFileIOHoldsNoLock' \
+mutant cdi-write-under-lock 'driver.(*Driver).writeCDI' "$unit" 'TestCDIFileIOHoldsNoLock' \
   'd.beforeCDIIO("write", cdi.SpecPath(d.cdiDir, name))
 	tc, sl := d.portQoS(name, adding, except, log)
 	path, err := cdi.WriteSpec(d.cdiDir, cdi.Device{Name: name, HCA: r.HCA, Port: r.Port, Nodes: nodes, Netdev: r.Netdev, Owner: d.owner,
@@ -163,13 +171,13 @@ mutant cdi-write-under-lock driver/cdi.go "$unit" 'TestCDIFileIOHoldsNoLock' \
 	d.cdiNodes[name] = nodes'
 # DeleteNetwork runs alone among the calls that change the networks: it
 # never removes the spec of a port a racing CreateNetwork takes up.
-mutant delete-network-unserialized driver/network.go "$unit" 'TestCDISpecFollowsRacingNetworks' \
+mutant delete-network-unserialized 'driver.(*Driver).DeleteNetwork' "$unit" 'TestCDISpecFollowsRacingNetworks' \
   'defer d.netsMu.Unlock()
 	log := d.logFor("DeleteNetwork"' \
   'd.netsMu.Unlock()
 	log := d.logFor("DeleteNetwork"'
 # Join re-creates a link lost since CreateEndpoint.
-mutant join-does-not-recreate-link driver/join.go "$unit" 'TestJoinRecreatesLostLink' \
+mutant join-does-not-recreate-link 'driver.(*Driver).Join' "$unit" 'TestJoinRecreatesLostLink' \
   'err = d.ensureLink(e, log)' \
   'err = error(nil)'
 # A parent that is a port of a bond, bridge, team or OVS datapath (which
@@ -177,20 +185,20 @@ mutant join-does-not-recreate-link driver/join.go "$unit" 'TestJoinRecreatesLost
 # CreateNetwork, on fake links and on a real bridge; a VRF port, whose
 # receive handler is free, is not; a parent enslaved later is explained at
 # CreateEndpoint and Join instead of a bare EBUSY.
-mutant enslaved-parent-accepted driver/parent.go "$unit" 'TestParentPortOfMasterRefused' \
+mutant enslaved-parent-accepted 'driver.(*Driver).rxMaster' "$unit" 'TestParentPortOfMasterRefused' \
   'if l.MasterIndex == 0 {' \
   'if true || l.MasterIndex == 0 {'
-mutant master-index-unread netns/links.go './plugin/' 'TestPrivilegedEnslavedParent' \
+mutant master-index-unread 'netns.toLink' './plugin/' 'TestPrivilegedEnslavedParent' \
   'MasterIndex: a.MasterIndex,' \
   'MasterIndex: 0,'
 # Duplicate addresses across hosts: the probe finds another host holding
 # the address through the real kernel, never the endpoint itself; the driver
 # records it off the start path, refuses it on a strict network before Join
 # answers, and forgets it when the container leaves.
-mutant probe-own-mac-counted netns/probe.go './netns/' 'TestPrivilegedProbeAddress' \
+mutant probe-own-mac-counted 'netns.(*Handle).ProbeAddress' './netns/' 'TestPrivilegedProbeAddress' \
   'if mac == nil || slices.Equal(mac, own) ||' \
   'if mac == nil ||'
-mutant probe-ndp-checksum-unset netns/probe.go './netns/' 'TestPrivilegedProbeAddress' \
+mutant probe-ndp-checksum-unset 'netns.dadSolicitation' './netns/' 'TestPrivilegedProbeAddress' \
   'binary.BigEndian.PutUint16(icmp[2:], icmpv6Checksum(src, group, icmp))' \
   '_ = icmpv6Checksum'
 # The watch of the parent's segment: another host's probe for an endpoint's
@@ -200,232 +208,232 @@ mutant probe-ndp-checksum-unset netns/probe.go './netns/' 'TestPrivilegedProbeAd
 # own, a later frame of the holder says it holds it, and the watch resumes
 # after a restart and after a failure, and ends with the parent's last
 # endpoint.
-mutant claim-watch-nd-filtered netns/claims.go './netns/' 'TestPrivilegedWatchClaims' \
+mutant claim-watch-nd-filtered 'netns.attachNDFilter' './netns/' 'TestPrivilegedWatchClaims' \
   '{Code: jeq, Jt: 1, K: 135},' \
   '{Code: jeq, Jt: 1, K: 134},'
-mutant claim-parent-mac-counted netns/claims.go './netns/' 'TestPrivilegedWatchClaims' \
+mutant claim-parent-mac-counted 'netns.(*Handle).WatchClaims' './netns/' 'TestPrivilegedWatchClaims' \
   'if c, ok := parseClaim(buf[:n]); ok && !slices.Equal(c.MAC, l.MAC) {' \
   'if c, ok := parseClaim(buf[:n]); ok {'
-mutant claim-upper-device-counted netns/claims.go './netns/' 'TestPrivilegedWatchClaims' \
+mutant claim-upper-device-counted 'netns.recvOn' './netns/' 'TestPrivilegedWatchClaims' \
   'ok && ll.Ifindex == ifindex && ll.Pkttype != unix.PACKET_OTHERHOST {' \
   'ok && ll != nil {'
-mutant claim-own-mac-counted driver/addrcheck.go "$unit" 'TestAddressClaimsWatchedOnSegment' \
+mutant claim-own-mac-counted 'driver.(*Driver).claimSeen' "$unit" 'TestAddressClaimsWatchedOnSegment' \
   'if e.Parent != parent || e.Sandbox == "" || strings.EqualFold(e.MAC, m) ||' \
   'if e.Parent != parent || e.Sandbox == "" ||'
-mutant claim-probed-kept driver/addrcheck.go "$unit" 'TestAddressClaimsWatchedOnSegment' \
+mutant claim-probed-kept 'driver.(*Driver).recordConflicts' "$unit" 'TestAddressClaimsWatchedOnSegment' \
   '} else if !c.Probed {' \
   '} else if false {'
-mutant claim-watch-not-resumed driver/restore.go "$unit" 'TestAddressClaimsWatchedOnSegment' \
+mutant claim-watch-not-resumed 'driver.(*Driver).restore' "$unit" 'TestAddressClaimsWatchedOnSegment' \
   'd.watchParent(e.Parent)' \
   '_ = e'
-mutant claim-watch-never-ends driver/addrcheck.go "$unit" 'TestAddressClaimsWatchedOnSegment' \
+mutant claim-watch-never-ends 'driver.(*Driver).watchUntilIdle' "$unit" 'TestAddressClaimsWatchedOnSegment' \
   'if !still {' \
   'if !still && false {'
-mutant claim-watch-not-retried driver/addrcheck.go "$unit" 'TestAddressWatchRetried' \
+mutant claim-watch-not-retried 'driver.(*Driver).unwatch' "$unit" 'TestAddressWatchRetried' \
   'if d.probeCtx.Err() == nil && d.watched(parent) {' \
   'if false {'
-mutant address-conflict-unrecorded driver/addrcheck.go "$unit" 'TestAddressConflictReportedAfterJoin' \
+mutant address-conflict-unrecorded 'driver.(*Driver).recordConflicts' "$unit" 'TestAddressConflictReportedAfterJoin' \
   '	e.Conflicts = found
 	for _, c := range found {' \
   '	for _, c := range found {'
-mutant address-probe-on-start-path driver/join.go "$unit" 'TestAddressConflictReportedAfterJoin' \
+mutant address-probe-on-start-path 'driver.(*Driver).Join' "$unit" 'TestAddressConflictReportedAfterJoin' \
   'if err == nil && check == api.AddressCheckStrict && d.probe != nil {' \
   'if err == nil && check != api.AddressCheckOff && d.probe != nil {'
-mutant address-strict-unprobed driver/join.go "$unit" 'TestAddressCheckStrictAndOff' \
+mutant address-strict-unprobed 'driver.(*Driver).Join' "$unit" 'TestAddressCheckStrictAndOff' \
   'if err == nil && check == api.AddressCheckStrict && d.probe != nil {' \
   'if false && err == nil && check == api.AddressCheckStrict && d.probe != nil {'
-mutant address-conflict-kept-after-leave driver/leave.go "$unit" 'TestAddressConflictReportedAfterJoin' \
+mutant address-conflict-kept-after-leave 'driver.(*Driver).Leave' "$unit" 'TestAddressConflictReportedAfterJoin' \
   'e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason, e.Conflicts = "", nil, false, "", nil' \
   'e.Sandbox, e.GIDs, e.RDMAReady, e.RDMAReason = "", nil, false, ""'
-mutant address-conflicts-uncounted metrics/status.go './metrics/' 'TestGaugesCountAddressConflicts' \
+mutant address-conflicts-uncounted 'metrics.Gauges' './metrics/' 'TestGaugesCountAddressConflicts' \
   'g.Conflicts += len(e.AddressConflicts)' \
   'g.Conflicts += 0'
-mutant vrf-port-refused driver/parent.go "$unit" 'TestParentPortOfVRFAccepted' \
+mutant vrf-port-refused 'driver.rxMasters' "$unit" 'TestParentPortOfVRFAccepted' \
   '"hsr":         "HSR/PRP device",' \
   '"hsr":         "HSR/PRP device", "vrf": "VRF",'
-mutant vlan-on-port-accepted driver/parent.go "$unit" 'TestParentPortOfMasterRefused' \
+mutant vlan-on-port-accepted 'driver.(*Driver).planParent' "$unit" 'TestParentPortOfMasterRefused' \
   'if err := d.checkStackMasters(name, true, vlans, real); err != nil {' \
   'if err := error(nil); err != nil {'
 # An existing VLAN (or a QinQ stack) whose lower device, or any device
 # under it, is a port of such a master is refused as a new one is.
-mutant vlan-stack-on-port-accepted driver/parent.go "$unit" 'TestQinQParent' \
+mutant vlan-stack-on-port-accepted 'driver.(*Driver).planParent' "$unit" 'TestQinQParent' \
   'if err := d.checkStackMasters(name, false, vlans, bottom); err != nil {' \
   'if err := error(nil); err != nil {'
 # QinQ: a parent's RDMA device is under every VLAN of it, not one level
 # down.
-mutant qinq-one-level driver/parent.go "$unit" 'TestQinQParent' \
+mutant qinq-one-level 'driver.(*Driver).vlanStack' "$unit" 'TestQinQParent' \
   'for l.Kind == "vlan" {' \
   'for len(vlans) == 0 && l.Kind == "vlan" {'
 # QinQ on a NIC that tags RoCE frames itself (mlx5: one VLAN per GID
 # entry) is refused, at CreateNetwork and in the status; Soft-RoCE, which
 # sends through the netdev stack, keeps it; rxe is known by its node_desc
 # before its device link (older kernels linked it to the NIC's device).
-mutant qinq-on-nic-accepted driver/network.go "$unit" 'TestQinQParentRefusedWhereTheNICTags' \
+mutant qinq-on-nic-accepted 'driver.(*Driver).planNetwork' "$unit" 'TestQinQParentRefusedWhereTheNICTags' \
   'if err := d.checkStackedVLANTags(opts.Parent, plan.createVLAN, plan.vlans, plan.real, rinfo.HCA); err != nil {' \
   'if err := error(nil); err != nil {'
-mutant qinq-on-nic-problem-unseen driver/status.go "$unit" 'TestQinQParentRefusedWhereTheNICTags' \
+mutant qinq-on-nic-problem-unseen 'driver.(*Driver).Status' "$unit" 'TestQinQParentRefusedWhereTheNICTags' \
   'if p := d.stackedVLANProblem(n); p != "" {' \
   'if p := d.stackedVLANProblem(n); false && p != "" {'
-mutant qinq-refused-on-rxe driver/parent.go "$unit" 'TestQinQParent' \
+mutant qinq-refused-on-rxe 'driver.(*Driver).checkStackedVLANTags' "$unit" 'TestQinQParent' \
   'if drv == rdma.DriverRXE {' \
   'if false && drv == rdma.DriverRXE {'
-mutant rxe-driver-from-device-link rdma/kerneldriver.go ./rdma/ 'TestKernelDriver' \
+mutant rxe-driver-from-device-link 'rdma.(*Sysfs).KernelDriver' ./rdma/ 'TestKernelDriver' \
   'if v, ok := readAttr(filepath.Join(dir, "node_desc")); ok && v == DriverRXE {' \
   'if v, ok := readAttr(filepath.Join(dir, "node_desc")); false && ok && v == DriverRXE {'
 # A bond without RoCE LAG whose ports have RDMA devices of their own is
 # refused; only the netdev a port's default GID names is the port's own
 # (the active port's table also holds the bond's default GID).
-mutant bond-without-lag-accepted driver/ports.go "$unit" 'TestBondWithoutLAGRefused|TestRoCELAGParent' \
+mutant bond-without-lag-accepted 'driver.(*Driver).checkBondPorts' "$unit" 'TestBondWithoutLAGRefused|TestRoCELAGParent' \
   'if len(withRDMA) == 0 {' \
   'if true || len(withRDMA) == 0 {'
-mutant bond-own-port-by-gid-scan driver/ports.go "$unit" 'TestBondWithoutLAGRefused|TestRoCELAGParent' \
+mutant bond-own-port-by-gid-scan 'driver.(*Driver).ownPorts' "$unit" 'TestBondWithoutLAGRefused|TestRoCELAGParent' \
   'if d.rdma.PortNetdev(c.HCA, c.Port) == l.Name {' \
   'if true || d.rdma.PortNetdev(c.HCA, c.Port) == l.Name {'
 # A parent's port is the kernel's (RDMA netlink) first, on the host's own
 # sysfs only, and only when sysfs shows that port too.
-mutant kernel-port-view-ignored driver/ports.go "$unit" 'TestParentPortFromKernelView' \
+mutant kernel-port-view-ignored 'driver.(*Driver).hcaPortsForNetdev' "$unit" 'TestParentPortFromKernelView' \
   'if view, ok := d.kernelPortView(); ok {' \
   'if view, ok := d.kernelPortView(); false && ok {'
-mutant kernel-port-view-unchecked driver/ports.go "$unit" 'TestParentPortFromKernelView' \
+mutant kernel-port-view-unchecked 'driver.(*Driver).kernelPortsOf' "$unit" 'TestParentPortFromKernelView' \
   'if err != nil || !slices.Contains(sysPorts, p.Port) {' \
   'if false && (err != nil || !slices.Contains(sysPorts, p.Port)) {'
-mutant kernel-port-view-on-fake-sysfs driver/driver.go "$unit" 'TestKernelViewOnlyOnHostSysfs' \
+mutant kernel-port-view-on-fake-sysfs 'driver.New' "$unit" 'TestKernelViewOnlyOnHostSysfs' \
   'if cfg.Sysfs.Host() {' \
   'if true || cfg.Sysfs.Host() {'
 # The kernel's view decides: a netdev it ties no port to has none, whatever
 # GID tables hold its entries (a bond's, in its ports' tables).
-mutant kernel-view-not-authoritative driver/ports.go "$unit" 'TestBondWithoutLAGRefusedByTheKernelsView' \
+mutant kernel-view-not-authoritative 'driver.(*Driver).ownPorts' "$unit" 'TestBondWithoutLAGRefusedByTheKernelsView' \
   'if !viewNames(view, l) {' \
   'if false && !viewNames(view, l) {'
 # A network whose bond lost its own device says so in its status.
-mutant bond-problem-unseen driver/status.go "$unit" 'TestBondThatLostItsDeviceIsAProblem' \
+mutant bond-problem-unseen 'driver.(*Driver).Status' "$unit" 'TestBondThatLostItsDeviceIsAProblem' \
   'if p := d.bondProblem(n); p != "" {' \
   'if p := d.bondProblem(n); false && p != "" {'
 # CreateNetwork dumps the host's links only to find a master's ports (a
 # dump fails while links churn); a dump the kernel interrupts is tried
 # again after a growing pause, and one that never settles says so.
-mutant create-network-dumps-links driver/ports.go "$unit" 'TestCreateNetworkWhileLinksChurn' \
+mutant create-network-dumps-links 'driver.(*Driver).checkBondPorts' "$unit" 'TestCreateNetworkWhileLinksChurn' \
   'if _, master := rxMasters[real.Kind]; !master {' \
   'if _, master := rxMasters[real.Kind]; false && !master {'
-mutant dump-retried-without-pause netns/dump.go ./netns/ 'TestLinksRetriesAnInterruptedDumpAfterAPause' \
+mutant dump-retried-without-pause 'netns.redump' ./netns/ 'TestLinksRetriesAnInterruptedDumpAfterAPause' \
   'time.Sleep(p)' \
   '_ = p'
-mutant dump-interrupted-unexplained netns/dump.go ./netns/ 'TestLinksRetriesAnInterruptedDumpAfterAPause' \
+mutant dump-interrupted-unexplained 'netns.redump' ./netns/ 'TestLinksRetriesAnInterruptedDumpAfterAPause' \
   'return zero, fmt.Errorf("%s kept changing while the kernel listed it (%d tries over %s, each cut short by a change): retry in a moment: %w",' \
   'return zero, fmt.Errorf("%.0s%.0d%.0s%w",'
 # The managed plugin's /host/sys, a sysfs mount, is the kernel's sysfs.
-mutant managed-sysfs-not-host rdma/detect.go ./rdma/ 'TestHostSysfs' \
+mutant managed-sysfs-not-host 'rdma.(*Sysfs).Host' ./rdma/ 'TestHostSysfs' \
   'return unix.Statfs(s.path("sys"), &st) == nil && st.Type == unix.SYSFS_MAGIC' \
   'return false && unix.Statfs(s.path("sys"), &st) == nil && st.Type == unix.SYSFS_MAGIC'
-mutant enslaved-endpoint-bare-ebusy driver/parent.go "$unit" 'TestParentEnslavedAfterCreation' \
+mutant enslaved-endpoint-bare-ebusy 'driver.(*Driver).explainBusy' "$unit" 'TestParentEnslavedAfterCreation' \
   'if !errors.Is(err, unix.EBUSY) {' \
   'if true || !errors.Is(err, unix.EBUSY) {'
-mutant enslaved-join-bare-ebusy driver/join.go "$unit" 'TestParentEnslavedAfterCreation' \
+mutant enslaved-join-bare-ebusy 'driver.(*Driver).ensureLink' "$unit" 'TestParentEnslavedAfterCreation' \
   'if err := d.explainBusy(e.NetworkID, e.Parent, err); IsRefusal(err) {' \
   'if err := d.explainBusy(e.NetworkID, e.Parent, err); false && IsRefusal(err) {'
 # Every crash point is reached by the crash test (a point dropped from the
 # code is noticed).
-mutant crash-point-unreached driver/join.go './cmd/rdma-macvlan/' 'TestPrivilegedCrashPoints' \
+mutant crash-point-unreached 'driver.(*Driver).ensureLink' './cmd/rdma-macvlan/' 'TestPrivilegedCrashPoints' \
   'crashPoint("join:link-recreated")' \
   ''
 # docker rdma asks the engine the docker CLI would use, by the CLI's rules
 # in the CLI's order, and its API only on a local unix socket without TLS.
 drdocker=./cmd/docker-rdma/internal/docker/
-mutant endpoint-docker-host-ignored cmd/docker-rdma/internal/docker/endpoint.go "$drdocker" 'TestResolveEndpoint' \
+mutant endpoint-docker-host-ignored 'cmd/docker-rdma/internal/docker.ResolveEndpoint' "$drdocker" 'TestResolveEndpoint' \
   'case getenv("DOCKER_HOST") != "":' \
   'case false:'
-mutant endpoint-context-before-host cmd/docker-rdma/internal/docker/endpoint.go "$drdocker" 'TestResolveEndpoint' \
+mutant endpoint-context-before-host 'cmd/docker-rdma/internal/docker.ResolveEndpoint' "$drdocker" 'TestResolveEndpoint' \
   'case getenv("DOCKER_HOST") != "":' \
   'case getenv("DOCKER_HOST") != "" && getenv("DOCKER_CONTEXT") == "":'
-mutant endpoint-current-context-ignored cmd/docker-rdma/internal/docker/endpoint.go "$drdocker" 'TestResolveEndpoint' \
+mutant endpoint-current-context-ignored 'cmd/docker-rdma/internal/docker.ResolveEndpoint' "$drdocker" 'TestResolveEndpoint' \
   'if cfg.CurrentContext != "" {' \
   'if false {'
-mutant endpoint-docker-config-ignored cmd/docker-rdma/internal/docker/endpoint.go "$drdocker" 'TestResolveEndpoint' \
+mutant endpoint-docker-config-ignored 'cmd/docker-rdma/internal/docker.configDir' "$drdocker" 'TestResolveEndpoint' \
   'if d := getenv("DOCKER_CONFIG"); d != "" {' \
   'if d := ""; d != "" {'
-mutant endpoint-context-tls-ignored cmd/docker-rdma/internal/docker/endpoint.go "$drdocker" 'TestResolveEndpoint' \
+mutant endpoint-context-tls-ignored 'cmd/docker-rdma/internal/docker.contextEndpoint' "$drdocker" 'TestResolveEndpoint' \
   'if ents, err := os.ReadDir(tlsDir); err == nil && len(ents) > 0 {' \
   'if ents, err := os.ReadDir(tlsDir); err == nil && len(ents) > 99 {'
-mutant endpoint-tls-flags-ignored cmd/docker-rdma/internal/docker/endpoint.go "$drdocker" 'TestResolveEndpoint' \
+mutant endpoint-tls-flags-ignored 'cmd/docker-rdma/internal/docker.defaultEndpoint' "$drdocker" 'TestResolveEndpoint' \
   'if g.on(f) {' \
   'if false {'
-mutant endpoint-tcp-taken-as-socket cmd/docker-rdma/internal/docker/endpoint.go "$drdocker" 'TestResolveEndpoint' \
+mutant endpoint-tcp-taken-as-socket 'cmd/docker-rdma/internal/docker.UnixSocket' "$drdocker" 'TestResolveEndpoint' \
   'if !ok || strings.Contains(path, "://") {' \
   'if !ok && false {'
 # The API is asked in the engine's version, never above MaxAPIVersion; a
 # question it does not answer goes to the docker CLI.
-mutant api-version-not-capped cmd/docker-rdma/internal/docker/api.go "$drdocker" '' \
+mutant api-version-not-capped 'cmd/docker-rdma/internal/docker.(*API).Version' "$drdocker" '' \
   'if mv, _ := parseVersion(MaxAPIVersion); lessVersion(mv, sv) {' \
   'if mv, _ := parseVersion(MaxAPIVersion); lessVersion(mv, sv) && false {'
-mutant api-error-not-asked-again cmd/docker-rdma/internal/docker/docker.go "$drdocker ./cmd/docker-rdma/internal/commands/" 'TestCLIAsksTheAPIFirst|TestRunAPIPath' \
+mutant api-error-not-asked-again 'cmd/docker-rdma/internal/docker.fromAPI' "$drdocker ./cmd/docker-rdma/internal/commands/" 'TestCLIAsksTheAPIFirst|TestRunAPIPath' \
   'c.Debugf("%v: asking the docker CLI instead", err)
 		return v, false, nil' \
   'return v, true, nil'
 # Every question to the engine has a deadline and every answer a size
 # bound, by the API and by the docker CLI; an engine that did not answer
 # in time, or answered too much, is not asked again with the docker CLI.
-mutant api-no-deadline cmd/docker-rdma/internal/docker/api.go "$drdocker" 'TestAPIDeadline' \
+mutant api-no-deadline 'cmd/docker-rdma/internal/docker.(*API).fetch' "$drdocker" 'TestAPIDeadline' \
   'rctx, cancel := context.WithTimeoutCause(ctx, a.timeout, errNoAnswer)' \
   'rctx, cancel := context.WithTimeoutCause(ctx, 1000*a.timeout, errNoAnswer)'
-mutant api-answer-unbounded cmd/docker-rdma/internal/docker/api.go "$drdocker" 'TestAPIAnswerBound' \
+mutant api-answer-unbounded 'cmd/docker-rdma/internal/docker.(*API).fetch' "$drdocker" 'TestAPIAnswerBound' \
   'if int64(len(body)) > a.maxAnswer {' \
   'if false {'
-mutant api-stuck-engine-asked-again cmd/docker-rdma/internal/docker/docker.go "$drdocker" 'TestAPIDeadline|TestAPIAnswerBound' \
+mutant api-stuck-engine-asked-again 'cmd/docker-rdma/internal/docker.fromAPI' "$drdocker" 'TestAPIDeadline|TestAPIAnswerBound' \
   'if final(err) {' \
   'if false {'
-mutant cli-query-no-deadline cmd/docker-rdma/internal/docker/docker.go "$drdocker" 'TestCLIDeadline' \
+mutant cli-query-no-deadline 'cmd/docker-rdma/internal/docker.(*CLI).query' "$drdocker" 'TestCLIDeadline' \
   'qctx, cancel := context.WithTimeoutCause(ctx, t, errNoAnswer)' \
   'qctx, cancel := context.WithTimeoutCause(ctx, 1000*t, errNoAnswer)'
-mutant cli-output-unbounded cmd/docker-rdma/internal/docker/docker.go "$drdocker" 'TestCLIOutputBound' \
+mutant cli-output-unbounded 'cmd/docker-rdma/internal/docker.(*CLI).Output' "$drdocker" 'TestCLIOutputBound' \
   'if stdout.over {' \
   'if false {'
 # A file the user points docker rdma at (.env, --env-file, the docker
 # CLI's config and contexts) is read only if it is a regular file, and
 # never past a bound.
-mutant user-file-not-regular cmd/docker-rdma/internal/userfile/userfile.go './cmd/docker-rdma/internal/userfile/ ./cmd/docker-rdma/internal/compose/ ./cmd/docker-rdma/internal/docker/' 'TestRead|TestConfigFilesReadsOnlyRegularEnvFiles|TestResolveEndpointReadsOnlyRegularFiles' \
+mutant user-file-not-regular 'cmd/docker-rdma/internal/userfile.check' './cmd/docker-rdma/internal/userfile/ ./cmd/docker-rdma/internal/compose/ ./cmd/docker-rdma/internal/docker/' 'TestRead|TestConfigFilesReadsOnlyRegularEnvFiles|TestResolveEndpointReadsOnlyRegularFiles' \
   'if !fi.Mode().IsRegular() {' \
   'if false {'
-mutant user-file-read-past-bound cmd/docker-rdma/internal/userfile/userfile.go ./cmd/docker-rdma/internal/userfile/ 'TestRead' \
+mutant user-file-read-past-bound 'cmd/docker-rdma/internal/userfile.Read' ./cmd/docker-rdma/internal/userfile/ 'TestRead' \
   'if int64(len(b)) > max {' \
   'if false {'
 # doctor's fabric checks: the PFC bitmap read from the wrong byte of struct
 # ieee_pfc, the RoCE headers miscounted, a NIC without DCB taken for an
 # error, the traffic class not shifted to its DSCP.
-mutant dcb-pfc-offset cmd/docker-rdma/internal/fabric/dcb.go ./cmd/docker-rdma/internal/fabric/ '' \
+mutant dcb-pfc-offset 'cmd/docker-rdma/internal/fabric.pfcEnOff' ./cmd/docker-rdma/internal/fabric/ '' \
   'pfcEnOff       = 1' \
   'pfcEnOff       = 2'
-mutant roce-mtu-headers cmd/docker-rdma/internal/fabric/mtu.go ./cmd/docker-rdma/internal/fabric/ '' \
+mutant roce-mtu-headers 'cmd/docker-rdma/internal/fabric.RoCEHeaders' ./cmd/docker-rdma/internal/fabric/ '' \
   'const RoCEHeaders = 40 + 8 + 12 + 4 + 28 + 4' \
   'const RoCEHeaders = 40 + 8 + 12 + 28 + 4'
-mutant dcb-unsupported-is-an-error cmd/docker-rdma/internal/fabric/dcb.go ./cmd/docker-rdma/internal/fabric/ '' \
+mutant dcb-unsupported-is-an-error 'cmd/docker-rdma/internal/fabric.ReadDCB' ./cmd/docker-rdma/internal/fabric/ '' \
   'errors.Is(err, syscall.EOPNOTSUPP)' \
   'errors.Is(err, syscall.ENOTSUP+1)'
-mutant traffic-class-not-dscp cmd/docker-rdma/internal/fabric/check.go ./cmd/docker-rdma/internal/fabric/ '' \
+mutant traffic-class-not-dscp 'cmd/docker-rdma/internal/fabric.(*Report).checkTrafficClass' ./cmd/docker-rdma/internal/fabric/ '' \
   'code := tc >> 2' \
   'code := tc >> 3'
 # ConnectX has no dcb apptrust: on mlx5 doctor's trust fix adds a DSCP
 # entry (or uses mlnx_qos); MLNX_OFED's qos/trust is read before the trust
 # is taken for PCP.
-mutant trust-fix-apptrust-on-mlx5 cmd/docker-rdma/internal/fabric/trust.go ./cmd/docker-rdma/internal/fabric/ 'TestTrustFixPerDriver' \
+mutant trust-fix-apptrust-on-mlx5 'cmd/docker-rdma/internal/fabric.(*Report).trustDSCPFix' ./cmd/docker-rdma/internal/fabric/ 'TestTrustFixPerDriver' \
   'if !r.mlx5() {' \
   'if true || !r.mlx5() {'
-mutant qos-trust-file-unread cmd/docker-rdma/internal/fabric/check.go ./cmd/docker-rdma/internal/fabric/ 'TestTrustFixPerDriver' \
+mutant qos-trust-file-unread 'cmd/docker-rdma/internal/fabric.(*Report).trustsDSCP' ./cmd/docker-rdma/internal/fabric/ 'TestTrustFixPerDriver' \
   'if r.QoSTrust != "" {' \
   'if false && r.QoSTrust != "" {'
 # The traffic class doctor suggests is DSCP 26 where it maps to a PFC
 # priority, with ECT(0) in the ECN bits (106) where ECN is on for it.
-mutant example-tc-not-dscp-26 cmd/docker-rdma/internal/fabric/check.go ./cmd/docker-rdma/internal/fabric/ 'TestCheck|TestExampleTrafficClass' \
+mutant example-tc-not-dscp-26 'cmd/docker-rdma/internal/fabric.(*Report).exampleTC' ./cmd/docker-rdma/internal/fabric/ 'TestCheck|TestExampleTrafficClass' \
   'if code == roceDSCP {' \
   'if false && code == roceDSCP {'
-mutant example-tc-ignores-ecn cmd/docker-rdma/internal/fabric/check.go ./cmd/docker-rdma/internal/fabric/ 'TestExampleTrafficClass' \
+mutant example-tc-ignores-ecn 'cmd/docker-rdma/internal/fabric.(*Report).exampleTC' ./cmd/docker-rdma/internal/fabric/ 'TestExampleTrafficClass' \
   'if r.ECN != nil && (r.ECN.NP != nil && r.ECN.NP[prio] || r.ECN.RP != nil && r.ECN.RP[prio]) {' \
   'if false && r.ECN != nil && (r.ECN.NP != nil && r.ECN.NP[prio] || r.ECN.RP != nil && r.ECN.RP[prio]) {'
 # doctor's GPU topology: two switches taken for one, root ports of one host
 # bridge taken for one switch.
-mutant topo-pix-too-wide cmd/docker-rdma/internal/gpu/topo.go ./cmd/docker-rdma/internal/gpu/ '' \
+mutant topo-pix-too-wide 'cmd/docker-rdma/internal/gpu.Link' ./cmd/docker-rdma/internal/gpu/ '' \
   'if len(a.Path)-c <= 2 && len(b.Path)-c <= 2 {' \
   'if len(a.Path)-c <= 4 && len(b.Path)-c <= 4 {'
-mutant topo-no-phb cmd/docker-rdma/internal/gpu/topo.go ./cmd/docker-rdma/internal/gpu/ '' \
+mutant topo-no-phb 'cmd/docker-rdma/internal/gpu.Link' ./cmd/docker-rdma/internal/gpu/ '' \
   'if c == 0 {' \
   'if c == 99 {'
 # Metrics: the gauges are /v1/status's numbers (headroom per RoCE type, a
@@ -433,87 +441,87 @@ mutant topo-no-phb cmd/docker-rdma/internal/gpu/topo.go ./cmd/docker-rdma/intern
 # failures and the Join-to-ready time counted; the TCP address serves
 # /metrics only and a wrong one names the flag.
 metricspkgs='./metrics/ ./plugin/'
-mutant metrics-headroom-not-per-type metrics/status.go "$metricspkgs" 'TestGauges|TestMetrics' \
+mutant metrics-headroom-not-per-type 'metrics.Gauges' "$metricspkgs" 'TestGauges|TestMetrics' \
   'Headroom: room(n.GIDTable) / max(n.RoCETypes, 1)})' \
   'Headroom: room(n.GIDTable)})'
-mutant metrics-port-counted-twice metrics/status.go "$metricspkgs" 'TestGauges|TestMetrics' \
+mutant metrics-port-counted-twice 'metrics.Gauges' "$metricspkgs" 'TestGauges|TestMetrics' \
   'if !seen[k] {' \
   'if true {'
-mutant metrics-timeout-reason-lost metrics/status.go "$metricspkgs" 'TestReadiness|TestMetrics' \
+mutant metrics-timeout-reason-lost 'metrics.Readiness' "$metricspkgs" 'TestReadiness|TestMetrics' \
   'case strings.HasPrefix(r, "GID entries for ") && strings.Contains(r, "did not appear"):' \
   'case false:'
-mutant metrics-refusal-not-counted plugin/metrics.go ./plugin/ 'TestMetrics' \
+mutant metrics-refusal-not-counted 'plugin.(*callWriter).refused' ./plugin/ 'TestMetrics' \
   'm.Refusal(reason)' \
   '_ = reason'
-mutant metrics-strict-not-a-refusal plugin/metrics.go ./plugin/ 'TestMetrics' \
+mutant metrics-strict-not-a-refusal 'plugin.refusalReason' ./plugin/ 'TestMetrics' \
   'case errors.As(err, &strict):' \
   'case false && errors.As(err, &strict):'
-mutant metrics-outcome-lost plugin/metrics.go ./plugin/ 'TestMetrics' \
+mutant metrics-outcome-lost 'plugin.(*Server).counted' ./plugin/ 'TestMetrics' \
   'outcome := w.outcome' \
   'outcome := ""'
-mutant metrics-write-failure-as-ok driver/observe.go ./plugin/ 'TestMetrics' \
+mutant metrics-write-failure-as-ok 'driver.(*observing).stateWrite' ./plugin/ 'TestMetrics' \
   'outcome = "failed"' \
   'outcome = "ok"'
-mutant metrics-ready-time-not-observed driver/observe.go ./plugin/ 'TestMetrics' \
+mutant metrics-ready-time-not-observed 'driver.(*observing).watchEnded' ./plugin/ 'TestMetrics' \
   'ob.o.GIDsReady(max(at.Sub(joined), 0))' \
   '_ = joined'
-mutant metrics-address-serves-all cmd/rdma-macvlan/main.go ./cmd/rdma-macvlan/ 'TestMetricsAddress' \
+mutant metrics-address-serves-all 'cmd/rdma-macvlan.serveMetrics' ./cmd/rdma-macvlan/ 'TestMetricsAddress' \
   'mux.HandleFunc(metrics.Path, func(' \
   'mux.HandleFunc("/", func('
-mutant metrics-address-error-unnamed cmd/rdma-macvlan/main.go ./cmd/rdma-macvlan/ 'TestMetricsAddress' \
+mutant metrics-address-error-unnamed 'cmd/rdma-macvlan.listenMetrics' ./cmd/rdma-macvlan/ 'TestMetricsAddress' \
   'const name = "--metrics-address (RDMA_MACVLAN_METRICS_ADDRESS)"' \
   'const name = "metrics address"'
 # The metrics address caps its connections, and its cap and the plugin
 # socket's together fit under the limit on file descriptors; a GET with a
 # body is refused, not answered with the body left unread.
-mutant metrics-address-uncapped cmd/rdma-macvlan/main.go ./cmd/rdma-macvlan/ 'TestMetricsAddress' \
+mutant metrics-address-uncapped 'cmd/rdma-macvlan.serveMetrics' ./cmd/rdma-macvlan/ 'TestMetricsAddress' \
   'cl := connlimit.New(l, maxConns, func(closed int64) {' \
   'cl, _ := l, connlimit.New(l, maxConns, func(closed int64) {'
-mutant metrics-address-serves-body cmd/rdma-macvlan/main.go ./cmd/rdma-macvlan/ 'TestMetricsAddress' \
+mutant metrics-address-serves-body 'cmd/rdma-macvlan.serveMetrics' ./cmd/rdma-macvlan/ 'TestMetricsAddress' \
   'if r.ContentLength != 0 {' \
   'if false && r.ContentLength != 0 {'
-mutant conn-caps-overrun-fds internal/connlimit/budget.go ./internal/connlimit/ 'TestCapsFitTheFileLimit' \
+mutant conn-caps-overrun-fds 'internal/connlimit.Caps' ./internal/connlimit/ 'TestCapsFitTheFileLimit' \
   'caps[i] = f + int(uint64(w-f)*(room-floors)/(total-floors))' \
   'caps[i] = w'
 
 # An endpoint whose watch timed out before its entries came is recorded
 # ready by the first status read that finds them, so its moves are reported.
-mutant late-ready-never-recorded driver/status.go ./driver/ 'TestLateReady' \
+mutant late-ready-never-recorded 'driver.(*Driver).Status' ./driver/ 'TestLateReady' \
   '} else if es.RDMAReady && !watching[e.ID] {' \
   '} else if false && es.RDMAReady && !watching[e.ID] {'
 
 # GPU placement as NCCL decides GPUDirect RDMA: beyond PXB (its default
 # NCCL_NET_GDR_LEVEL) a warning; an mlx5 sub-function sits at its function.
-mutant gdr-beyond-pxb-fine cmd/docker-rdma/internal/commands/doctor_lossless.go ./cmd/docker-rdma/internal/commands/ 'TestDoctorGPU' \
+mutant gdr-beyond-pxb-fine 'cmd/docker-rdma/internal/commands.(*doctor).checkGPUs' ./cmd/docker-rdma/internal/commands/ 'TestDoctorGPU' \
   'case gpu.PIX, gpu.PXB:' \
   'case gpu.PIX, gpu.PXB, gpu.PHB, gpu.NODE:'
-mutant sub-function-unplaced cmd/docker-rdma/internal/gpu/pci.go ./cmd/docker-rdma/internal/gpu/ '' \
+mutant sub-function-unplaced 'cmd/docker-rdma/internal/gpu.place' ./cmd/docker-rdma/internal/gpu/ '' \
   'if len(d.Path) > 0 && auxRE.MatchString(p) && i == len(parts)-host-2 {' \
   'if false && len(d.Path) > 0 && auxRE.MatchString(p) && i == len(parts)-host-2 {'
 
 # A bond parent is checked on its ports, and ports that disagree are said.
-mutant bond-ports-unchecked cmd/docker-rdma/internal/fabric/check.go ./cmd/docker-rdma/internal/fabric/ 'TestBond' \
+mutant bond-ports-unchecked 'cmd/docker-rdma/internal/fabric.Check' ./cmd/docker-rdma/internal/fabric/ 'TestBond' \
   'if real.Name == r.DCBNetdev && len(real.Ports) > 0 {' \
   'if false && real.Name == r.DCBNetdev && len(real.Ports) > 0 {'
-mutant bond-ports-disagree-unseen cmd/docker-rdma/internal/fabric/check.go ./cmd/docker-rdma/internal/fabric/ 'TestBond' \
+mutant bond-ports-disagree-unseen 'cmd/docker-rdma/internal/fabric.(*Report).checkBond' ./cmd/docker-rdma/internal/fabric/ 'TestBond' \
   'if len(seen) > 1 {' \
   'if len(seen) > 2 {'
 
 # A device registered again while running (another uverbs node): the
 # status says so and rewrites the spec, and so does the next CreateEndpoint.
-mutant reregistration-unseen-by-status driver/status.go ./driver/ 'TestReregistered' \
+mutant reregistration-unseen-by-status 'driver.(*Driver).rdmaStatus' ./driver/ 'TestReregistered' \
   'if p := specProblem(*r, w, nodes); p != "" {' \
   'if p := specProblem(*r, w, nodes); false && p != "" {'
-mutant reregistration-unseen-at-start driver/endpoint.go ./driver/ 'TestReregistered' \
+mutant reregistration-unseen-at-start 'driver.(*Driver).CreateEndpoint' ./driver/ 'TestReregistered' \
   'd.recheckHCA(req.NetworkID, d.logFor("CreateEndpoint", nil))' \
   '// no recheck'
 
 # docker rdma selftest removes its containers, also after a failure, and
 # stops at the first failing step.
-mutant selftest-leaves-containers cmd/docker-rdma/internal/commands/selftest.go ./cmd/docker-rdma/internal/commands/ 'TestSelftest' \
+mutant selftest-leaves-containers 'cmd/docker-rdma/internal/commands.(*session).cmdSelftest' ./cmd/docker-rdma/internal/commands/ 'TestSelftest' \
   '	defer t.cleanup()' \
   '	defer func() {}()'
-mutant selftest-goes-on-after-a-failure cmd/docker-rdma/internal/commands/selftest.go ./cmd/docker-rdma/internal/commands/ 'TestSelftest' \
+mutant selftest-goes-on-after-a-failure 'cmd/docker-rdma/internal/commands.(*selftest).add' ./cmd/docker-rdma/internal/commands/ 'TestSelftest' \
   '	return st.Status != "fail"' \
   '	return true'
 
@@ -522,13 +530,13 @@ mutant selftest-goes-on-after-a-failure cmd/docker-rdma/internal/commands/selfte
 # own choice is checked; rdma-exec refuses a mismatch; the CLI connects the
 # other networks on engines that create on one; a CDI device sets only its
 # own variables.
-mutant nccl-rule-ignores-range internal/rdmaenv/libs.go ./internal/rdmaenv/ '' \
+mutant nccl-rule-ignores-range 'internal/rdmaenv.NCCLPick' ./internal/rdmaenv/ '' \
   'inRange := !a.Range.IsValid() || (cf == want && a.Range.Contains(c.GID.Unmap()))' \
   'inRange := true'
-mutant nccl-range-unchecked internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ '' \
+mutant nccl-range-unchecked 'internal/rdmaenv.ncclSetting' ./internal/rdmaenv/ '' \
   'if wrong := ncclWrong(ports, a); wrong == "" {' \
   'if wrong := ncclWrong(ports, a); wrong == "" || true {'
-mutant ucx-choice-unchecked internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ '' \
+mutant ucx-choice-unchecked 'internal/rdmaenv.Vars' ./internal/rdmaenv/ '' \
   'case wrong == "":' \
   'case wrong == "" || true:'
 # NCCL picks a GID on every connection: a range that holds a neighbour's
@@ -536,52 +544,52 @@ mutant ucx-choice-unchecked internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ '' \
 # UCX_IB_ROCE_SUBNETS, checked, and never next to UCX_IB_GID_INDEX; UCX
 # 1.21 takes a global IPv6 entry before a link-local one; -1 asks NCCL to
 # find the entry itself on one rail too.
-mutant nccl-range-holds-neighbours internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ '' \
+mutant nccl-range-holds-neighbours 'internal/rdmaenv.ncclSetting' ./internal/rdmaenv/ '' \
   'if why := holdsOthers(r, ports); why != "" {' \
   'if why := holdsOthers(r, ports); false && why != "" {'
-mutant nccl-range-unknown-subnets-trusted internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ 'TestVarsDifferentIndexes' \
+mutant nccl-range-unknown-subnets-trusted 'internal/rdmaenv.holdsOthers' ./internal/rdmaenv/ 'TestVarsDifferentIndexes' \
   'if p.Subnets == nil {' \
   'if p.Subnets == nil && false {'
-mutant ucx-subnets-unchecked internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ '' \
+mutant ucx-subnets-unchecked 'internal/rdmaenv.Vars' ./internal/rdmaenv/ '' \
   'case wrongOwn == "":' \
   'case true:'
-mutant ucx-subnets-next-to-index internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ 'TestVarsDifferentIndexes' \
+mutant ucx-subnets-next-to-index 'internal/rdmaenv.Vars' ./internal/rdmaenv/ 'TestVarsDifferentIndexes' \
   '	case same:
 		plan.Vars = append(plan.Vars, Var{UCXGIDIndex, strconv.Itoa(index)})
 	case ucxGiven:' \
   '	case same:
 		plan.Vars = append(plan.Vars, Var{UCXGIDIndex, strconv.Itoa(index)})
 	case ucxGiven && false:'
-mutant ucx-link-local-first internal/rdmaenv/libs.go ./internal/rdmaenv/ 'TestUCXPickPrefersGlobalIPv6' \
+mutant ucx-link-local-first 'internal/rdmaenv.UCXPick' ./internal/rdmaenv/ 'TestUCXPickPrefersGlobalIPv6' \
   'if !usableGID(e.GID) {' \
   'if false && !usableGID(e.GID) {'
-mutant nccl-minus-one-ignored internal/rdmaenv/rdmaenv.go ./internal/rdmaenv/ 'TestVarsNCCLFindsItselfOnOneRail' \
+mutant nccl-minus-one-ignored 'internal/rdmaenv.Vars' ./internal/rdmaenv/ 'TestVarsNCCLFindsItselfOnOneRail' \
   'ncclSelf := findsItself(given)' \
   'ncclSelf := findsItself(nil)'
 # The one reader of whole GID entries: rdma-exec's, and the daemon's and the CLI's through rdma.Sysfs.GIDs.
-mutant gid-reader-keeps-empty-slots internal/rdmaenv/rdmaenv.go './internal/rdmaenv/ ./rdma/' 'TestReadTable|TestGIDs' \
+mutant gid-reader-keeps-empty-slots 'internal/rdmaenv.ReadTable' './internal/rdmaenv/ ./rdma/' 'TestReadTable|TestGIDs' \
   'if err != nil || g.IsUnspecified() || !g.Is6() {' \
   'if err != nil || !g.Is6() {'
 # A port is taken for netdev's own from its reserved default slots only when the entry there names netdev.
-mutant default-slot-ignores-ndev rdma/detect.go ./rdma/ TestMatchNdevAsTheWholeTables \
+mutant default-slot-ignores-ndev 'rdma.(*Sysfs).defaultSlotHolds' ./rdma/ TestMatchNdevAsTheWholeTables \
   'ok && nd == netdev {' \
   'ok || nd == netdev {'
 # The drift check skips slots it judged already, but never an endpoint ready since, nor one it left for a later read.
-mutant drift-skip-ignores-readiness driver/gid/tracker.go ./driver/gid/ TestDriftJudgedOnUnchangedSlotsWhenSomethingIsNew \
+mutant drift-skip-ignores-readiness 'driver/gid.(*Tracker).track' ./driver/gid/ TestDriftJudgedOnUnchangedSlotsWhenSomethingIsNew \
   '	t.eps[e.id] = e
 	t.readyGen++' \
   '	t.eps[e.id] = e'
-mutant drift-skip-forgets-deferred driver/gid/drift.go ./driver/gid/ TestDriftNotJudgedOnAnOlderRead \
+mutant drift-skip-forgets-deferred 'driver/gid.(*Tracker).checkDrift' ./driver/gid/ TestDriftNotJudgedOnAnOlderRead \
   'deferred = true
 			continue' \
   'continue'
-mutant gid-mismatch-starts-anyway internal/rdmaexec/main.go ./internal/rdmaexec/ '' \
+mutant gid-mismatch-starts-anyway 'internal/rdmaexec.Main' ./internal/rdmaexec/ '' \
   'if !cfg.AcceptMismatch {' \
   'if false {'
-mutant one-network-at-create cmd/docker-rdma/internal/commands/run.go ./cmd/docker-rdma/internal/commands/ TestRunSeveralNetworks \
+mutant one-network-at-create 'cmd/docker-rdma/internal/commands.(*session).cmdRun' ./cmd/docker-rdma/internal/commands/ TestRunSeveralNetworks \
   'if len(distinctNetworks(p)) > 1 && !s.createsOnSeveralNetworks() {' \
   'if false {'
-mutant cdi-sets-shared-variable cdi/cdi.go ./cdi/ '' \
+mutant cdi-sets-shared-variable 'cdi.NewSpec' ./cdi/ '' \
   'env := []string{EnvDevicePrefix + key + "=" + d.HCA + ":" + strconv.Itoa(d.Port)}' \
   'env := []string{"RDMA_MACVLAN_DEVICE=" + d.HCA + ":" + strconv.Itoa(d.Port)}'
 
@@ -589,65 +597,65 @@ mutant cdi-sets-shared-variable cdi/cdi.go ./cdi/ '' \
 # (or sharing one's namespace) get runtime: rdma-macvlan; the override
 # doubles every $; every rail is named.
 dcompose=./cmd/docker-rdma/internal/compose/
-mutant compose-every-service cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
+mutant compose-every-service 'cmd/docker-rdma/internal/compose.Generate' "$dcompose" '' \
   '		if len(rails) == 0 {
 			continue
 		}' \
   '		if len(rails) == 0 && false {
 			continue
 		}'
-mutant compose-network-mode-ignored cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
+mutant compose-network-mode-ignored 'cmd/docker-rdma/internal/compose.(*generator).railsOf' "$dcompose" '' \
   'case strings.HasPrefix(mode, "service:"):' \
   'case strings.HasPrefix(mode, "service:") && false:'
-mutant compose-dollar-interpolated cmd/docker-rdma/internal/compose/yaml.go "$dcompose" '' \
+mutant compose-dollar-interpolated 'cmd/docker-rdma/internal/compose.quote' "$dcompose" '' \
   'return strconv.Quote(strings.ToValidUTF8(strings.ReplaceAll(s, "$", "$$"), "\uFFFD"))' \
   'return strconv.Quote(strings.ToValidUTF8(s, "\uFFFD"))'
 # What comes from a network, a container or an image is a value of the
 # override, never a key: every string is quoted with its control characters
 # escaped, the names in a comment are escaped, memlock is numbers.
-mutant compose-string-unquoted cmd/docker-rdma/internal/compose/yaml.go ./cmd/docker-rdma/internal/compose/ TestWriteKeepsValuesInTheirPlace \
+mutant compose-string-unquoted 'cmd/docker-rdma/internal/compose.quote' ./cmd/docker-rdma/internal/compose/ TestWriteKeepsValuesInTheirPlace \
   'return strconv.Quote(strings.ToValidUTF8(strings.ReplaceAll(s, "$", "$$"), "\uFFFD"))' \
   'return "\"" + strings.ReplaceAll(s, "$", "$$") + "\""'
-mutant compose-comment-raw cmd/docker-rdma/internal/compose/yaml.go ./cmd/docker-rdma/internal/compose/ TestWriteKeepsValuesInTheirPlace \
+mutant compose-comment-raw 'cmd/docker-rdma/internal/compose.(*Override).Write' ./cmd/docker-rdma/internal/compose/ TestWriteKeepsValuesInTheirPlace \
   'rails[i] = escape.Controls(r)' \
   'rails[i] = escape.Controls("") + r'
-mutant compose-memlock-unchecked cmd/docker-rdma/internal/compose/yaml.go ./cmd/docker-rdma/internal/compose/ TestWriteKeepsValuesInTheirPlace \
+mutant compose-memlock-unchecked 'cmd/docker-rdma/internal/compose.(*Override).Write' ./cmd/docker-rdma/internal/compose/ TestWriteKeepsValuesInTheirPlace \
   'if !ok || !isLimit(soft) || !isLimit(hard) {' \
   'if false && !ok {'
 # What docker rdma prints for people (tables, text, warnings, errors, the
 # dry-run's command line, JSON) holds no raw control character from a
 # name or a message of the engine or the daemon.
-mutant escape-keeps-c1 cmd/docker-rdma/internal/escape/escape.go ./cmd/docker-rdma/internal/escape/ TestControls \
+mutant escape-keeps-c1 'cmd/docker-rdma/internal/escape.firstUnprintable' ./cmd/docker-rdma/internal/escape/ TestControls \
   'if !strconv.IsPrint(r) {' \
   'if r < 0x20 {'
-mutant print-args-raw cmd/docker-rdma/internal/commands/terminal.go ./cmd/docker-rdma/internal/commands/ TestPrintersEscapeControlCharacters \
+mutant print-args-raw 'cmd/docker-rdma/internal/commands.printable' ./cmd/docker-rdma/internal/commands/ TestPrintersEscapeControlCharacters \
   'out[i] = escape.Controls(x)' \
   'out[i] = x'
-mutant json-controls-raw cmd/docker-rdma/internal/commands/terminal.go ./cmd/docker-rdma/internal/commands/ TestPrintersEscapeControlCharacters \
+mutant json-controls-raw 'cmd/docker-rdma/internal/commands.escapeJSON' ./cmd/docker-rdma/internal/commands/ TestPrintersEscapeControlCharacters \
   "if r == '\\n' || strconv.IsPrint(r) || r == utf8.RuneError && n == 1 {" \
   'if true || strconv.IsPrint(r) {'
-mutant shell-quote-controls-raw cmd/docker-rdma/internal/commands/run.go ./cmd/docker-rdma/internal/commands/ 'TestShellQuoteControlCharacters|TestPrintersEscapeControlCharacters' \
+mutant shell-quote-controls-raw 'cmd/docker-rdma/internal/commands.shellQuote' ./cmd/docker-rdma/internal/commands/ 'TestShellQuoteControlCharacters|TestPrintersEscapeControlCharacters' \
   'if escape.Controls(a) != a {' \
   'if false {'
 # docker rdma run and compose: nothing runs on an engine without the
 # rdma-macvlan runtime; a --runtime of the user's own is kept.
-mutant run-without-runtime cmd/docker-rdma/internal/commands/run.go ./cmd/docker-rdma/internal/commands/ 'TestRunRefusesWithoutTheRuntime|TestComposeRefusesWithoutTheRuntime' \
+mutant run-without-runtime 'cmd/docker-rdma/internal/commands.(*session).checkRuntime' ./cmd/docker-rdma/internal/commands/ 'TestRunRefusesWithoutTheRuntime|TestComposeRefusesWithoutTheRuntime' \
   'if _, ok := info.Runtimes[api.RuntimeName]; ok {' \
   'if _, ok := info.Runtimes[api.RuntimeName]; ok || true {'
-mutant run-user-runtime-overridden cmd/docker-rdma/internal/runflags/build.go './cmd/docker-rdma/internal/runflags/ ./cmd/docker-rdma/internal/commands/' 'TestAdded|TestRunDryRun|TestRunRefusesWithoutTheRuntime' \
+mutant run-user-runtime-overridden 'cmd/docker-rdma/internal/runflags.Added' './cmd/docker-rdma/internal/runflags/ ./cmd/docker-rdma/internal/commands/' 'TestAdded|TestRunDryRun|TestRunRefusesWithoutTheRuntime' \
   'if p.Runtime == "" {' \
   'if true {'
-mutant compose-env-file-ignored cmd/docker-rdma/internal/compose/args.go ./cmd/docker-rdma/internal/compose/ TestConfigFilesFromEnvFile \
+mutant compose-env-file-ignored 'cmd/docker-rdma/internal/compose.(*Args).ConfigFiles' ./cmd/docker-rdma/internal/compose/ TestConfigFilesFromEnvFile \
   'return fromFiles[k]' \
   'return fromFiles[""]'
-mutant compose-first-rail-only cmd/docker-rdma/internal/compose/override.go "$dcompose" '' \
+mutant compose-first-rail-only 'cmd/docker-rdma/internal/compose.(*generator).railsOf' "$dcompose" '' \
   '			if rail != "" {
 				rails = append(rails, rail)
 			}' \
   '			if rail != "" && len(rails) == 0 {
 				rails = append(rails, rail)
 			}'
-mutant compose-default-files-dropped cmd/docker-rdma/internal/compose/args.go "$dcompose" '' \
+mutant compose-default-files-dropped 'cmd/docker-rdma/internal/compose.(*Args).ConfigFiles' "$dcompose" '' \
   '			if o := first(dir, overrideFiles); o != "" {' \
   '			if o := first(dir, overrideFiles); false && o != "" {'
 
@@ -656,22 +664,22 @@ mutant compose-default-files-dropped cmd/docker-rdma/internal/compose/args.go "$
 # and only the user's value for both libraries settles a conflict, which
 # rdma-exec refuses; a port's CDI device carries only what its networks
 # agree on, again when one goes; doctor judges the network's own class.
-mutant qos-range-off-by-one driver/options.go ./driver/ TestParseNetworkOptions \
+mutant qos-range-off-by-one 'driver.parseLevel' ./driver/ TestParseNetworkOptions \
   'if !levelRE.MatchString(v) || err != nil || n < 0 || n > maxN {' \
   'if !levelRE.MatchString(v) || err != nil || n < 0 || n > maxN+1 {'
-mutant qos-absent-is-zero driver/network.go ./driver/ TestStatusQoS \
+mutant qos-absent-is-zero 'driver.(*Driver).planNetwork' ./driver/ TestStatusQoS \
   'TrafficClass: opts.TrafficClass.Ptr(),' \
   'TrafficClass: &opts.TrafficClass.N,'
-mutant qos-rails-differ-exported internal/rdmaenv/qos.go './internal/rdmaenv/ ./internal/rdmaexec/' '' \
+mutant qos-rails-differ-exported 'internal/rdmaenv.QoSVars' './internal/rdmaenv/ ./internal/rdmaexec/' '' \
   'if same && value >= 0 {' \
   'if (same || !same) && value >= 0 {'
-mutant qos-unset-rail-agrees internal/rdmaenv/qos.go './internal/rdmaenv/ ./internal/rdmaexec/' '' \
+mutant qos-unset-rail-agrees 'internal/rdmaenv.QoSVars' './internal/rdmaenv/ ./internal/rdmaexec/' '' \
   'case p == nil && value >= 0, p != nil && *p != value:' \
   'case p != nil && *p != value:'
-mutant qos-one-library-settles internal/rdmaenv/qos.go './internal/rdmaenv/ ./internal/rdmaexec/' '' \
+mutant qos-one-library-settles 'internal/rdmaenv.QoSVars' './internal/rdmaenv/ ./internal/rdmaexec/' '' \
   'if ncclGiven && ucxGiven {' \
   'if ncclGiven || ucxGiven {'
-mutant qos-conflict-starts-anyway internal/rdmaexec/main.go ./internal/rdmaexec/ '' \
+mutant qos-conflict-starts-anyway 'internal/rdmaexec.Main' ./internal/rdmaexec/ '' \
   'len(q.Conflict) > 0 {' \
   'len(q.Conflict) > 9 {'
 # sysfs is read through sysattr: the open never blocks (a FIFO), nothing but
@@ -679,91 +687,91 @@ mutant qos-conflict-starts-anyway internal/rdmaexec/main.go ./internal/rdmaexec/
 # read it so too. rdma-exec's wait ends at its deadline and at a signal
 # whatever a look does, and an HCA name that cannot be the kernel's is bad
 # usage.
-mutant sysfs-read-blocks-on-fifo internal/sysattr/sysattr.go ./internal/sysattr/ 'TestRead' \
+mutant sysfs-read-blocks-on-fifo 'internal/sysattr.open' ./internal/sysattr/ 'TestRead' \
   'syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC|flags' \
   'syscall.O_RDONLY|syscall.O_CLOEXEC|flags'
-mutant sysfs-read-not-regular internal/sysattr/sysattr.go ./internal/sysattr/ 'TestRead' \
+mutant sysfs-read-not-regular 'internal/sysattr.Read' ./internal/sysattr/ 'TestRead' \
   'if st.Mode&syscall.S_IFMT != syscall.S_IFREG {' \
   'if false && st.Mode&syscall.S_IFMT != syscall.S_IFREG {'
-mutant sysfs-read-past-a-page internal/sysattr/sysattr.go ./internal/sysattr/ 'TestRead' \
+mutant sysfs-read-past-a-page 'internal/sysattr.MaxSize' ./internal/sysattr/ 'TestRead' \
   'const MaxSize = 4096' \
   'const MaxSize = 1 << 20'
-mutant rdma-sysfs-read-blocks rdma/sysfs.go ./rdma/ 'TestSysfsRefusesWhatIsNoAttribute' \
+mutant rdma-sysfs-read-blocks 'rdma.readTrimmed' ./rdma/ 'TestSysfsRefusesWhatIsNoAttribute' \
   'return sysattr.Read(path, nil)' \
   'b, err := os.ReadFile(path); _ = sysattr.Read; return strings.TrimSpace(string(b)), err'
-mutant rdma-exec-look-past-deadline internal/rdmaexec/wait.go ./internal/rdmaexec/ 'TestWaitDeadlineWhateverAReadDoes|TestExecSignalEndsAStuckWait' \
+mutant rdma-exec-look-past-deadline 'internal/rdmaexec.Wait' ./internal/rdmaexec/ 'TestWaitDeadlineWhateverAReadDoes|TestExecSignalEndsAStuckWait' \
   'done, err := within(ctx, deadline.Add(overrun), func() { ports, missing = look(cfg) })' \
   'done, err := true, ctx.Err(); ports, missing = look(cfg)'
-mutant rdma-exec-signal-waits-for-look internal/rdmaexec/wait.go ./internal/rdmaexec/ 'TestWaitDeadlineWhateverAReadDoes|TestExecSignalEndsAStuckWait' \
+mutant rdma-exec-signal-waits-for-look 'internal/rdmaexec.within' ./internal/rdmaexec/ 'TestWaitDeadlineWhateverAReadDoes|TestExecSignalEndsAStuckWait' \
   'return false, ctx.Err()' \
   '<-done; return true, nil'
-mutant rdma-exec-hca-unchecked internal/rdmaexec/main.go ./internal/rdmaexec/ 'TestNetRejectsBadHCA' \
+mutant rdma-exec-hca-unchecked 'internal/rdmaexec.parseNet' ./internal/rdmaexec/ 'TestNetRejectsBadHCA' \
   'if err := rdmaenv.CheckDeviceName(val); err != nil {' \
   'if err := error(nil); err != nil {'
-mutant cdi-qos-unset-network-ignored driver/cdi.go ./driver/ TestCDISpecQoS \
+mutant cdi-qos-unset-network-ignored 'driver.(*Driver).portQoS' ./driver/ TestCDISpecQoS \
   '} else if v != nil && (p == nil || *p != *v) {' \
   '} else if v != nil && p != nil && *p != *v {'
-mutant cdi-qos-kept-after-delete driver/cdi.go ./driver/ TestCDISpecQoS \
+mutant cdi-qos-kept-after-delete 'driver.(*Driver).removeCDIUnlessUsed' ./driver/ TestCDISpecQoS \
   'd.rewriteCDIFor(name, except, log)' \
   '_ = except'
-mutant doctor-ignores-network-class cmd/docker-rdma/internal/commands/doctor_lossless.go ./cmd/docker-rdma/internal/commands/ TestDoctorFabric \
+mutant doctor-ignores-network-class 'cmd/docker-rdma/internal/commands.(*doctor).checkFabric' ./cmd/docker-rdma/internal/commands/ TestDoctorFabric \
   'tc := r.tc' \
   'tc := -1'
 
 # The HCA found again at start: a renamed one followed, not the recorded
 # name; a device gone never replaced by whatever has the name now.
-mutant hca-not-followed driver/restore.go "$unit" 'TestRenamedHCA|TestGoneHCA' \
+mutant hca-not-followed 'driver.(*Driver).restore' "$unit" 'TestRenamedHCA|TestGoneHCA' \
   'd.followHCAs(nets, log)' \
   '_ = nets'
 # Found again, a network's restored endpoints are tracked and watched; a
 # spec is never rewritten from a network whose device was not found; a
 # watch resumed for a running container is not held by EndpointOperInfo;
 # drift is not judged on a read older than the readiness.
-mutant refound-endpoints-not-tracked driver/identity.go "$unit" 'TestHCAFoundAfterStart' \
+mutant refound-endpoints-not-tracked 'driver.(*Driver).refindHCA' "$unit" 'TestHCAFoundAfterStart' \
   'd.track(e, time.Time{})' \
   '_ = time.Time{}'
-mutant cdi-from-problem-network driver/cdi.go "$unit" 'TestGoneHCA' \
+mutant cdi-from-problem-network 'driver.(*Driver).networksOnCDI' "$unit" 'TestGoneHCA' \
   'if id != except && n.RDMA != nil && d.hcaProblem(id) == "" && n.RDMA.cdiName() == name {' \
   'if id != except && n.RDMA != nil && n.RDMA.cdiName() == name {'
-mutant strict-holds-resumed-watch driver/endpoint.go "$unit" 'TestStrictDoesNotHoldResumedWatches' \
+mutant strict-holds-resumed-watch 'driver.(*Driver).EndpointInfo' "$unit" 'TestStrictDoesNotHoldResumedWatches' \
   'if e.Sandbox != "" && !e.RDMAReady && !d.resumed[eid] {' \
   'if e.Sandbox != "" && !e.RDMAReady {'
-mutant drift-judged-on-older-read driver/gid/drift.go ./driver/gid/ 'TestDriftNotJudgedOnAnOlderRead' \
+mutant drift-judged-on-older-read 'driver/gid.(*Tracker).checkDrift' ./driver/gid/ 'TestDriftNotJudgedOnAnOlderRead' \
   'if e.readyAt.After(at) {' \
   'if false && e.readyAt.After(at) {'
 # A device not there at start is taken once it is (CreateEndpoint looks again).
-mutant hca-never-found-again driver/identity.go "$unit" 'TestHCAFoundAfterStart' \
+mutant hca-never-found-again 'driver.(*Driver).refindHCA' "$unit" 'TestHCAFoundAfterStart' \
   'delete(d.hcaProblems, nid)' \
   '_ = nid'
-mutant hca-identity-ignored driver/identity.go "$unit" 'TestRenamedHCA|TestGoneHCA' \
+mutant hca-identity-ignored 'driver.(*Driver).resolveHCA' "$unit" 'TestRenamedHCA|TestGoneHCA' \
   'if ids[i].Same(old.identity()) {' \
   'if cands[i].HCA == old.HCA {'
-mutant gone-hca-spec-kept driver/cdi.go "$unit" 'TestGoneHCA' \
+mutant gone-hca-spec-kept 'driver.(*Driver).reconcileCDI' "$unit" 'TestGoneHCA' \
   'if n.RDMA != nil && d.hcaProblem(id) == "" {' \
   'if n.RDMA != nil {'
 # One address on one port: refused whatever the network.
-mutant same-address-other-network driver/endpoint.go "$unit" 'TestSameAddress' \
+mutant same-address-other-network 'driver.(*Driver).sameAddressOnPort' "$unit" 'TestSameAddress' \
   'if !mine[i].IsValid() || mine[i] != addrOf(theirs) {' \
   'if !mine[i].IsValid() || mine[i] != addrOf(theirs) || o.NetworkID != n.ID {'
 # Drift: noticed on a table read, reported once.
-mutant drift-not-noticed driver/gid/drift.go "$gids" 'Drift' \
+mutant drift-not-noticed 'driver/gid.moved' "$gids" 'Drift' \
   'if !holds(table, f) {
 			return true' \
   'if false && !holds(table, f) {
 			return true'
-mutant drift-any-entry-in-the-slot driver/gid/drift.go "$gids" 'Drift' \
+mutant drift-any-entry-in-the-slot 'driver/gid.holds' "$gids" 'Drift' \
   'table.Slots[f.Index] == f.GID' \
   'table.Slots[f.Index] != ""'
-mutant drift-reported-every-read driver/gid/drift.go "$gids" 'Drift' \
+mutant drift-reported-every-read 'driver/gid.(*Tracker).checkDrift' "$gids" 'Drift' \
   'e.port != p || !e.ready || e.drifted ||' \
   'e.port != p || !e.ready ||'
 # Strict whatever the join order: the gateway's call holds the container's
 # other strict endpoints, EndpointOperInfo holds a strict endpoint joined
 # after the gateway.
-mutant strict-gateway-alone driver/strict.go "$unit" 'TestStrict' \
+mutant strict-gateway-alone 'driver.(*Driver).ProgramExternalConnectivity' "$unit" 'TestStrict' \
   'held := d.strictOf(e, true)' \
   'held := d.strictOf(e, false)'
-mutant strict-info-holds-nothing driver/endpoint.go "$unit" 'TestStrict' \
+mutant strict-info-holds-nothing 'driver.(*Driver).EndpointInfo' "$unit" 'TestStrict' \
   'd.holdInfo(h)' \
   '_ = h'
 
@@ -774,7 +782,7 @@ mutant strict-info-holds-nothing driver/endpoint.go "$unit" 'TestStrict' \
 # reaches containerd through runc's JSON log; a view goes only with its
 # container.
 rt=./internal/ociruntime/
-mutant runtime-rewrites-untouched internal/ociruntime/runtime.go "$rt" 'TestContainerOnNoRDMANetwork|TestNoneLeavesTheSpecAlone' \
+mutant runtime-rewrites-untouched 'internal/ociruntime.prepare' "$rt" 'TestContainerOnNoRDMANetwork|TestNoneLeavesTheSpecAlone' \
   'if len(found.Rails) == 0 && choice.Devices == nil {
 		return nil
 	}' \
@@ -782,57 +790,64 @@ mutant runtime-rewrites-untouched internal/ociruntime/runtime.go "$rt" 'TestCont
 		out, _ := json.Marshal(&spec)
 		return os.WriteFile(path, out, 0o644)
 	}'
-mutant runtime-none-ignored internal/ociruntime/edit.go "$rt" 'TestNoneLeavesTheSpecAlone' \
+mutant runtime-none-ignored 'internal/ociruntime.ParseChoice' "$rt" 'TestNoneLeavesTheSpecAlone' \
   'c.None = true
 		return c, nil' \
   'return c, nil'
-mutant runtime-every-served-port internal/ociruntime/edit.go "$rt" 'TestRDMAContainerGetsItsHCA' \
+mutant runtime-every-served-port 'internal/ociruntime.Decide' "$rt" 'TestRDMAContainerGetsItsHCA' \
   'for _, r := range f.Rails {
 			add(r.CDIDevice, r.HCA)
 		}' \
   'for port, hca := range f.Ports {
 			add(port, hca)
 		}'
-mutant runtime-replaces-own-memlock internal/ociruntime/edit.go "$rt" 'TestOwnChoicesKept' \
+mutant runtime-replaces-own-memlock 'internal/ociruntime.Apply' "$rt" 'TestOwnChoicesKept' \
   'if !memlock {' \
   'if true || !memlock {'
-mutant runtime-api-for-recorded-network internal/ociruntime/find.go "$rt" 'TestContainerOnNoRDMANetwork|TestEngineOrPluginTrouble' \
+mutant runtime-api-for-recorded-network 'internal/ociruntime.(*Finder).Find' "$rt" 'TestContainerOnNoRDMANetwork|TestEngineOrPluginTrouble' \
   'if nid == "" {
 			nw, ok, err := f.Engine.Network(ctx, name)' \
   'if true {
 			nw, ok, err := f.Engine.Network(ctx, name)'
-mutant runtime-error-not-in-log internal/ociruntime/runtime.go "$rt" 'TestDevicesList' \
+mutant runtime-error-not-in-log 'internal/ociruntime.(*Invocation).fail' "$rt" 'TestDevicesList' \
   'if inv.LogFormat == "json" {' \
   'if inv.LogFormat == "text" {'
-mutant runtime-delete-removes-running-view internal/ociruntime/runtime.go "$rt" 'TestSysfsViewAndItsRemoval' \
+mutant runtime-delete-removes-running-view 'internal/ociruntime.Main' "$rt" 'TestSysfsViewAndItsRemoval' \
   'if status == 0 && !exists(filepath.Join(inv.Root, id)) {' \
   'if !exists(filepath.Join(inv.Root, id)) {'
-mutant runtime-view-lists-every-hca internal/ociruntime/view.go "$rt" 'TestSysfsViewAndItsRemoval' \
+mutant runtime-view-lists-every-hca 'internal/ociruntime.MakeView' "$rt" 'TestSysfsViewAndItsRemoval' \
   'if err != nil || !contains(hcas, strings.TrimSpace(dev)) {' \
   'if err != nil || dev == "" {'
-mutant runtime-asks-for-builtin-networks internal/ociruntime/find.go "$rt" 'TestContainerOnNoRDMANetwork' \
+mutant runtime-asks-for-builtin-networks 'internal/ociruntime.(*Finder).Find' "$rt" 'TestContainerOnNoRDMANetwork' \
   'if len(nets) == 0 && !needPorts {' \
   'if len(nets) == 0 && needPorts {'
-mutant runtime-exec-untouched internal/ociruntime/runtime.go "$rt" 'TestExecGetsTheCreatesCapAndMemlock' \
+mutant runtime-exec-untouched 'internal/ociruntime.editExec' "$rt" 'TestExecGetsTheCreatesCapAndMemlock' \
   'x.Apply(&p)' \
   '_ = x'
-mutant runtime-exec-no-memlock internal/ociruntime/edit.go "$rt" 'TestExecGetsTheCreatesCapAndMemlock' \
+mutant runtime-exec-no-memlock 'internal/ociruntime.ExecEdits.Apply' "$rt" 'TestExecGetsTheCreatesCapAndMemlock' \
   'if x.Memlock != nil && !hasRlimit(p.Rlimits, "RLIMIT_MEMLOCK") {' \
   'if false {'
-mutant runtime-bad-variable-stops-all internal/ociruntime/runtime.go "$rt" 'TestBadVariableOnlyForRDMAContainers' \
+mutant runtime-bad-variable-stops-all 'internal/ociruntime.prepare' "$rt" 'TestBadVariableOnlyForRDMAContainers' \
   'choice, choiceErr := ParseChoice(spec.Process.Env)' \
   'choice, choiceErr := ParseChoice(spec.Process.Env)
 	if choiceErr != nil {
 		return choiceErr
 	}'
-mutant runtime-dead-plugin-ignored internal/ociruntime/find.go "$rt" 'TestEngineOrPluginTrouble' \
+mutant runtime-dead-plugin-ignored 'internal/ociruntime.(*Finder).Find' "$rt" 'TestEngineOrPluginTrouble' \
   'if len(dead) > 0 && len(unserved) > 0 {' \
   'if false && len(dead) > 0 && len(unserved) > 0 {'
 
 if [ "${1:-}" = --list ]; then
   for i in "${!names[@]}"; do
-    printf '%-32s %-38s %s %s\n' "${names[$i]}" "${files[$i]}" "${pkgs[$i]}" "${runs[$i]:+-run ${runs[$i]}}"
+    printf '%-32s %-38s %s %s\n' "${names[$i]}" "${wheres[$i]}" "${pkgs[$i]}" "${runs[$i]:+-run ${runs[$i]}}"
   done
+  exit 0
+fi
+if [ "${1:-}" = --check ]; then
+  args=()
+  for i in "${!names[@]}"; do args+=("${names[$i]}" "${wheres[$i]}" "${olds[$i]}" "${news[$i]}"); done
+  go run ./tools/mutant check -tree . "${args[@]}"
+  echo "mutate: all ${#names[@]} mutants apply"
   exit 0
 fi
 
@@ -890,6 +905,8 @@ mkdir -p "$work/w0/tree" "$work/claim" "$work/res" "$work/bad" "$work/log"
 git ls-files -z --cached --others --exclude-standard |
   while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
   tar --null -T - -cf - | tar -xf - -C "$work/w0/tree"
+# The tool that applies a mutant, built once from the tree as it is.
+(cd "$work/w0/tree" && go build -o "$work/mutant" ./tools/mutant)
 for ((k = 1; k < workers; k++)); do
   mkdir "$work/w$k"
   cp -a "$work/w0/tree" "$work/w$k/tree"
@@ -997,27 +1014,20 @@ total=${#selected[@]}
 # fails the check.
 mutate() {
   local k=$1 tree=$work/w$1/tree saved=$work/w$1/orig
-  local pos i name file old new run orig log t0 verdict secs text extra caught n
+  local pos i name file log t0 verdict secs text extra caught n
   for pos in "${!selected[@]}"; do
     claim "mutant.$pos" || continue
     i=${selected[$pos]}
-    name=${names[$i]} file=${files[$i]} old=${olds[$i]} new=${news[$i]} run=${runs[$i]}
+    name=${names[$i]}
     t0=$SECONDS verdict=STALE secs=- extra=
-    if [[ $run == *TestPrivileged* && -z $root ]]; then
+    if [[ ${runs[$i]} == *TestPrivileged* && -z $root ]]; then
       verdict=NOT-RUN text="needs root (privileged tests): run as root"
-    elif [ ! -f "$tree/$file" ]; then
-      text="no file $file: update the mutant"
     else
-      cp "$tree/$file" "$saved"
-      orig=$(<"$tree/$file")
-      if [[ $orig != *"$old"* ]]; then
-        text="text not found in $file: update the mutant: $old"
-      elif [[ ${orig#*"$old"} == *"$old"* ]]; then
-        text="text found more than once in $file: make it unique: $old"
+      if ! file=$("$work/mutant" apply -tree "$tree" -save "$saved" "${wheres[$i]}" "${olds[$i]}" "${news[$i]}" 2>&1); then
+        text=${file#mutant: }
       else
-        printf '%s\n' "${orig/"$old"/"$new"}" >"$tree/$file"
         log=$work/log/$pos
-        if runtests "$tree" "$log" "${pkgs[$i]}" "$run" "$mutant_timeout"; then
+        if runtests "$tree" "$log" "${pkgs[$i]}" "${runs[$i]}" "$mutant_timeout"; then
           verdict=SURVIVED text="no test failed: add one that does"
         elif grep -qE '\[(build|setup) failed\]|^# ' "$log"; then
           verdict=BROKEN text="does not compile:"
@@ -1030,9 +1040,9 @@ mutate() {
           fi
         fi
         secs=$((SECONDS - t0))
+        # Put the file back before this worker's next mutant.
+        cp "$saved" "$tree/$file"
       fi
-      # Put the file back before this worker's next mutant.
-      cp "$saved" "$tree/$file"
     fi
     if [ "$verdict" != caught ]; then : >"$work/bad/$pos"; fi
     {
