@@ -21,6 +21,10 @@ HELPER_DIR ?= /usr/local/lib/rdma-macvlan
 
 export PLUGIN_NAME
 
+# The engines (E2E_ENGINES, E2E_ENDS, E2E_NEWEST) and a target per engine make check leaves out (e2e-v27),
+# generated from internal/engines/engines.go.
+include scripts/lib/engines.mk
+
 FUZZTIME ?= 20
 
 .PHONY: e2e-runtime release e2e-release e2e-reboot e2e-hca help build test test-root mutate test-kernel demo lint check plugin install install-cli e2e e2e-cli e2e-rails e2e-reliability e2e-bridge e2e-metrics e2e-compose fuzz bench clean deps
@@ -31,7 +35,7 @@ help: ## list the targets
 	@echo '  dockerds (own data dirs, sockets and namespaces) and does not signal or reconfigure a dockerd the'
 	@echo "  host runs (apt may start or stop no service while PKGS install). The host's dockerd: uses the engine"
 	@echo '  DOCKER_HOST names.'
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## [1 min] build the daemon, the docker rdma CLI plugin, its rdma-exec helper and the OCI runtime into build/bin; without Go (or BUILD=docker) in a Go image (Dockerfile; 2 min)
 ifeq ($(IN_DOCKER),1)
@@ -53,7 +57,7 @@ mutate: ## [12 min; root] mutation check: breaks guarded rules one at a time in 
 	bash scripts/mutate.sh
 
 test-kernel: ## [15 min, the first run 35; root; PKGS] the daemon, then Docker 20.10 and the current engine with the managed plugin, on a real kernel RDMA stack: Soft-RoCE in a qemu VM (root; the first run builds the VM image)
-	bash scripts/engines.sh install current
+	bash scripts/engines.sh install $(E2E_NEWEST)
 	bash test/kernel/vm/run.sh
 
 demo: ## [5 min, the first run 25; root; PKGS] a narrated tour on a real kernel RDMA stack (Soft-RoCE VM, Docker 20.10): no RoCE hardware needed (root; the first run builds the VM image)
@@ -91,17 +95,17 @@ install -D -m 0755 $(BIN)/rdma-macvlan-runtime $(HELPER_DIR)/rdma-macvlan-runtim
 endef
 
 e2e: ## [30 min, engines built from source 15 more the first time; root; PKGS; ENGINES] end to end on private Docker engines (20.10, 28.5 and the current one; make e2e-v27 for 27.5): managed and legacy plugin, side by side with the built-in macvlan, the default bridge with iptables, two-node swarm, Prometheus scraping both plugins, a release installed from a local registry, host reboots (root)
-	bash scripts/engines.sh install debian current v28 compose
+	bash scripts/engines.sh install $(E2E_ENGINES) compose
 	bash scripts/suites.sh test/e2e/e2e.sh -- test/e2e/e2e-diff.sh -- test/e2e/e2e-bridge.sh -- test/e2e/e2e-swarm.sh -- \
 		test/e2e/e2e-metrics.sh -- test/e2e/e2e-compose.sh -- test/e2e/e2e-release.sh -- test/e2e/e2e-reboot.sh -- \
 		test/e2e/e2e-hca.sh -- test/e2e/e2e-runtime.sh
 
 e2e-runtime: ## [4 min; root; PKGS; ENGINES] (part of e2e) rdma-macvlan-runtime on Docker 20.10, 28.5 and the current engine: plain docker run and docker compose up RDMA-ready, other specs byte for byte, restarts, install and uninstall (root)
-	bash scripts/engines.sh install debian current v28 compose
+	bash scripts/engines.sh install $(E2E_ENGINES) compose
 	bash test/e2e/e2e-runtime.sh
 
 e2e-hca: ## [2 min; root; PKGS; ENGINES] (part of e2e) HCA names swapped under the parents, one address on two networks of a port, GID entries moved under a container, strict with two networks (root)
-	bash scripts/engines.sh install debian current
+	bash scripts/engines.sh install $(E2E_ENDS)
 	bash test/e2e/e2e-hca.sh
 
 e2e-reboot: ## [3 min; root; PKGS; ENGINES] a host rebooted with the plugin installed as the README says (previous manifest upgraded, fresh install), on private engines in a private mount namespace (root)
@@ -113,21 +117,15 @@ e2e-release: ## [4 min; root; PKGS; ENGINES] a release to a local registry insta
 	bash test/e2e/e2e-release.sh
 
 e2e-bridge: ## [2 min; root; PKGS; ENGINES] (part of e2e) every engine with its default bridge, iptables and userland proxy in a private namespace: containers on the bridge and an rdma-macvlan network, published ports (root)
-	bash scripts/engines.sh install debian current v28
+	bash scripts/engines.sh install $(E2E_ENGINES)
 	bash test/e2e/e2e-bridge.sh
-
-e2e-v27: ## [6 min, its engine built 5 more the first time; root; PKGS; ENGINES] the managed plugin, the differential subset and the default bridge on Docker 27.5 alone (root; not in make check: its build adds about 5 minutes to a cold CI run)
-	bash scripts/engines.sh install debian v27
-	E2E_MIDDLE_ENGINES="v27 v28" bash test/e2e/e2e.sh v27
-	E2E_MIDDLE_ENGINES="v27 v28" bash test/e2e/e2e-diff.sh v27
-	E2E_MIDDLE_ENGINES="v27 v28" bash test/e2e/e2e-bridge.sh v27
 
 e2e-metrics: ## [1 min; root; PKGS; ENGINES] (part of e2e) a real Prometheus scrapes the managed plugin and the legacy daemon during a container life cycle; PromQL against /v1/status, promtool on a scrape and on examples/prometheus-rules.yml, one of its alerts made to fire (root)
 	bash scripts/engines.sh install
 	bash test/e2e/e2e-metrics.sh
 
 e2e-compose: ## [1.5 min; root; PKGS; ENGINES] (part of e2e) docker rdma compose with Compose v2 (built from its module, cached) on private engines: a stack on two rdma-macvlan networks, the printed override with plain docker compose, down leaving nothing (root)
-	bash scripts/engines.sh install debian current compose
+	bash scripts/engines.sh install $(E2E_ENDS) compose
 	bash test/e2e/e2e-compose.sh
 
 e2e-cli: ## [5 min; root; PKGS; ENGINES] docker rdma end to end on private engines (root), with containers on several rdma-macvlan networks (make e2e-rails)

@@ -19,8 +19,9 @@
 # The slow preparations (the engines built from source, the VM's image) start first, after the
 # Debian packages, in the background at the main lane's priority: on a cold machine they are what
 # the main lane waits for. The engines come in two jobs, one after the other: Debian's and the
-# current one first, which is all that e2e-cli and e2e-reliability (and the VM) use, so the main
-# lane runs those two while Docker 28 and Compose build, and e2e last. All are cached by content
+# current one first (the oldest and the newest of scripts/lib/engines.sh), which is all that e2e-cli
+# and e2e-reliability (and the VM) use, so the main lane runs those two while the middle engines
+# (Docker 28) and Compose build, and e2e last. All are cached by content
 # (scripts/engines.sh by version, test/kernel/vm/build.sh by the hash of its packages and recipe):
 # on a warm machine they take seconds.
 #
@@ -35,6 +36,8 @@
 # Environment: CHECK_STAGES  stages to run, space separated (default: all, in the order below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/engines.sh
+. scripts/lib/engines.sh
 
 side=(lint test test-root mutate fuzz)
 main=(e2e-cli e2e-reliability e2e test-kernel)
@@ -135,10 +138,11 @@ wanted deps && stage deps
 need_engines=0
 for s in "${main[@]}"; do wanted "$s" && need_engines=1; done
 if ((need_engines)); then
-	bg engines bash scripts/engines.sh install debian current
+	# The oldest and the newest engine (the default install), then the middle ones and compose.
+	bg engines bash scripts/engines.sh install
 	# shellcheck disable=SC2016 # the inner bash expands them
 	wanted e2e && bg engines-more bash -c 'while [[ ! -s $1 ]]; do sleep 1; done; (($(<"$1") == 0)) &&
-		bash scripts/engines.sh install v28 compose' _ "$work/engines.rc"
+		bash scripts/engines.sh install "${@:2}" compose' _ "$work/engines.rc" "${ENGINE_MIDDLE[@]}"
 fi
 wanted test-kernel && bg vm-image bash test/kernel/vm/build.sh
 side_wanted=()

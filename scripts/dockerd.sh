@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # dockerd.sh: run a private Docker engine for tests, sharing nothing with the host's Docker.
 #
-# Needs: root; scripts/engines.sh run before (Debian's dockerd/containerd/runc; for "current",
-# "v28" and "v27" the dockerd, docker-proxy and runc it builds); the docker CLI on PATH.
+# Needs: root; scripts/engines.sh run before (Debian's dockerd/containerd/runc; for the engines
+# built from source, "current", "v28", ..., the dockerd, docker-proxy and runc it builds); the
+# docker CLI on PATH. The engines are those of scripts/lib/engines.sh (internal/engines/engines.go).
 #
 # Usage:
-#   dockerd.sh start DIR [debian|current|v28|v27] [--netns NAME [--bridge]] [-- EXTRA-ARGS...]
+#   dockerd.sh start DIR [ENGINE (default debian)] [--netns NAME [--bridge]] [-- EXTRA-ARGS...]
 #       Starts containerd and dockerd under DIR (created; must be absent, empty or a stopped DIR of
 #       this script), waits until `docker info` answers, writes DIR/env and prints
 #       `export DOCKER_HOST=unix://DIR/docker.sock` on stdout (progress goes to stderr), so
@@ -53,6 +54,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib/engines.sh
+. "$here/lib/engines.sh"
 START_TIMEOUT=${DOCKERD_START_TIMEOUT:-60}
 STOP_TIMEOUT=${DOCKERD_STOP_TIMEOUT:-30}
 MARKER=.rdma-macvlan-dockerd
@@ -270,30 +273,21 @@ failed_start() {
 # engine_bin ENGINE sets dockerd (its binary) and path (the PATH it runs with) for ENGINE.
 engine_bin() {
 	local bindir
-	case $1 in
+	case ${ENGINE_BUILD[$1]-} in
 	debian)
 		dockerd=/usr/sbin/dockerd
 		path=$SYS_PATH
 		;;
-	current | v28 | v27)
+	?*)
 		bindir=$(bash "$here/engines.sh" bindir "$1") || die "$1 engine not built: run scripts/engines.sh install $1"
 		dockerd=$bindir/dockerd
 		# The new runc (and the engine's docker-proxy) come first for this engine only
 		# (containerd's shims find runc on PATH, dockerd its docker-proxy).
 		path=$bindir:$SYS_PATH
 		;;
-	*) die "unknown engine '$1' (want: debian, current, v28, v27)" ;;
+	*) die "unknown engine '$1' (want one of: ${ENGINE_NAMES[*]})" ;;
 	esac
 	[[ -x $dockerd ]] || die "$dockerd not found: run scripts/engines.sh install $1"
-}
-
-# cdi_feature DOCKERD: true when the engine resolves CDI devices only with the cdi feature on
-# (Docker 25.0 to 28.1; 28.2 turned it on by default, 20.10 has no CDI).
-cdi_feature() {
-	local v major minor
-	v=$("$1" --version | sed -nE 's/^Docker version ([0-9]+)\.([0-9]+).*/\1 \2/p')
-	read -r major minor <<<"$v"
-	[[ -n $major ]] && ((major >= 25 && (major < 28 || (major == 28 && minor < 2))))
 }
 
 do_start() {
@@ -334,7 +328,8 @@ do_start() {
 	# /etc/docker/key.json unless told otherwise (newer engines have no such key).
 	if [[ $engine == debian ]]; then
 		printf '{"deprecated-key-path": "%s/key.json"}\n' "$dir" >"$dir/daemon.json"
-	elif cdi_feature "$dockerd"; then
+	elif [[ ${ENGINE_CDI[$engine]} == flag ]]; then
+		# Docker 25.0 to 28.1 resolve CDI devices only with the cdi feature on.
 		printf '{"features": {"cdi": true}}\n' >"$dir/daemon.json"
 	else
 		printf '{}\n' >"$dir/daemon.json"
@@ -412,7 +407,7 @@ case $cmd in
 start)
 	(($# >= 2)) || usage
 	dir=$(abs_dir "$2")
-	engine=debian
+	engine=$ENGINE_OLDEST
 	netns=""
 	bridge=""
 	shift 2

@@ -8,36 +8,38 @@
 #     current engine also containerd, libseccomp-dev, pkg-config, gcc. Nothing is started; when
 #     the host has no /usr/sbin/policy-rc.d, one denying service starts exists only while apt
 #     runs.
-#   - the "current" engine, moby v2 dockerd, its docker-proxy and a seccomp-enabled runc built
-#     from the Go module proxy, in $RDMA_MACVLAN_ENGINES_DIR/<version>/bin (default
-#     /var/cache/rdma-macvlan/engines), plus Go's own module and build caches. The new runc is
-#     only ever put on the PATH of the engines built here (scripts/dockerd.sh does that);
-#     Debian's engine keeps Debian's runc.
-#   - the "v28" and "v27" engines, the last Docker 28 and 27 releases (dockerd and docker-proxy
-#     of github.com/docker/docker, a module without go.mod: its source comes from the Go module
+#   - the engines built from source (scripts/lib/engines.sh, generated from the table of
+#     internal/engines/engines.go, names them, their modules and versions): dockerd, its
+#     docker-proxy and a seccomp-enabled runc built from the Go module proxy, in
+#     $RDMA_MACVLAN_ENGINES_DIR/{moby,docker}-<version>-runc-<version>/bin (default
+#     /var/cache/rdma-macvlan/engines), plus Go's own module and build caches. A moby v2 engine
+#     ("current") is a module with go.mod (go install); a Docker release up to 28 ("v28", "v27")
+#     is github.com/docker/docker, a module without go.mod: its source comes from the Go module
 #     proxy and is built with its own vendor.mod as go.mod, every dependency at the version that
-#     file pins, also from the proxy), with the same runc and Debian's containerd, in
-#     $RDMA_MACVLAN_ENGINES_DIR/docker-<version>-runc-<version>/bin. Not part of the default
-#     install: name them (`engines.sh install v28 v27`, or `all`).
+#     file pins, also from the proxy. They run on Debian's containerd. The new runc is only ever
+#     put on the PATH of the engines built here (scripts/dockerd.sh does that); Debian's engine
+#     keeps Debian's runc. The default install is the oldest and the newest engine; name others
+#     (`engines.sh install v28 v27`, or `all`).
 #   - "compose": Compose v2, the docker CLI plugin, built from its Go module's source
 #     (github.com/docker/compose/v2 from the module proxy, as for v28 and v27) into
 #     $RDMA_MACVLAN_ENGINES_DIR/compose-<version>/docker-compose; test/e2e/e2e-compose.sh puts it
 #     in a private CLI plugins dir. Not part of the default install: name it.
 #
 # Usage:
-#   engines.sh [install] [debian] [current] [v28] [v27] [compose] [all]
-#                                      install debian and current (default), the ones named, or
-#                                      all four engines and compose
-#   engines.sh bindir [current|v28|v27] print a built engine's bin dir (dockerd, runc,
-#                                      docker-proxy; default current); fails when dockerd or runc
-#                                      is not built yet
+#   engines.sh [install] [ENGINE...] [compose] [all]
+#                                      install the oldest and the newest engine (debian and
+#                                      current; the default), the ones named, or every engine and
+#                                      compose
+#   engines.sh bindir [ENGINE]         print a built engine's bin dir (dockerd, runc,
+#                                      docker-proxy; default the newest); fails when dockerd or
+#                                      runc is not built yet
 #   engines.sh compose                 print the path of the built docker-compose; fails when it is
 #                                      not built yet
 # Environment:
 #   RDMA_MACVLAN_ENGINES_DIR  cache root        (default /var/cache/rdma-macvlan/engines)
-#   MOBY_VERSION              moby v2 version   (default v2.0.0-beta.24, newest the proxy served)
-#   DOCKER28_VERSION          Docker 28 version (default v28.5.2, the last 28.x release)
-#   DOCKER27_VERSION          Docker 27 version (default v27.5.1, the last 27.x release)
+#   MOBY_VERSION, DOCKER28_VERSION, ...
+#                             an engine's version (the table's VersionEnv; default its Version:
+#                             the newest moby v2 the proxy served, the last 28.x and 27.x)
 #   RUNC_VERSION              runc version      (default v1.5.2)
 #   COMPOSE_VERSION           Compose v2        (default v2.40.3: its docker client negotiates
 #                                                down to Docker 20.10's API 1.41 and up to moby
@@ -46,23 +48,40 @@
 # Idempotent: a warm run only checks that everything is in place and takes seconds.
 set -euo pipefail
 
+# shellcheck source=scripts/lib/engines.sh
+. "$(dirname "$0")/lib/engines.sh"
 ENGINES_DIR=${RDMA_MACVLAN_ENGINES_DIR:-/var/cache/rdma-macvlan/engines}
-MOBY_VERSION=${MOBY_VERSION:-v2.0.0-beta.24}
 RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
-DOCKER28_VERSION=${DOCKER28_VERSION:-v28.5.2}
-DOCKER27_VERSION=${DOCKER27_VERSION:-v27.5.1}
 COMPOSE_VERSION=${COMPOSE_VERSION:-v2.40.3}
 BIN_DIR=""
 
-# bin_dir ENGINE prints the cache dir of a built engine's binaries.
+# built ENGINE: ENGINE is one of the table's engines built from source.
+built() { [[ -n ${ENGINE_BUILD[$1]+x} && ${ENGINE_BUILD[$1]} != debian ]]; }
+
+# version_of ENGINE prints the version of ENGINE to build: its variable's, or the table's.
+version_of() {
+	local env=${ENGINE_VERSION_ENV[$1]}
+	printf '%s\n' "${!env:-${ENGINE_VERSION[$1]}}"
+}
+
+# bin_dir ENGINE prints the cache dir of a built engine's binaries (or of compose).
 bin_dir() {
-	case $1 in
-	current) printf '%s\n' "$ENGINES_DIR/moby-$MOBY_VERSION-runc-$RUNC_VERSION/bin" ;;
-	v28) printf '%s\n' "$ENGINES_DIR/docker-$DOCKER28_VERSION-runc-$RUNC_VERSION/bin" ;;
-	v27) printf '%s\n' "$ENGINES_DIR/docker-$DOCKER27_VERSION-runc-$RUNC_VERSION/bin" ;;
-	compose) printf '%s\n' "$ENGINES_DIR/compose-$COMPOSE_VERSION" ;;
-	*) die "unknown built engine '$1' (want: current, v28, v27)" ;;
+	if [[ $1 == compose ]]; then
+		printf '%s\n' "$ENGINES_DIR/compose-$COMPOSE_VERSION"
+		return
+	fi
+	built "$1" || die "unknown built engine '$1' (want one of: $(built_names))"
+	case ${ENGINE_BUILD[$1]} in
+	moby-source) printf '%s\n' "$ENGINES_DIR/moby-$(version_of "$1")-runc-$RUNC_VERSION/bin" ;;
+	docker-source) printf '%s\n' "$ENGINES_DIR/docker-$(version_of "$1")-runc-$RUNC_VERSION/bin" ;;
 	esac
+}
+
+# built_names prints the engines built from source.
+built_names() {
+	local e out=()
+	for e in "${ENGINE_NAMES[@]}"; do built "$e" && out+=("$e"); done
+	printf '%s\n' "${out[*]}"
 }
 
 # Debian's engine; busybox-static for the test image; iproute2 for the test links; Debian's
@@ -215,7 +234,7 @@ build_dockerd_v1() {
 # missing. One builder at a time per engine (a lock of its own, so that a run that wants an engine
 # already built does not wait on the build of another); a second run waits and then finds them built.
 built_engine() {
-	local e=$1 v=github.com/moby/moby/v2/dockerversion
+	local e=$1 v
 	apt_install "${CURRENT_PACKAGES[@]}"
 	BIN_DIR=$(bin_dir "$e")
 	mkdir -p "$ENGINES_DIR"
@@ -224,23 +243,23 @@ built_engine() {
 	if [[ ! -x $BIN_DIR/runc ]]; then
 		go_build runc github.com/opencontainers/runc "$RUNC_VERSION" -tags seccomp
 	fi
-	case $e in
-	current)
+	case ${ENGINE_BUILD[$e]} in
+	moby-source)
+		local mod=${ENGINE_MODULE[$e]} version
+		version=$(version_of "$e")
+		v=$mod/dockerversion
 		if [[ ! -x $BIN_DIR/dockerd ]]; then
 			# Stamp the version as moby's release builds do, so `docker version` names it.
-			go_build dockerd github.com/moby/moby/v2/cmd/dockerd "$MOBY_VERSION" \
-				-ldflags "-X $v.Version=${MOBY_VERSION#v} -X $v.GitCommit=$MOBY_VERSION -X $v.PlatformName=rdma-macvlan-test"
+			go_build dockerd "$mod/cmd/dockerd" "$version" \
+				-ldflags "-X $v.Version=${version#v} -X $v.GitCommit=$version -X $v.PlatformName=rdma-macvlan-test"
 		fi
 		# The userland proxy of published ports (test/e2e/e2e-bridge.sh runs the default bridge).
 		if [[ ! -x $BIN_DIR/docker-proxy ]]; then
-			go_build docker-proxy github.com/moby/moby/v2/cmd/docker-proxy "$MOBY_VERSION"
+			go_build docker-proxy "$mod/cmd/docker-proxy" "$version"
 		fi
 		;;
-	v28)
-		[[ -x $BIN_DIR/dockerd && -x $BIN_DIR/docker-proxy ]] || build_dockerd_v1 "$DOCKER28_VERSION"
-		;;
-	v27)
-		[[ -x $BIN_DIR/dockerd && -x $BIN_DIR/docker-proxy ]] || build_dockerd_v1 "$DOCKER27_VERSION"
+	docker-source)
+		[[ -x $BIN_DIR/dockerd && -x $BIN_DIR/docker-proxy ]] || build_dockerd_v1 "$(version_of "$e")"
 		;;
 	esac
 	flock -u 9
@@ -295,7 +314,7 @@ built_compose() {
 cmd=${1:-install}
 case $cmd in
 bindir)
-	e=${2:-current}
+	e=${2:-$ENGINE_NEWEST}
 	BIN_DIR=$(bin_dir "$e")
 	[[ -x $BIN_DIR/dockerd && -x $BIN_DIR/runc ]] ||
 		die "$e engine not built in $BIN_DIR (run scripts/engines.sh install $e)"
@@ -309,15 +328,18 @@ compose)
 install)
 	shift || true
 	engines=("$@")
-	((${#engines[@]})) || engines=(debian current)
+	((${#engines[@]})) || engines=("$ENGINE_OLDEST" "$ENGINE_NEWEST")
+	[[ " ${engines[*]} " != *" all "* ]] || engines=("${ENGINE_NAMES[@]}" compose)
 	for e in "${engines[@]}"; do
-		case $e in
-		debian) install_debian ;;
-		current | v28 | v27) built_engine "$e" ;;
-		compose) built_compose ;;
-		all) install_debian && built_engine current && built_engine v28 && built_engine v27 && built_compose ;;
-		*) die "unknown engine '$e' (want: debian, current, v28, v27, compose, all)" ;;
-		esac
+		if [[ $e == compose ]]; then
+			built_compose
+		elif [[ ${ENGINE_BUILD[$e]-} == debian ]]; then
+			install_debian
+		elif built "$e"; then
+			built_engine "$e"
+		else
+			die "unknown engine '$e' (want: ${ENGINE_NAMES[*]}, compose, all)"
+		fi
 	done
 	say "done"
 	;;
@@ -325,6 +347,6 @@ install)
 	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
 	;;
 *)
-	die "unknown command '$cmd' (want: install [debian] [current] [v28] [v27] [compose] [all], bindir [ENGINE], compose, help)"
+	die "unknown command '$cmd' (want: install [${ENGINE_NAMES[*]}] [compose] [all], bindir [ENGINE], compose, help)"
 	;;
 esac

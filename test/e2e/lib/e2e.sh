@@ -208,18 +208,21 @@ runtime_up() {
 # ---------------------------------------------------------------------------------------------
 # The suite.
 
-# The engines, oldest first: debian (Debian's Docker 20.10), v27 and v28 (the last Docker 27 and
-# 28 releases) and current (moby v2), the last three built by scripts/engines.sh. MIDDLE_ENGINES
-# lie between the oldest and the newest; the suites that run them run a subset there (cold CI
-# time). By default only v28 is one (make check); E2E_MIDDLE_ENGINES="v27 v28" adds Docker 27
-# (make e2e-v27 runs the suites on it alone): its build costs a cold CI run about 5 minutes.
-ALL_ENGINES=(debian v27 v28 current)
-read -ra MIDDLE_ENGINES <<<"${E2E_MIDDLE_ENGINES:-v28}"
+# The engines, oldest first, of scripts/lib/engines.sh (generated from internal/engines/engines.go):
+# debian (Debian's Docker 20.10), v27 and v28 (the last Docker 27 and 28 releases) and current
+# (moby v2), the last three built by scripts/engines.sh. MIDDLE_ENGINES lie between the oldest and
+# the newest; the suites that run them run a subset there (cold CI time). By default they are the
+# table's middle ones (make check: v28); E2E_MIDDLE_ENGINES="v27 v28" adds Docker 27, an on-demand
+# engine (make e2e-v27 runs the suites on it alone): its build costs a cold CI run about 5 minutes.
+# shellcheck source=scripts/lib/engines.sh
+. "$scripts/lib/engines.sh"
+ALL_ENGINES=("${ENGINE_NAMES[@]}")
+read -ra MIDDLE_ENGINES <<<"${E2E_MIDDLE_ENGINES:-${ENGINE_MIDDLE[*]}}"
 
 # select_engines [--both] [--middle] [ENGINE...]: sets engines to the engines named, or by default
-# to debian and, when scripts/engines.sh has built it (or with --both: always, then
-# scripts/engines.sh install builds it), current; with --middle also the middle engines (v27,
-# v28), on the same terms.
+# to the oldest (debian) and, when scripts/engines.sh has built it (or with --both: always, then
+# scripts/engines.sh install builds it), the newest (current); with --middle also the middle
+# engines (v28), on the same terms.
 engines=()
 select_engines() {
 	local e both="" middle=""
@@ -227,7 +230,7 @@ select_engines() {
 	[[ ${1:-} == --middle ]] && { middle=1; shift; }
 	engines=("$@")
 	if ((${#engines[@]} == 0)); then
-		engines=(debian)
+		engines=("$ENGINE_OLDEST")
 		if [[ -n $middle ]]; then
 			for e in "${MIDDLE_ENGINES[@]}"; do
 				if [[ -n $both ]] || bash "$scripts/engines.sh" bindir "$e" >/dev/null 2>&1; then
@@ -237,10 +240,10 @@ select_engines() {
 				fi
 			done
 		fi
-		if [[ -n $both ]] || bash "$scripts/engines.sh" bindir >/dev/null 2>&1; then
-			engines+=(current)
+		if [[ -n $both ]] || bash "$scripts/engines.sh" bindir "$ENGINE_NEWEST" >/dev/null 2>&1; then
+			engines+=("$ENGINE_NEWEST")
 		else
-			printf '# skip - the current engine is not built (scripts/engines.sh install current): debian only\n'
+			printf '# skip - the %s engine is not built (scripts/engines.sh install %s): %s only\n' "$ENGINE_NEWEST" "$ENGINE_NEWEST" "$ENGINE_OLDEST"
 		fi
 	fi
 	for e in "${engines[@]}"; do
@@ -250,13 +253,8 @@ select_engines() {
 
 # engine_major ENGINE: the Docker major version of ENGINE (moby v2 is Docker 29).
 engine_major() {
-	case $1 in
-	debian) echo 20 ;;
-	v27) echo 27 ;;
-	v28) echo 28 ;;
-	current) echo 29 ;;
-	*) die "engine_major: unknown engine '$1'" ;;
-	esac
+	[[ -n ${ENGINE_MAJOR[$1]-} ]] || die "engine_major: unknown engine '$1'"
+	echo "${ENGINE_MAJOR[$1]}"
 }
 
 # engine_since ENGINE MAJOR: ENGINE is Docker MAJOR or later.

@@ -156,7 +156,9 @@ esac
 install -m 0755 "$here/vm-test.sh" "$ov/opt/rmv/vm-test.sh"
 install -m 0755 "$here/vm-docker.sh" "$here/vm-bond.sh" "$here/vm-runtime.sh" "$here/vm-demo.sh" "$here/vm-image.sh" "$here/rmvq.py" "$ov/opt/rmv/"
 install -m 0755 "$repo/scripts/dockerd.sh" "$repo/scripts/engines.sh" "$ov/opt/rmv/scripts/"
-install -D -m 0644 "$repo/scripts/lib/proc.sh" "$ov/opt/rmv/scripts/lib/proc.sh" # dockerd.sh sources it
+# dockerd.sh sources both, engines.sh the second.
+install -D -m 0644 "$repo/scripts/lib/proc.sh" "$ov/opt/rmv/scripts/lib/proc.sh"
+install -D -m 0644 "$repo/scripts/lib/engines.sh" "$ov/opt/rmv/scripts/lib/engines.sh"
 printf '%s\n' "kerneltest=$kerneltest" "demo=$demo" "engines=$engines" >"$ov/opt/rmv/mode"
 if [ "${#kt_args[@]}" -gt 0 ]; then printf '%s\n' "${kt_args[@]}" >"$ov/opt/rmv/args"; fi
 : >>"$ov/opt/rmv/args"

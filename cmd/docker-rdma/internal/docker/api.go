@@ -14,14 +14,17 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/internal/engines"
 )
 
-// MaxAPIVersion is the newest engine API version docker rdma asks in: an
-// engine that speaks a newer one is asked in this one, an older engine in
-// its own (Docker 20.10 speaks 1.41 and no newer; the current engines
-// accept nothing older than 1.44, so no one version suits both). The
-// tests hold answers recorded from engines of both ends.
-const MaxAPIVersion = "1.56"
+// MaxAPIVersion is the newest engine API version docker rdma asks in, the
+// newest engine's of the table (internal/engines): an engine that speaks a
+// newer one is asked in this one, an older engine in its own (Docker 20.10
+// speaks 1.41 and no newer; the current engines accept nothing older than
+// 1.44, so no one version suits both). The tests hold answers recorded
+// from the table's oldest and newest engines.
+var MaxAPIVersion = engines.Newest().API
 
 // DefaultTimeout bounds each question docker rdma asks the engine, by its
 // API or with the docker CLI. Every one of them is a read the engine

@@ -19,14 +19,18 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rdma-macvlan/rdma-macvlan/internal/engines"
 )
 
 // Recorded engines: testdata/api-VERSION holds what an engine answered on
 // its socket (NAME.json, NAME.status, ping.headers) and what its docker CLI
 // printed for the same questions (cli-NAME.json), recorded by
-// testdata/record.sh: Debian's Docker 20.10 (API 1.41, CLI 20.10) and the
-// current engine (moby 2.0.0-beta.24, API 1.56, CLI 28.2).
-var recorded = []string{"1.41", "1.56"}
+// testdata/record.sh: the oldest and the newest engine of the table
+// (internal/engines), Debian's Docker 20.10 (API 1.41, CLI 20.10) and the
+// current engine (moby 2.0.0-beta.24, API 1.56, CLI 28.2). A new oldest or
+// newest engine needs its recording.
+var recorded = []string{engines.Oldest().API, engines.Newest().API}
 
 // Names in the recordings.
 const (
