@@ -328,6 +328,15 @@ func (n *network) addressCheck() string {
 	return n.AddressCheck
 }
 
+// addressCheck is the address_check of a network the driver may not know
+// (nil: warn).
+func (n *netState) addressCheck() string {
+	if n == nil {
+		return api.AddressCheckWarn
+	}
+	return n.network.addressCheck()
+}
+
 // conflictsStatus turns an endpoint's conflicts into the status's.
 func conflictsStatus(cs []addressConflict) []api.AddressConflict {
 	var out []api.AddressConflict

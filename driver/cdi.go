@@ -127,8 +127,8 @@ func (d *Driver) ownCDI(name string) error {
 func (d *Driver) networksOnCDI(name, except string) []*network {
 	var nets []*network
 	for id, n := range d.networks {
-		if id != except && n.RDMA != nil && d.hcaProblem(id) == "" && n.RDMA.cdiName() == name {
-			nets = append(nets, n)
+		if id != except && n.RDMA != nil && n.hcaProblem == "" && n.RDMA.cdiName() == name {
+			nets = append(nets, n.network)
 		}
 	}
 	sort.Slice(nets, func(i, j int) bool { return nets[i].ID < nets[j].ID })
@@ -212,7 +212,7 @@ func (d *Driver) reconcileCDI(log *logrus.Entry) {
 	for id, n := range d.networks {
 		// A network whose HCA is not found has no spec: its name may be
 		// another NIC's now.
-		if n.RDMA != nil && d.hcaProblem(id) == "" {
+		if n.RDMA != nil && n.hcaProblem == "" {
 			ports = append(ports, port{id, *n.RDMA})
 		}
 	}

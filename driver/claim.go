@@ -25,7 +25,10 @@ import "time"
 // calls read it holding d.netsMu alone, do their kernel, sysfs and disk
 // work without d.mu, and take d.mu only to change the maps; DeleteNetwork
 // deletes each endpoint of the network as DeleteEndpoint does, under its
-// claim. Locks are taken in the order d.netsMu, d.mu, the GID tracker's
+// claim. What the driver knows of a network at run time only (removing,
+// the strict note, the HCA problem) is in its netState, beside its record:
+// it goes with the network, and a record copied to be saved carries none
+// of it. Locks are taken in the order d.netsMu, d.mu, the GID tracker's
 // lock (package gid), never the other way round.
 
 // claim waits until no other call works on endpoint eid and marks it as

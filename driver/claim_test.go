@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -195,6 +196,13 @@ func TestNetworkCallsDoNotHoldOtherEndpoints(t *testing.T) {
 				t.Fatalf("held a %s, want a %s", k, held)
 			}
 			within(t, 5*time.Second, "an endpoint's life cycle on another network", lifeCycle(d, "n1", "fast", "10.5.0.3/24"))
+			if held == "delete" {
+				// No endpoint is created on a network being removed.
+				_, err := d.CreateEndpoint(ep("n2", "late", "10.6.0.3/24"))
+				if !errors.Is(err, ErrNetworkNotFound) || !strings.Contains(err.Error(), "is being removed") {
+					t.Fatalf("CreateEndpoint on a network being removed: %v; want it refused as being removed", err)
+				}
+			}
 			g.open()
 			if err := <-slowErr; err != nil {
 				t.Fatal(err)

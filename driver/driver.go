@@ -152,21 +152,10 @@ type Driver struct {
 	cdiIO func(op, path string)
 
 	mu        sync.Mutex
-	networks  map[string]*network      // guarded by mu
+	networks  map[string]*netState     // guarded by mu (and netsMu: claim.go)
 	endpoints map[string]*endpoint     // guarded by mu
 	busy      map[string]chan struct{} // endpoint IDs a call works on; guarded by mu
 	reserved  map[string]*endpoint     // CreateEndpoint under way, by ID; guarded by mu
-	removing  map[string]bool          // networks DeleteNetwork is removing; guarded by mu
-	// strictNotes say, by network ID, why gid_check=strict could not hold
-	// the last start on the network (the engine's call order); not
-	// persisted: the engine may be upgraded. Guarded by mu.
-	strictNotes map[string]string
-	// hcaProblems say, by network ID, why the network's RDMA device was
-	// not found at start (gone, or not told apart; see identity.go): its
-	// endpoints are refused and it has no CDI spec. Changed only with both
-	// d.netsMu and d.mu held (at start, and by DeleteNetwork), read with
-	// either.
-	hcaProblems map[string]string
 	// cdiNodes are the device nodes each CDI spec this process wrote
 	// lists, by CDI device name: a device registered again while running
 	// has others (recheckHCA).
@@ -246,18 +235,15 @@ func New(cfg Config) (*Driver, error) {
 		gidWait:   cfg.GIDTimeout,
 		version:   cfg.Version,
 		obs:       obs,
-		networks:  make(map[string]*network),
+		networks:  make(map[string]*netState),
 		endpoints: make(map[string]*endpoint),
 		busy:      make(map[string]chan struct{}),
 		reserved:  make(map[string]*endpoint),
-		removing:  make(map[string]bool),
 
-		strictNotes: make(map[string]string),
-		hcaProblems: make(map[string]string),
-		cdiNodes:    make(map[string][]rdma.DeviceNode),
-		resumed:     make(map[string]bool),
-		ifnames:     make(map[string]string),
-		stopping:    make(chan struct{}),
+		cdiNodes: make(map[string][]rdma.DeviceNode),
+		resumed:  make(map[string]bool),
+		ifnames:  make(map[string]string),
+		stopping: make(chan struct{}),
 
 		collectEvery: defaultCollectEvery,
 		probe:        cfg.ProbeAddress,

@@ -136,11 +136,11 @@ func (d *Driver) createDecide(req CreateEndpointRequest, ifname string) (*networ
 		return nil, fmt.Errorf("%w: network %s is not known to rdma-macvlan (its state may have been lost): remove it with docker network rm and create it again",
 			ErrNetworkNotFound, ShortID(req.NetworkID))
 	}
-	if d.removing[n.ID] {
+	if n.removing {
 		return nil, fmt.Errorf("%w: network %s is being removed: create the container on another network", ErrNetworkNotFound, ShortID(n.ID))
 	}
-	if p := d.hcaProblem(n.ID); p != "" {
-		return nil, errHCAProblem(n, p)
+	if n.hcaProblem != "" {
+		return nil, errHCAProblem(n.network, n.hcaProblem)
 	}
 	if e, ok := d.endpoints[req.EndpointID]; ok {
 		if e.NetworkID != req.NetworkID {
@@ -162,10 +162,10 @@ func (d *Driver) createDecide(req CreateEndpointRequest, ifname string) (*networ
 		return nil, conflictf("endpoint %s would reuse link name %s of endpoint %s (their IDs share the first 12 characters): retry to get a new endpoint ID",
 			truncate(req.EndpointID, 64), ifname, other)
 	}
-	if err := d.sameAddressOnPort(n, req); err != nil {
+	if err := d.sameAddressOnPort(n.network, req); err != nil {
 		return nil, err
 	}
-	return n, nil
+	return n.network, nil
 }
 
 // sameAddressOnPort refuses an address that another endpoint, of any
@@ -189,7 +189,7 @@ func (d *Driver) sameAddressOnPort(n *network, req CreateEndpointRequest) error 
 					continue
 				}
 				on, ok := d.networks[o.NetworkID]
-				if o.ID == req.EndpointID || !ok || on.RDMA == nil || d.hcaProblem(on.ID) != "" || portOfNet(on.RDMA) != portOfNet(n.RDMA) {
+				if o.ID == req.EndpointID || !ok || on.RDMA == nil || on.hcaProblem != "" || portOfNet(on.RDMA) != portOfNet(n.RDMA) {
 					continue
 				}
 				return conflictf("endpoint %s of network %s cannot take address %s: it is already held on RDMA device %s port %d by endpoint %s of network %s (parent %q): two containers with one address on one port get GID entries nobody can tell apart; give this container another address (docker run --ip), or use a network on another RDMA port",

@@ -31,10 +31,10 @@ func (n *network) ipv6() bool { return n.EnableIPv6 || len(n.IPv6) > 0 }
 // network has an RDMA port (readyAt: see addEndpoint). Caller holds d.mu.
 func (d *Driver) track(e *endpoint, readyAt time.Time) {
 	n, ok := d.networks[e.NetworkID]
-	if !ok || n.RDMA == nil || d.hcaProblem(n.ID) != "" {
+	if !ok || n.RDMA == nil || n.hcaProblem != "" {
 		return
 	}
-	d.gids.Add(e.ID, gid.Endpoint{Port: portOfNet(n.RDMA), Want: expectOf(n, e), Need: e.GIDNeed, Types: e.GIDTypes,
+	d.gids.Add(e.ID, gid.Endpoint{Port: portOfNet(n.RDMA), Want: expectOf(n.network, e), Need: e.GIDNeed, Types: e.GIDTypes,
 		Ready: e.RDMAReady, ReadyAt: readyAt, Found: toEntries(e.GIDs)})
 }
 

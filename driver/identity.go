@@ -111,16 +111,17 @@ func (d *Driver) resolveHCA(n *network) hcaResolution {
 // followHCAs resolves the HCA of every network of nets at start, before
 // its CDI spec is rewritten and before admission counts its table: a
 // renamed HCA is followed (and the record saved), a gone or ambiguous one
-// is recorded in d.hcaProblems. It runs before the driver serves calls.
-func (d *Driver) followHCAs(nets []*network, log *logrus.Entry) {
+// is recorded as the network's hcaProblem. It runs before the driver
+// serves calls.
+func (d *Driver) followHCAs(nets []*netState, log *logrus.Entry) {
 	for _, n := range nets {
 		if n.RDMA == nil {
 			continue
 		}
 		l := log.WithFields(logrus.Fields{"nid": ShortID(n.ID), "parent": n.Parent})
-		res := d.resolveHCA(n)
+		res := d.resolveHCA(n.network)
 		if res.problem != "" {
-			d.hcaProblems[n.ID] = res.problem
+			n.hcaProblem = res.problem
 			l.WithFields(logrus.Fields{"ibdev": n.RDMA.HCA, "port": n.RDMA.Port}).WithField("problem", res.problem).
 				Error("the network's RDMA device is not found; its containers cannot start")
 			continue
@@ -138,7 +139,7 @@ func (d *Driver) followHCAs(nets []*network, log *logrus.Entry) {
 			l.WithFields(logrus.Fields{"from": fmt.Sprintf("%s/%d", from.HCA, from.Port), "to": fmt.Sprintf("%s/%d", res.r.HCA, res.r.Port), "identity": res.r.identity().String(), "cdi_device": res.r.CDIName}).
 				Warn("the network's RDMA device was renamed (another probe order, or a udev rename): following it")
 		}
-		if err := d.store.saveNetwork(n); err != nil {
+		if err := d.store.saveNetwork(n.network); err != nil {
 			l.WithError(err).Error("could not record the network's RDMA device; it is found again at the next start")
 		}
 	}
@@ -153,18 +154,19 @@ func (d *Driver) followHCAs(nets []*network, log *logrus.Entry) {
 // problem stays. Caller holds no lock.
 func (d *Driver) refindHCA(nid string, log *logrus.Entry) {
 	d.mu.Lock()
-	problem := d.hcaProblems[nid]
+	n, ok := d.networks[nid]
+	lost := ok && n.hcaProblem != ""
 	d.mu.Unlock()
-	if problem == "" {
+	if !lost {
 		return
 	}
 	d.netsMu.Lock()
 	defer d.netsMu.Unlock()
-	n, ok := d.networks[nid] // the map changes only with d.netsMu held too
-	if !ok || n.RDMA == nil || d.hcaProblems[nid] == "" {
+	n, ok = d.networks[nid] // the map changes only with d.netsMu held too
+	if !ok || n.RDMA == nil || n.hcaProblem == "" {
 		return
 	}
-	found := *n
+	found := *n.network
 	res := d.resolveHCA(&found)
 	if res.problem != "" {
 		return
@@ -181,7 +183,7 @@ func (d *Driver) refindHCA(nid string, log *logrus.Entry) {
 	}
 	d.mu.Lock()
 	n.RDMA = found.RDMA
-	delete(d.hcaProblems, nid)
+	n.hcaProblem = ""
 	// Its endpoints (restored at start, while the device was missing) were
 	// left out of the GID tracker: admission counts them from now on, and
 	// those in a container are watched again.
@@ -197,10 +199,6 @@ func (d *Driver) refindHCA(nid string, log *logrus.Entry) {
 	d.mu.Unlock()
 	l.Warn("the network's RDMA device is found now (it was not at start): its containers are taken again")
 }
-
-// hcaProblem is why network nid has no RDMA device now, or "". Caller
-// holds d.netsMu or d.mu (it changes only with both held).
-func (d *Driver) hcaProblem(nid string) string { return d.hcaProblems[nid] }
 
 // errHCAProblem refuses an endpoint of a network whose RDMA device is not
 // found.
@@ -242,7 +240,7 @@ func (d *Driver) recheckHCA(nid string, log *logrus.Entry) {
 	var r networkRDMA
 	var written []rdma.DeviceNode
 	known := false
-	if ok && n.RDMA != nil && d.hcaProblems[nid] == "" {
+	if ok && n.RDMA != nil && n.hcaProblem == "" {
 		r = *n.RDMA
 		written, known = d.cdiNodes[r.cdiName()]
 	}
@@ -253,11 +251,11 @@ func (d *Driver) recheckHCA(nid string, log *logrus.Entry) {
 	d.netsMu.Lock()
 	defer d.netsMu.Unlock()
 	n, ok = d.networks[nid] // the map changes only with d.netsMu held too
-	if !ok || n.RDMA == nil || d.hcaProblem(nid) != "" || *n.RDMA != r {
+	if !ok || n.RDMA == nil || n.hcaProblem != "" || *n.RDMA != r {
 		return // changed meanwhile: the next look sees it as it is
 	}
 	l := log.WithFields(logrus.Fields{"nid": ShortID(nid), "parent": n.Parent})
-	found := *n
+	found := *n.network
 	res := d.resolveHCA(&found)
 	if res.problem != "" {
 		l.WithField("problem", res.problem).Debug("the network's RDMA device changed while running and is not found again yet: its CDI spec is stale")

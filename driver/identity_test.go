@@ -79,7 +79,7 @@ func TestRenamedHCAIsFollowedAtStart(t *testing.T) {
 				for _, nid := range []string{"n0", "n1"} {
 					n := d.networks[nid]
 					n.RDMA.NodeGUID, n.RDMA.PCI = "", ""
-					if err := d.store.saveNetwork(n); err != nil {
+					if err := d.store.saveNetwork(n.network); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -73,7 +73,7 @@ func (d *Driver) CreateNetwork(req CreateNetworkRequest) (retErr error) {
 	}
 	crashPoint("create-network:state-written")
 	d.mu.Lock()
-	d.networks[n.ID] = n
+	d.networks[n.ID] = &netState{network: n}
 	d.mu.Unlock()
 	log.WithFields(logrus.Fields{"mode": n.Mode, "mtu": n.MTU, "vlan_created": created, "ibdev": rinfo.HCA, "port": rinfo.Port}).Info("network created")
 	return nil
@@ -89,7 +89,7 @@ func (d *Driver) planNetwork(req CreateNetworkRequest, opts NetworkOptions, log 
 		// state that its creator asks for again) is answered as done;
 		// one asking for other settings is refused.
 		log.WithField("mode", n.Mode).Debug("network already known")
-		return nil, parentPlan{}, sameNetwork(n, opts, req)
+		return nil, parentPlan{}, sameNetwork(n.network, opts, req)
 	}
 	if err := d.checkParentConflicts(opts.Parent, opts.Mode); err != nil {
 		return nil, parentPlan{}, err
@@ -151,14 +151,13 @@ func (d *Driver) DeleteNetwork(nid string) error {
 	d.netsMu.Lock()
 	defer d.netsMu.Unlock()
 	log := d.logFor("DeleteNetwork", logrus.Fields{"nid": ShortID(nid)})
-	// A network whose HCA was not found has no spec of its own: the one
-	// of its recorded name, if any, is another network's.
-	noHCA := d.hcaProblem(nid) != ""
 	n, err := d.removeNetwork(nid, log)
 	if err != nil || n == nil {
 		return err
 	}
-	if n.RDMA != nil && !noHCA {
+	// A network whose HCA was not found has no spec of its own: the one
+	// of its recorded name, if any, is another network's.
+	if n.RDMA != nil && n.hcaProblem == "" {
 		d.removeCDIUnlessUsed(n.RDMA.cdiName(), nid, log)
 	}
 	log.WithField("parent", n.Parent).Info("network deleted")
@@ -167,7 +166,7 @@ func (d *Driver) DeleteNetwork(nid string) error {
 
 // removeNetwork is DeleteNetwork but for the CDI spec: it returns the
 // network it deleted, nil if there was none. Caller holds d.netsMu.
-func (d *Driver) removeNetwork(nid string, log *logrus.Entry) (*network, error) {
+func (d *Driver) removeNetwork(nid string, log *logrus.Entry) (*netState, error) {
 	n, ok := d.networks[nid]
 	if !ok {
 		log.Debug("network not known; nothing to delete")
@@ -176,11 +175,11 @@ func (d *Driver) removeNetwork(nid string, log *logrus.Entry) (*network, error) 
 	// No endpoint is created on it from now on; those being created or
 	// changed are waited for, then deleted.
 	d.mu.Lock()
-	d.removing[nid] = true
+	n.removing = true
 	d.mu.Unlock()
 	defer func() {
 		d.mu.Lock()
-		delete(d.removing, nid)
+		n.removing = false
 		d.mu.Unlock()
 	}()
 	for {
@@ -203,8 +202,8 @@ func (d *Driver) removeNetwork(nid string, log *logrus.Entry) (*network, error) 
 			}
 		}
 	}
-	if n.VLAN != nil && n.VLAN.Created && !d.parentUsedByOthers(n) {
-		if err := d.deleteOwnedVLAN(n); err != nil {
+	if n.VLAN != nil && n.VLAN.Created && !d.parentUsedByOthers(n.network) {
+		if err := d.deleteOwnedVLAN(n.network); err != nil {
 			return nil, err
 		}
 		log.WithField("parent", n.Parent).Info("vlan sub-interface deleted")
@@ -216,8 +215,6 @@ func (d *Driver) removeNetwork(nid string, log *logrus.Entry) (*network, error) 
 	crashPoint("delete-network:state-deleted")
 	d.mu.Lock()
 	delete(d.networks, nid)
-	delete(d.strictNotes, nid)
-	delete(d.hcaProblems, nid)
 	d.mu.Unlock()
 	return n, nil
 }

@@ -113,7 +113,7 @@ func TestCDIUpgradeFromPerHCANames(t *testing.T) {
 	d.mu.Lock()
 	n := d.networks["n1"]
 	n.RDMA.CDIName = "" // as an older version wrote it
-	err := d.store.saveNetwork(n)
+	err := d.store.saveNetwork(n.network)
 	d.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ type VLAN struct {
 
 // network is the persistent record of one network: only what is persisted
 // (what the driver knows of a network at run time only is beside it, in
-// the Driver, e.g. strictNotes).
+// its netState).
 type network struct {
 	ID         string       `json:"id"`
 	Parent     string       `json:"parent"` // the macvlan master
@@ -45,6 +45,27 @@ type network struct {
 	Internal     bool              `json:"internal,omitempty"`
 	Options      map[string]string `json:"options,omitempty"`
 	Created      time.Time         `json:"created"`
+}
+
+// netState is a network the driver knows: its record, and what the driver
+// knows of the network at run time only, which is never persisted and
+// goes with the network. It is beside the record, not in it: records are
+// copied without d.mu (under d.netsMu, to be changed and saved), and
+// these change under d.mu alone.
+type netState struct {
+	*network
+	// removing: DeleteNetwork is removing it; no endpoint is created on
+	// it. Guarded by d.mu.
+	removing bool
+	// strictNote says why gid_check=strict could not hold the last start
+	// on it (the engine's call order); not persisted: the engine may be
+	// upgraded. Guarded by d.mu.
+	strictNote string
+	// hcaProblem says why its RDMA device was not found at start (gone,
+	// or not told apart; identity.go): its endpoints are refused and it
+	// has no CDI spec. Changed only with both d.netsMu and d.mu held (at
+	// start, and when the device is found again), read with either.
+	hcaProblem string
 }
 
 // endpoint is the persistent record of one endpoint. It carries its parent

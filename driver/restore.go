@@ -38,15 +38,19 @@ func (d *Driver) restore() error {
 	// The HCA names may have changed since the records were written
 	// (another probe order at boot): find each network's HCA again before
 	// the endpoints are tracked on its port and its CDI spec is written.
-	// No call is served yet: d.hcaProblems is filled without the locks.
-	d.followHCAs(nets, log)
-	for _, n := range nets {
-		if d.hcaProblems[n.ID] == "" {
-			d.fillCDIName(n, log)
+	states := make([]*netState, len(nets))
+	for i, n := range nets {
+		states[i] = &netState{network: n}
+	}
+	// No call is served yet: the problems are set without the locks.
+	d.followHCAs(states, log)
+	for _, n := range states {
+		if n.hcaProblem == "" {
+			d.fillCDIName(n.network, log)
 		}
 	}
 	d.mu.Lock()
-	for _, n := range nets {
+	for _, n := range states {
 		d.networks[n.ID] = n
 	}
 	for _, e := range eps {

@@ -23,12 +23,12 @@ import (
 func (d *Driver) Status() api.Status {
 	d.mu.Lock()
 	nets := make([]network, 0, len(d.networks))
-	notes := make(map[string]string, len(d.strictNotes))
-	noHCA := make(map[string]string, len(d.hcaProblems))
+	notes := make(map[string]string, len(d.networks))
+	noHCA := make(map[string]string, len(d.networks))
 	for _, n := range d.networks {
-		nets = append(nets, *n)
-		notes[n.ID] = d.strictNotes[n.ID]
-		noHCA[n.ID] = d.hcaProblems[n.ID]
+		nets = append(nets, *n.network)
+		notes[n.ID] = n.strictNote
+		noHCA[n.ID] = n.hcaProblem
 	}
 	written := maps.Clone(d.cdiNodes)
 	eps := make([]endpoint, 0, len(d.endpoints))
@@ -199,7 +199,7 @@ func (d *Driver) Brief() api.Status {
 		ns := api.Network{ID: n.ID, Parent: n.Parent, Mode: n.Mode, MTU: n.MTU, RDMADevice: n.RDMADevice,
 			Endpoints: []api.Endpoint{}, TrafficClass: copyInt(n.TrafficClass), ServiceLevel: copyInt(n.ServiceLevel),
 			Subnets: n.subnets()}
-		if p := d.hcaProblems[n.ID]; p != "" {
+		if p := n.hcaProblem; p != "" {
 			ns.Problems = append(ns.Problems, p)
 		} else if n.RDMA != nil {
 			ns.HCA, ns.Port = n.RDMA.HCA, n.RDMA.Port

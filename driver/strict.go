@@ -75,7 +75,7 @@ func (d *Driver) strictOf(e *endpoint, peers bool) []strictHold {
 	var held []strictHold
 	add := func(o *endpoint) {
 		n, ok := d.networks[o.NetworkID]
-		if !ok || n.RDMA == nil || n.GIDCheck != api.GIDCheckStrict || d.hcaProblem(n.ID) != "" {
+		if !ok || n.RDMA == nil || n.GIDCheck != api.GIDCheckStrict || n.hcaProblem != "" {
 			return
 		}
 		held = append(held, strictHold{nid: o.NetworkID, eid: o.ID, ifname: o.Ifname, ready: o.RDMAReady, done: d.gids.Done(o.ID)})
@@ -113,7 +113,9 @@ func (d *Driver) holdStrict(held []strictHold) error {
 			continue
 		}
 		d.mu.Lock()
-		delete(d.strictNotes, h.nid) // this engine asks once the addresses are set (one upgraded to 28+, say)
+		if n, ok := d.networks[h.nid]; ok {
+			n.strictNote = "" // this engine asks once the addresses are set (one upgraded to 28+, say)
+		}
 		d.mu.Unlock()
 		wait = append(wait, h)
 	}
@@ -197,11 +199,12 @@ const strictNotGateway = "a container whose GID entries did not appear on this n
 func (d *Driver) strictFallsBack(nid, eid, why string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.networks[nid]; !ok {
+	n, ok := d.networks[nid]
+	if !ok {
 		return
 	}
-	first := d.strictNotes[nid] == ""
-	d.strictNotes[nid] = why
+	first := n.strictNote == ""
+	n.strictNote = why
 	log := d.logFor("ProgramExternalConnectivity", logrus.Fields{"nid": ShortID(nid), "eid": ShortID(eid)})
 	if first {
 		log.WithField("reason", why).Warn("gid_check=strict falls back to the watch on this network")

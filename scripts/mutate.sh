@@ -721,8 +721,8 @@ mutant doctor-ignores-network-class 'cmd/docker-rdma/internal/commands.(*doctor)
 # The HCA found again at start: a renamed one followed, not the recorded
 # name; a device gone never replaced by whatever has the name now.
 mutant hca-not-followed 'driver.(*Driver).restore' "$unit" 'TestRenamedHCA|TestGoneHCA' \
-  'd.followHCAs(nets, log)' \
-  '_ = nets'
+  'd.followHCAs(states, log)' \
+  '_ = states'
 # Found again, a network's restored endpoints are tracked and watched; a
 # spec is never rewritten from a network whose device was not found; a
 # watch resumed for a running container is not held by EndpointOperInfo;
@@ -731,7 +731,7 @@ mutant refound-endpoints-not-tracked 'driver.(*Driver).refindHCA' "$unit" 'TestH
   'd.track(e, time.Time{})' \
   '_ = time.Time{}'
 mutant cdi-from-problem-network 'driver.(*Driver).networksOnCDI' "$unit" 'TestGoneHCA' \
-  'if id != except && n.RDMA != nil && d.hcaProblem(id) == "" && n.RDMA.cdiName() == name {' \
+  'if id != except && n.RDMA != nil && n.hcaProblem == "" && n.RDMA.cdiName() == name {' \
   'if id != except && n.RDMA != nil && n.RDMA.cdiName() == name {'
 mutant strict-holds-resumed-watch 'driver.(*Driver).EndpointInfo' "$unit" 'TestStrictDoesNotHoldResumedWatches' \
   'if e.Sandbox != "" && !e.RDMAReady && !d.resumed[eid] {' \
@@ -741,14 +741,23 @@ mutant drift-judged-on-older-read 'driver/gid.(*Tracker).checkDrift' ./driver/gi
   'if false && e.readyAt.After(at) {'
 # A device not there at start is taken once it is (CreateEndpoint looks again).
 mutant hca-never-found-again 'driver.(*Driver).refindHCA' "$unit" 'TestHCAFoundAfterStart' \
-  'delete(d.hcaProblems, nid)' \
+  'n.hcaProblem = ""' \
   '_ = nid'
 mutant hca-identity-ignored 'driver.(*Driver).resolveHCA' "$unit" 'TestRenamedHCA|TestGoneHCA' \
   'if ids[i].Same(old.identity()) {' \
   'if cands[i].HCA == old.HCA {'
 mutant gone-hca-spec-kept 'driver.(*Driver).reconcileCDI' "$unit" 'TestGoneHCA' \
-  'if n.RDMA != nil && d.hcaProblem(id) == "" {' \
+  'if n.RDMA != nil && n.hcaProblem == "" {' \
   'if n.RDMA != nil {'
+# What the driver knows of a network at run time only: no endpoint is
+# created on a network DeleteNetwork is removing; why strict could not hold
+# a start is in the status.
+mutant network-removing-ignored 'driver.(*Driver).createDecide' "$unit" 'TestNetworkCallsDoNotHoldOtherEndpoints' \
+  'if n.removing {' \
+  'if false {'
+mutant strict-note-dropped 'driver.(*Driver).strictFallsBack' "$unit" 'TestStrict' \
+  'n.strictNote = why' \
+  '_ = why'
 # One address on one port: refused whatever the network.
 mutant same-address-other-network 'driver.(*Driver).sameAddressOnPort' "$unit" 'TestSameAddress' \
   'if !mine[i].IsValid() || mine[i] != addrOf(theirs) {' \
