@@ -19,7 +19,8 @@
 #
 # The slow preparations (the engines built from source, the VM's image) start first, after the
 # Debian packages, in the background at the main lane's priority: on a cold machine they are what
-# the main lane waits for. The engines come in two jobs, one after the other: Debian's and the
+# the main lane (the engines) and the side lane's VM stage (the current engine and the image) wait
+# for. The engines come in two jobs, one after the other: Debian's and the
 # current one first (the oldest and the newest of scripts/lib/engines.sh), which is all that e2e-cli
 # and e2e-reliability (and the VM) use, so the main lane runs those two while the middle engines
 # (Docker 28) and Compose build, and e2e last. All are cached by content

@@ -290,6 +290,16 @@ engine_bin() {
 	[[ -x $dockerd ]] || die "$dockerd not found: run scripts/engines.sh install $1"
 }
 
+# cdi_feature DOCKERD: true when the engine resolves CDI devices only with the cdi feature on
+# (Docker 25.0 to 28.1; 28.2 turned it on by default, 20.10 has no CDI). Read from the binary, not
+# the engine table's CDI column: a version override (DOCKER28_VERSION=v28.1.1) may cross 28.2.
+cdi_feature() {
+	local v major minor
+	v=$("$1" --version | sed -nE 's/^Docker version ([0-9]+)\.([0-9]+).*/\1 \2/p')
+	read -r major minor <<<"$v"
+	[[ -n $major ]] && ((major >= 25 && (major < 28 || (major == 28 && minor < 2))))
+}
+
 do_start() {
 	local dir=$1 engine=$2 netns=$3 bridge=$4 dockerd path d
 	shift 4
@@ -326,10 +336,9 @@ do_start() {
 	printf '/rmv-%s\n' "$(printf '%s' "$dir" | sha256sum | cut -c1-12)" >"$dir/cgroup-parent"
 	# Never read the host's /etc/docker/daemon.json. Docker 20.10 also writes a trust key to
 	# /etc/docker/key.json unless told otherwise (newer engines have no such key).
-	if [[ $engine == debian ]]; then
+	if [[ ${ENGINE_BUILD[$engine]} == debian ]]; then
 		printf '{"deprecated-key-path": "%s/key.json"}\n' "$dir" >"$dir/daemon.json"
-	elif [[ ${ENGINE_CDI[$engine]} == flag ]]; then
-		# Docker 25.0 to 28.1 resolve CDI devices only with the cdi feature on.
+	elif cdi_feature "$dockerd"; then
 		printf '{"features": {"cdi": true}}\n' >"$dir/daemon.json"
 	else
 		printf '{}\n' >"$dir/daemon.json"

@@ -10,7 +10,9 @@
 // declaration: a function ("driver/gid.moved"), a method
 // ("driver/gid.(*Tracker).checkDrift", "rdma.GIDTable.FreeSlots"), or a
 // name declared by a const, var or type ("driver/gid.defaultFullEvery").
-// Test files are not searched. OLD must occur exactly once in it.
+// Test files are not searched, nor files a default build leaves out (a
+// build tag, another GOOS): the tests would not compile a mutant there. OLD
+// must occur exactly once in the declaration.
 //
 //	mutant apply -tree DIR -save FILE WHERE OLD NEW
 //	    writes the mutant into the tree, the file as it was to FILE, and
@@ -28,6 +30,7 @@ import (
 	"flag"
 	"fmt"
 	"go/ast"
+	"go/build"
 	"go/parser"
 	"go/scanner"
 	"go/token"
@@ -212,8 +215,9 @@ type decl struct {
 	start, end int
 }
 
-// declsOf lists the declarations of the package in dir (test files left
-// out): functions, methods and the names of const, var and type specs.
+// declsOf lists the declarations of the package in dir (test files, and
+// files the default build context leaves out, left out): functions,
+// methods and the names of const, var and type specs.
 func declsOf(dir string) ([]decl, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
@@ -223,6 +227,9 @@ func declsOf(dir string) ([]decl, error) {
 	var decls []decl
 	for _, path := range files {
 		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		if ok, err := build.Default.MatchFile(dir, filepath.Base(path)); err != nil || !ok {
 			continue
 		}
 		src, err := os.ReadFile(path)
@@ -378,9 +385,13 @@ func whereIs(tree, file, old string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	dir := filepath.Dir(file)
+	if dir == "." {
+		return "", fmt.Errorf("%s: a package in the tree's root has no directory to name in WHERE", file)
+	}
 	for _, d := range decls {
 		if d.file == path && d.start <= i && i+len(old) <= d.end {
-			return filepath.Dir(file) + "." + d.name, nil
+			return dir + "." + d.name, nil
 		}
 	}
 	return "", fmt.Errorf("%s: the text is in no declaration: %q", file, old)

@@ -103,6 +103,9 @@ func twice(a, b int) int {
 `,
 		// Test files are not searched: a declaration there is not found.
 		"p/gate/gate_test.go": "package gate\n\nfunc helper() int { return 1 }\n",
+		// Nor a file a default build leaves out: its tests would not
+		// compile the mutant.
+		"p/gate/tagged.go": "//go:build sometag\n\npackage gate\n\nfunc tagged() int { return 2 }\n",
 	})
 	for _, tc := range []struct{ where, old, want string }{
 		{"p/gate.(*Gate).Open", "if n < g.free {", "not found"},
@@ -110,6 +113,7 @@ func twice(a, b int) int {
 		{"p/gate.(*Gate).Shut", "return true", "no such declaration"},
 		{"p/gate.Open", "return true", "no such declaration"}, // a method, not a function
 		{"p/gate.helper", "return 1", "no such declaration"},
+		{"p/gate.tagged", "return 2", "no such declaration"},
 		{"p/gate.twice", "return true", "not found"}, // in another declaration
 		{"p/gate.twice", `"unterminated`, "not Go tokens"},
 		{"p/nothere.twice", "a++", "no Go package"},
