@@ -149,7 +149,7 @@ fuzz: ## [2.5 min] fuzz every target for FUZZTIME seconds each (a crashing input
 deps: ## [1 min; root; PKGS] install the Debian packages the tests need (idempotent)
 	bash scripts/deps.sh
 
-check: ## [55 min warm; root; PKGS; ENGINES] everything CI runs (as root): the README's test command; deps, then lint test test-root mutate fuzz test-kernel beside e2e-cli e2e-reliability e2e; each stage timed, engines and VM image built in the background first (cold: more, while the current engine builds; not measured)
+check: ## [65 min warm; root; PKGS; ENGINES] everything CI runs (as root): the README's test command; deps, then lint test test-root mutate fuzz beside e2e-cli e2e-reliability e2e, then test-kernel; each stage timed, engines and VM image built in the background first (cold: more, while the current engine builds; not measured)
 	bash scripts/check.sh
 
 clean: ## remove build output
