@@ -27,28 +27,24 @@ func Shell() string {
 #
 # The engines, oldest first, as scripts/engines.sh, scripts/dockerd.sh, scripts/check.sh and the
 # e2e harness name them. make check runs the oldest, the middle and the newest; an on-demand engine
-# runs with make e2e-NAME. Per engine: its Docker major version (moby v2 is 29), engine API
-# version, how scripts/engines.sh gets it (debian: apt; docker-source: a docker/docker release
-# built with its vendor.mod; moby-source: go install of a module), the module and version built
-# and the variable that overrides the version, and its CDI (none; flag: behind the cdi feature;
-# default).
+# runs with make e2e-NAME (scripts/lib/engines.mk). Per engine: its Docker major version (moby v2
+# is 29), how scripts/engines.sh gets it (debian: apt; docker-source: a docker/docker release built
+# with its vendor.mod; moby-source: go install of a module), the module and version built and the
+# variable that overrides the version. Only what a script reads is here.
 `)
 	fmt.Fprintf(&b, "ENGINE_NAMES=(%s)\n", strings.Join(names(""), " "))
 	fmt.Fprintf(&b, "ENGINE_OLDEST=%s\n", Oldest().Name)
 	fmt.Fprintf(&b, "ENGINE_NEWEST=%s\n", Newest().Name)
 	fmt.Fprintf(&b, "ENGINE_MIDDLE=(%s)\n", strings.Join(names(RoleMiddle), " "))
-	fmt.Fprintf(&b, "ENGINE_ON_DEMAND=(%s)\n", strings.Join(names(RoleOnDemand), " "))
 	for _, col := range []struct {
 		name string
 		get  func(Engine) string
 	}{
 		{"ENGINE_MAJOR", func(e Engine) string { return fmt.Sprint(e.Major) }},
-		{"ENGINE_API", func(e Engine) string { return e.API }},
 		{"ENGINE_BUILD", func(e Engine) string { return string(e.Build) }},
 		{"ENGINE_MODULE", func(e Engine) string { return e.Module }},
 		{"ENGINE_VERSION", func(e Engine) string { return e.Version }},
 		{"ENGINE_VERSION_ENV", func(e Engine) string { return e.VersionEnv }},
-		{"ENGINE_CDI", func(e Engine) string { return string(e.CDI) }},
 	} {
 		var cells []string
 		for _, e := range All {
