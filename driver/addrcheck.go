@@ -146,13 +146,13 @@ func (d *Driver) probeLater(eid, sandbox, parent, mac string, cidrs ...string) {
 func (d *Driver) recordConflicts(eid, sandbox string, log *logrus.Entry, found ...addressConflict) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	e, ok := d.endpoints[eid]
+	e, ok := d.endpoint(eid)
 	if !ok || e.Sandbox != sandbox || !addsConflicts(e.Conflicts, found) {
 		return
 	}
 	d.claim(eid)
 	defer d.release(eid)
-	if e, ok = d.endpoints[eid]; !ok || e.Sandbox != sandbox || !addsConflicts(e.Conflicts, found) {
+	if e, ok = d.endpoint(eid); !ok || e.Sandbox != sandbox || !addsConflicts(e.Conflicts, found) {
 		return
 	}
 	merged := slices.Clone(e.Conflicts)
@@ -164,7 +164,7 @@ func (d *Driver) recordConflicts(eid, sandbox string, log *logrus.Entry, found .
 		}
 	}
 	found = merged
-	rec := *e
+	rec := e.endpoint
 	rec.Conflicts = found
 	d.mu.Unlock()
 	err := d.store.saveEndpointUnsynced(&rec)
@@ -211,7 +211,7 @@ func (d *Driver) watchParent(parent string) {
 // watched reports whether a joined endpoint on parent is on a network
 // that checks addresses. d.mu is held.
 func (d *Driver) watched(parent string) bool {
-	for _, e := range d.endpoints {
+	for e := range d.live {
 		if e.Parent == parent && e.Sandbox != "" && d.networks[e.NetworkID].addressCheck() != api.AddressCheckOff {
 			return true
 		}
@@ -305,7 +305,7 @@ func (d *Driver) claimSeen(parent string, addr netip.Addr, mac net.HardwareAddr,
 	type hit struct{ eid, sandbox string }
 	var hits []hit
 	d.mu.Lock()
-	for _, e := range d.endpoints {
+	for e := range d.live {
 		if e.Parent != parent || e.Sandbox == "" || strings.EqualFold(e.MAC, m) ||
 			!(strings.HasPrefix(e.IPv4, a+"/") || strings.HasPrefix(e.IPv6, a+"/")) ||
 			!addsConflicts(e.Conflicts, []addressConflict{c}) || d.networks[e.NetworkID].addressCheck() == api.AddressCheckOff {

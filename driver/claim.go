@@ -17,7 +17,13 @@ import "time"
 // reserve (the link name, the endpoint's GID entries); without it they do
 // the kernel and disk work; under it again they record the outcome or undo
 // the reservation, and give the claim back. A second call for the same
-// endpoint waits for the first to finish and then sees its outcome.
+// endpoint waits for the first to finish and then sees its outcome. An
+// endpoint's run-time state is one entry of d.endpoints, its epState:
+// reserved, live or resumed (records.go), and gone with the entry. A
+// reserved one counts where the address or passthru's one container is
+// decided, and DeleteNetwork waits for it; everything else sees only those
+// that exist (d.endpoint, d.live). The link names, reserved ones too, are
+// indexed in d.ifnames.
 //
 // Calls on networks: d.netsMu serialises CreateNetwork, DeleteNetwork and
 // the reconciliation of CDI specs at start, for their whole length. The
@@ -56,15 +62,35 @@ func (d *Driver) release(eid string) {
 	}
 }
 
+// endpoint looks up endpoint eid among those that exist: not one whose
+// CreateEndpoint is under way. Caller holds d.mu.
+func (d *Driver) endpoint(eid string) (*epState, bool) {
+	e, ok := d.endpoints[eid]
+	if !ok || e.phase == epReserved {
+		return nil, false
+	}
+	return e, true
+}
+
+// live yields the endpoints that exist (not those reserved), in no order.
+// Caller holds d.mu, and changes no entry while it loops.
+func (d *Driver) live(yield func(*epState) bool) {
+	for _, e := range d.endpoints {
+		if e.phase != epReserved && !yield(e) {
+			return
+		}
+	}
+}
+
 // endpointOf looks up endpoint eid of network nid: nil (and no error) when
 // it is unknown, an error when it belongs to another network. Caller holds
 // d.mu.
-func (d *Driver) endpointOf(nid, eid string) (*endpoint, error) {
-	e, ok := d.endpoints[eid]
+func (d *Driver) endpointOf(nid, eid string) (*epState, error) {
+	e, ok := d.endpoint(eid)
 	if !ok {
 		return nil, nil
 	}
-	if err := checkEndpointNetwork(e, nid); err != nil {
+	if err := checkEndpointNetwork(&e.endpoint, nid); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -74,7 +100,7 @@ func (d *Driver) endpointOf(nid, eid string) (*endpoint, error) {
 // the claim on endpoint eid and looks it up (endpointOf). It returns the
 // endpoint with both held; or, holding neither, nil and no error when the
 // endpoint is unknown, or the error of a call that names another network.
-func (d *Driver) claimEndpoint(nid, eid string) (*endpoint, error) {
+func (d *Driver) claimEndpoint(nid, eid string) (*epState, error) {
 	d.mu.Lock()
 	d.claim(eid)
 	e, err := d.endpointOf(nid, eid)
@@ -89,7 +115,7 @@ func (d *Driver) claimEndpoint(nid, eid string) (*endpoint, error) {
 // found in a read of its port's table that began no later than readyAt.
 // Caller holds d.mu.
 func (d *Driver) addEndpoint(e *endpoint, readyAt time.Time) {
-	d.endpoints[e.ID] = e
+	d.endpoints[e.ID] = &epState{endpoint: *e, phase: epLive}
 	d.ifnames[e.Ifname] = e.ID
 	d.track(e, readyAt)
 }
@@ -100,7 +126,6 @@ func (d *Driver) forget(e *endpoint) {
 	d.gids.Going(e.ID)
 	d.gids.Forget(e.ID)
 	d.obs.forget(e.ID)
-	delete(d.resumed, e.ID)
 	if d.ifnames[e.Ifname] == e.ID {
 		delete(d.ifnames, e.Ifname)
 	}

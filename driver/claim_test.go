@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-macvlan/rdma-macvlan/api"
 	"github.com/rdma-macvlan/rdma-macvlan/driver/drivertest"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
@@ -212,6 +213,65 @@ func TestNetworkCallsDoNotHoldOtherEndpoints(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An endpoint whose CreateEndpoint is under way is reserved: its address,
+// and on passthru the parent's one container, are held against other
+// creates, but it does not exist yet for anything else: the status does
+// not list it and EndpointOperInfo has nothing to show, until the create
+// has recorded it.
+func TestReservedEndpointIsNotYetKnown(t *testing.T) {
+	g := newGatedLinks(LinkName("e1"))
+	d := gatedDriver(t, g)
+	// hold runs CreateEndpoint of eid until its link is to be created,
+	// runs check, then lets it finish.
+	hold := func(nid, eid, ip string, check func()) {
+		t.Helper()
+		for len(g.entered) > 0 { // the held calls before
+			<-g.entered
+		}
+		g.name, g.gate = LinkName(eid), make(chan struct{})
+		created := make(chan error, 1)
+		go func() { _, err := d.CreateEndpoint(ep(nid, eid, ip)); created <- err }()
+		<-g.entered
+		check()
+		g.open()
+		if err := <-created; err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold("n1", "e1", "10.5.0.2/24", func() {
+		for _, n := range d.Status().Networks {
+			for _, e := range n.Endpoints {
+				t.Errorf("the status lists endpoint %s (%+v) while its CreateEndpoint is under way", e.ID, e)
+			}
+		}
+		if info, err := d.EndpointInfo("n1", "e1"); err != nil || len(info) != 0 {
+			t.Errorf("EndpointOperInfo of a reserved endpoint: %v, %v; want nothing to show", info, err)
+		}
+		if _, err := d.CreateEndpoint(ep("n1", "e2", "10.5.0.2/24")); err == nil || !strings.Contains(err.Error(), "already held") {
+			t.Errorf("a second endpoint with the reserved one's address: %v; want it refused as already held", err)
+		}
+	})
+	if info, err := d.EndpointInfo("n1", "e1"); err != nil || info["host_ifname"] != LinkName("e1") {
+		t.Fatalf("EndpointOperInfo once created: %v, %v; want its link", info, err)
+	}
+	waitStatus(t, d, "e1", time.Second, func(api.Endpoint) bool { return true })
+	// Passthru needs the parent to itself.
+	if err := d.DeleteEndpoint("n1", "e1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DeleteNetwork("n1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CreateNetwork(netReq("pt", "parent", "p0", "macvlan_mode", "passthru")); err != nil {
+		t.Fatal(err)
+	}
+	hold("pt", "p1", "10.5.0.3/24", func() {
+		if _, err := d.CreateEndpoint(ep("pt", "p2", "10.5.0.4/24")); err == nil || !strings.Contains(err.Error(), "passthru allows one container") {
+			t.Errorf("a second endpoint on passthru while the first is created: %v; want it refused", err)
+		}
+	})
 }
 
 // Calls for the same endpoint while one is under way wait for it and then

@@ -49,13 +49,13 @@ func (d *Driver) collectGone(log *logrus.Entry) int {
 		inHost = func(name string) bool { return names[name] }
 	}
 	type candidate struct {
-		e                         *endpoint
+		e                         *epState
 		ifname, mac, nid, sandbox string
 	}
 	var cand []candidate
 	d.mu.Lock()
 	byMAC := make(map[string]bool, len(d.endpoints))
-	for _, e := range d.endpoints {
+	for e := range d.live {
 		byMAC[e.MAC] = true
 		if e.Sandbox == "" {
 			continue // not in a container: the unjoined grace handles it
@@ -107,7 +107,7 @@ func (d *Driver) collectGone(log *logrus.Entry) int {
 
 // collect deletes the record of endpoint e, found gone, unless a call has
 // begun to work on it, or changed it, since.
-func (d *Driver) collect(e *endpoint, log *logrus.Entry) bool {
+func (d *Driver) collect(e *epState, log *logrus.Entry) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.busy[e.ID] != nil || d.endpoints[e.ID] != e || e.Sandbox == "" {
@@ -123,7 +123,7 @@ func (d *Driver) collect(e *endpoint, log *logrus.Entry) bool {
 		log.WithError(err).Warn("could not delete the record of an endpoint whose container is gone")
 		return false
 	}
-	d.forget(e)
+	d.forget(&e.endpoint)
 	log.Warn("endpoint collected: its container is gone (removed while rdma-macvlan was not running); its GID entries are free again")
 	return true
 }

@@ -111,7 +111,7 @@ func TestLateReadyEndpointsDriftIsReported(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		d.mu.Lock()
-		e := *d.endpoints["e1"]
+		e := d.endpoints["e1"].endpoint
 		d.mu.Unlock()
 		if e.RDMAReady {
 			t.Fatal("the watch found entries that are not there")
@@ -132,7 +132,7 @@ func TestLateReadyEndpointsDriftIsReported(t *testing.T) {
 		t.Fatalf("drift %+v before anything moved", st.GIDDrift)
 	}
 	d.mu.Lock()
-	rec := *d.endpoints["e1"]
+	rec := d.endpoints["e1"].endpoint
 	d.mu.Unlock()
 	if !rec.RDMAReady || len(rec.GIDs) != 2 || rec.GIDs[0].Index != 2 || rec.GIDs[1].Index != 3 {
 		t.Fatalf("after the status read the endpoint is recorded as %+v, want ready at 2 and 3", rec)

@@ -151,24 +151,19 @@ type Driver struct {
 	// it there, as a slow or hung file system would.
 	cdiIO func(op, path string)
 
-	mu        sync.Mutex
-	networks  map[string]*netState     // guarded by mu (and netsMu: claim.go)
-	endpoints map[string]*endpoint     // guarded by mu
-	busy      map[string]chan struct{} // endpoint IDs a call works on; guarded by mu
-	reserved  map[string]*endpoint     // CreateEndpoint under way, by ID; guarded by mu
+	mu       sync.Mutex
+	networks map[string]*netState // guarded by mu (and netsMu: claim.go)
+	// endpoints are the endpoint IDs the driver knows, reserved ones too
+	// (epState): lookups and loops that want only the endpoints that
+	// exist go through d.endpoint and d.live. Guarded by mu.
+	endpoints map[string]*epState
+	busy      map[string]chan struct{} // endpoint IDs a call works on (the claim); guarded by mu
 	// cdiNodes are the device nodes each CDI spec this process wrote
 	// lists, by CDI device name: a device registered again while running
 	// has others (recheckHCA).
 	cdiNodes map[string][]rdma.DeviceNode
 	ifnames  map[string]string // link name -> endpoint ID, reserved ones too; guarded by mu
-	// resumed are the endpoints whose GID watch this process resumed for a
-	// container that was already running (at start, or when a missing HCA
-	// was found again): the engine's EndpointOperInfo calls for them are no
-	// start (dockerd's own start, a disconnect, an inspect) and are not
-	// held. A Join starts a watch of its own and takes the endpoint out.
-	// Guarded by mu.
-	resumed  map[string]bool
-	stopping chan struct{} // closed by Stopping: strict waits end
+	stopping chan struct{}     // closed by Stopping: strict waits end
 	stopOnce sync.Once
 
 	// lastCollect is when collectGone last read other namespaces (guarded
@@ -236,12 +231,10 @@ func New(cfg Config) (*Driver, error) {
 		version:   cfg.Version,
 		obs:       obs,
 		networks:  make(map[string]*netState),
-		endpoints: make(map[string]*endpoint),
+		endpoints: make(map[string]*epState),
 		busy:      make(map[string]chan struct{}),
-		reserved:  make(map[string]*endpoint),
 
 		cdiNodes: make(map[string][]rdma.DeviceNode),
-		resumed:  make(map[string]bool),
 		ifnames:  make(map[string]string),
 		stopping: make(chan struct{}),
 

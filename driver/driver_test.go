@@ -45,7 +45,7 @@ type testDriver struct {
 	cdiDir string
 }
 
-func newTestDriverAt(t *testing.T, links *drivertest.Links, dir, root string) testDriver {
+func newTestDriverAt(t testing.TB, links *drivertest.Links, dir, root string) testDriver {
 	t.Helper()
 	cdi := filepath.Join(dir, "..", filepath.Base(dir)+"-cdi")
 	d, err := New(Config{StateDir: dir, Links: links, Log: quietLog(), Sysfs: rdma.NewSysfs(root), CDIDir: cdi,

@@ -83,7 +83,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (CreateEndpointRespon
 	d.claim(eid)
 	n, err := d.createDecide(req, ifname)
 	if err != nil || n == nil {
-		if e := d.endpoints[eid]; err == nil && e != nil && req.MAC == "" {
+		if e, ok := d.endpoint(eid); err == nil && ok && req.MAC == "" {
 			resp.MAC = e.MAC // created before: the same answer again
 		}
 		d.release(eid)
@@ -95,7 +95,7 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (CreateEndpointRespon
 		res.MAC = mac.String()
 	}
 	d.ifnames[ifname] = eid
-	d.reserved[eid] = res
+	d.endpoints[eid] = &epState{endpoint: *res, phase: epReserved}
 	d.mu.Unlock()
 
 	// Without it: what the link needs from the kernel, and admission (the
@@ -117,7 +117,6 @@ func (d *Driver) CreateEndpoint(req CreateEndpointRequest) (CreateEndpointRespon
 		d.undoCreate(res)
 		return resp, err
 	}
-	delete(d.reserved, eid)
 	d.addEndpoint(e, time.Time{})
 	d.release(eid)
 	if req.MAC == "" {
@@ -142,19 +141,17 @@ func (d *Driver) createDecide(req CreateEndpointRequest, ifname string) (*networ
 	if n.hcaProblem != "" {
 		return nil, errHCAProblem(n.network, n.hcaProblem)
 	}
-	if e, ok := d.endpoints[req.EndpointID]; ok {
+	if e, ok := d.endpoint(req.EndpointID); ok {
 		if e.NetworkID != req.NetworkID {
 			return nil, conflictf("endpoint %s already exists on network %s: remove the container using it, or retry to get a new endpoint ID", ShortID(e.ID), ShortID(e.NetworkID))
 		}
 		return nil, nil
 	}
 	if n.Mode == api.ModePassthru {
-		for _, m := range []map[string]*endpoint{d.endpoints, d.reserved} {
-			for _, e := range m {
-				if e.NetworkID == n.ID {
-					return nil, conflictf("network %s is in passthru mode and its parent %q already serves container endpoint %s: passthru allows one container; use macvlan_mode=bridge for more",
-						ShortID(n.ID), n.Parent, ShortID(e.ID))
-				}
+		for _, e := range d.endpoints { // reserved ones too
+			if e.NetworkID == n.ID {
+				return nil, conflictf("network %s is in passthru mode and its parent %q already serves container endpoint %s: passthru allows one container; use macvlan_mode=bridge for more",
+					ShortID(n.ID), n.Parent, ShortID(e.ID))
 			}
 		}
 	}
@@ -182,19 +179,17 @@ func (d *Driver) sameAddressOnPort(n *network, req CreateEndpointRequest) error 
 	if !mine[0].IsValid() && !mine[1].IsValid() {
 		return nil
 	}
-	for _, m := range []map[string]*endpoint{d.endpoints, d.reserved} {
-		for _, o := range m {
-			for i, theirs := range [2]string{o.IPv4, o.IPv6} {
-				if !mine[i].IsValid() || mine[i] != addrOf(theirs) {
-					continue
-				}
-				on, ok := d.networks[o.NetworkID]
-				if o.ID == req.EndpointID || !ok || on.RDMA == nil || on.hcaProblem != "" || portOfNet(on.RDMA) != portOfNet(n.RDMA) {
-					continue
-				}
-				return conflictf("endpoint %s of network %s cannot take address %s: it is already held on RDMA device %s port %d by endpoint %s of network %s (parent %q): two containers with one address on one port get GID entries nobody can tell apart; give this container another address (docker run --ip), or use a network on another RDMA port",
-					ShortID(req.EndpointID), ShortID(n.ID), mine[i], n.RDMA.HCA, n.RDMA.Port, ShortID(o.ID), ShortID(o.NetworkID), on.Parent)
+	for _, o := range d.endpoints { // reserved ones too
+		for i, theirs := range [2]string{o.IPv4, o.IPv6} {
+			if !mine[i].IsValid() || mine[i] != addrOf(theirs) {
+				continue
 			}
+			on, ok := d.networks[o.NetworkID]
+			if o.ID == req.EndpointID || !ok || on.RDMA == nil || on.hcaProblem != "" || portOfNet(on.RDMA) != portOfNet(n.RDMA) {
+				continue
+			}
+			return conflictf("endpoint %s of network %s cannot take address %s: it is already held on RDMA device %s port %d by endpoint %s of network %s (parent %q): two containers with one address on one port get GID entries nobody can tell apart; give this container another address (docker run --ip), or use a network on another RDMA port",
+				ShortID(req.EndpointID), ShortID(n.ID), mine[i], n.RDMA.HCA, n.RDMA.Port, ShortID(o.ID), ShortID(o.NetworkID), on.Parent)
 		}
 	}
 	return nil
@@ -216,8 +211,8 @@ func addrOf(cidr string) netip.Addr {
 // undoCreate gives back what CreateEndpoint reserved for res. Caller holds
 // d.mu.
 func (d *Driver) undoCreate(res *endpoint) {
-	if d.reserved[res.ID] == res {
-		delete(d.reserved, res.ID)
+	if e, ok := d.endpoints[res.ID]; ok && e.phase == epReserved { // the caller's: it holds the claim
+		delete(d.endpoints, res.ID)
 	}
 	d.gids.Forget(res.ID)
 	if d.ifnames[res.Ifname] == res.ID {
@@ -326,7 +321,7 @@ func (d *Driver) DeleteEndpoint(nid, eid string) error {
 	}
 	defer d.mu.Unlock()
 	defer d.release(eid)
-	return d.deleteClaimed(e, log)
+	return d.deleteClaimed(&e.endpoint, log)
 }
 
 // deleteClaimed deletes endpoint e, whose claim the caller holds, with
@@ -380,18 +375,18 @@ func (d *Driver) deleteEndpointIO(e *endpoint, log *logrus.Entry) error {
 // a Join of this process began is waited for.
 func (d *Driver) EndpointInfo(nid, eid string) (map[string]string, error) {
 	d.mu.Lock()
-	e, ok := d.endpoints[eid]
+	e, ok := d.endpoint(eid)
 	if !ok {
 		d.mu.Unlock()
 		return map[string]string{}, nil
 	}
-	if err := checkEndpointNetwork(e, nid); err != nil {
+	if err := checkEndpointNetwork(&e.endpoint, nid); err != nil {
 		d.mu.Unlock()
 		return nil, err
 	}
 	var held []strictHold
-	if e.Sandbox != "" && !e.RDMAReady && !d.resumed[eid] {
-		held = d.strictOf(e, false)
+	if e.Sandbox != "" && !e.RDMAReady && e.phase != epResumed {
+		held = d.strictOf(&e.endpoint, false)
 	}
 	info := map[string]string{
 		"host_ifname": e.Ifname,
@@ -402,7 +397,7 @@ func (d *Driver) EndpointInfo(nid, eid string) (map[string]string, error) {
 	d.mu.Unlock()
 	for _, h := range held {
 		// A watch a Join of this process began: a start. (A container
-		// already running when the watch was resumed is in d.resumed.)
+		// already running when the watch was resumed is epResumed.)
 		if h.done != nil {
 			d.holdInfo(h)
 		}

@@ -315,7 +315,7 @@ func FuzzStateLoad(f *testing.F) {
 
 		d.mu.Lock()
 		gotNet, gotEP := d.networks[fuzzGoodNet], d.endpoints[fuzzGoodEP]
-		okNet, okEP := gotNet != nil && reflect.DeepEqual(*gotNet.network, *goodNet), gotEP != nil && reflect.DeepEqual(*gotEP, *goodEP)
+		okNet, okEP := gotNet != nil && reflect.DeepEqual(*gotNet.network, *goodNet), gotEP != nil && reflect.DeepEqual(gotEP.endpoint, *goodEP)
 		var loaded bool
 		if endpoint {
 			_, loaded = d.endpoints[fuzzID]

@@ -82,12 +82,12 @@ func (d *Driver) watchEnded(o gid.Outcome) {
 	if !o.Take() { // stopped while we waited for the claim
 		return
 	}
-	e, ok := d.endpoints[o.ID]
+	e, ok := d.endpoint(o.ID)
 	if !ok {
 		return
 	}
 	ready := o.Reason == ""
-	rec := *e
+	rec := e.endpoint
 	rec.GIDs, rec.RDMAReady, rec.RDMAReason = fromEntries(o.Found), ready, o.Reason
 	if ready {
 		// From now on the endpoint holds what it really got: an address

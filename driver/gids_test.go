@@ -19,7 +19,7 @@ import (
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )
 
-func buildRoot(t *testing.T, build func(root string) error) string {
+func buildRoot(t testing.TB, build func(root string) error) string {
 	t.Helper()
 	root := t.TempDir()
 	if err := build(root); err != nil {
@@ -28,7 +28,7 @@ func buildRoot(t *testing.T, build func(root string) error) string {
 	return root
 }
 
-func mlx5Root(t *testing.T, o rdmatest.MLX5Options) string {
+func mlx5Root(t testing.TB, o rdmatest.MLX5Options) string {
 	t.Helper()
 	if o.Netdev == "" {
 		o.Netdev = "p0"

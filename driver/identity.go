@@ -187,12 +187,12 @@ func (d *Driver) refindHCA(nid string, log *logrus.Entry) {
 	// Its endpoints (restored at start, while the device was missing) were
 	// left out of the GID tracker: admission counts them from now on, and
 	// those in a container are watched again.
-	for _, e := range d.endpoints {
+	for e := range d.live {
 		if e.NetworkID == nid {
-			d.track(e, time.Time{})
+			d.track(&e.endpoint, time.Time{})
 			if e.Sandbox != "" && !e.RDMAReady {
 				d.gids.Watch(e.ID)
-				d.resumed[e.ID] = true
+				e.phase = epResumed
 			}
 		}
 	}

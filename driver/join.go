@@ -49,14 +49,14 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 	// this Join starts a new one.
 	d.gids.StopWatch(eid)
 	save := e.Sandbox != sandboxKey || e.RDMAReady || len(e.Conflicts) > 0
-	rec := *e
+	rec := e.endpoint
 	rec.Sandbox, rec.GIDs, rec.RDMAReady, rec.RDMAReason, rec.Conflicts = sandboxKey, nil, false, "", nil
 	check := d.networks[e.NetworkID].addressCheck()
 	d.mu.Unlock()
 
-	err = d.ensureLink(e, log)
+	err = d.ensureLink(&e.endpoint, log)
 	if err == nil && check == api.AddressCheckStrict && d.probe != nil {
-		err = d.strictProbe(e, log)
+		err = d.strictProbe(&e.endpoint, log)
 	}
 	if err == nil && save {
 		if err = d.store.saveEndpointUnsynced(&rec); err != nil {
@@ -80,7 +80,7 @@ func (d *Driver) Join(nid, eid, sandboxKey string) (JoinResponse, error) {
 		// an RDMA port: the tracker knows no other endpoint). After a
 		// failed Join, the watch of the one before goes on.
 		d.gids.Watch(eid)
-		delete(d.resumed, eid)
+		e.phase = epLive
 		d.obs.join(eid, joinedAt)
 	}
 	if err != nil {

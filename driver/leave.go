@@ -28,7 +28,7 @@ func (d *Driver) Leave(nid, eid string) error {
 		return nil
 	}
 	// The link leaves the sandbox without its addresses: its GIDs go.
-	rec := *e
+	rec := e.endpoint
 	rec.Sandbox, rec.GIDs, rec.RDMAReady, rec.RDMAReason, rec.Conflicts = "", nil, false, "", nil
 	d.mu.Unlock()
 

@@ -185,11 +185,9 @@ func (d *Driver) removeNetwork(nid string, log *logrus.Entry) (*netState, error)
 	for {
 		d.mu.Lock()
 		var ids []string
-		for _, m := range []map[string]*endpoint{d.endpoints, d.reserved} {
-			for id, e := range m {
-				if e.NetworkID == nid {
-					ids = append(ids, id)
-				}
+		for id, e := range d.endpoints { // reserved ones too
+			if e.NetworkID == nid {
+				ids = append(ids, id)
 			}
 		}
 		d.mu.Unlock()
@@ -228,7 +226,7 @@ func (d *Driver) deleteOf(nid, eid string, log *logrus.Entry) error {
 	}
 	defer d.mu.Unlock()
 	defer d.release(eid)
-	return d.deleteClaimed(e, log)
+	return d.deleteClaimed(&e.endpoint, log)
 }
 
 func optionMap(opts []Option) map[string]string {

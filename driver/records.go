@@ -68,6 +68,35 @@ type netState struct {
 	hcaProblem string
 }
 
+// epState is an endpoint ID the driver knows: its record, and where it is
+// in its life at run time, which is never persisted. The phase is not a
+// field of the record: a record is copied to be saved without d.mu, and the
+// copy carries none of it. (The record is embedded by value: one
+// allocation, and loops over every endpoint read one object each.)
+//
+// An ID's life: CreateEndpoint reserves it (epReserved: the link name and
+// GID entries are taken, nothing exists yet) and records it (epLive) or
+// drops it; a Join or Leave changes its record (joined: Sandbox is set);
+// a GID watch this process resumed for a container already running, at
+// start or when a missing HCA was found again, makes it epResumed until a
+// Join starts a watch of its own; DeleteEndpoint (or the collection of a
+// gone container, or the deletion of one never joined) drops it. Calls on
+// it take turns through the claim (claim.go), which also covers IDs that
+// are not known yet.
+type epState struct {
+	endpoint
+	phase epPhase
+}
+
+// epPhase is where an endpoint is in its life; see epState.
+type epPhase uint8
+
+const (
+	epReserved epPhase = iota + 1
+	epLive
+	epResumed
+)
+
 // endpoint is the persistent record of one endpoint. It carries its parent
 // and mode so that its link can be re-created even if its network's record
 // was lost. Records written by earlier versions also hold "options" (the

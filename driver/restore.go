@@ -70,11 +70,11 @@ func (d *Driver) restore() error {
 	d.collectGone(log)
 	var unjoined []string
 	d.mu.Lock()
-	for _, e := range d.endpoints {
+	for e := range d.live {
 		// Watches do not survive a restart: resume those that were running.
 		if e.Sandbox != "" && !e.RDMAReady {
 			d.gids.Watch(e.ID)
-			d.resumed[e.ID] = true
+			e.phase = epResumed
 		}
 		if e.Sandbox == "" {
 			unjoined = append(unjoined, e.ID)
@@ -106,14 +106,14 @@ func (d *Driver) deleteUnjoined(ids []string) {
 	for _, id := range ids {
 		d.mu.Lock()
 		d.claim(id)
-		e, ok := d.endpoints[id]
+		e, ok := d.endpoint(id)
 		if !ok || e.Sandbox != "" {
 			d.release(id)
 			d.mu.Unlock()
 			continue
 		}
 		l := log.WithFields(logrus.Fields{"eid": ShortID(id), "nid": ShortID(e.NetworkID)})
-		err := d.deleteClaimed(e, l)
+		err := d.deleteClaimed(&e.endpoint, l)
 		d.release(id)
 		d.mu.Unlock()
 		if err != nil {
@@ -171,7 +171,7 @@ func (d *Driver) sweepOrphans(log *logrus.Entry) (int, error) {
 	}
 	d.mu.Lock()
 	owned := make(map[string]bool, len(d.endpoints))
-	for _, e := range d.endpoints {
+	for e := range d.live {
 		owned[e.Ifname] = true
 		owned[e.Parent] = true
 	}

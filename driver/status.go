@@ -33,8 +33,8 @@ func (d *Driver) Status() api.Status {
 	written := maps.Clone(d.cdiNodes)
 	eps := make([]endpoint, 0, len(d.endpoints))
 	watching := make(map[string]bool, len(d.endpoints))
-	for _, e := range d.endpoints {
-		eps = append(eps, *e)
+	for e := range d.live {
+		eps = append(eps, e.endpoint)
 		watching[e.ID] = d.gids.Watching(e.ID)
 	}
 	d.mu.Unlock()
@@ -161,13 +161,13 @@ type lateReady struct {
 func (d *Driver) recordLateReady(late []lateReady, at time.Time) {
 	for _, l := range late {
 		d.mu.Lock()
-		e, ok := d.endpoints[l.id]
+		e, ok := d.endpoint(l.id)
 		if _, busy := d.busy[l.id]; busy || !ok || e.Sandbox != l.sandbox || e.RDMAReady || d.gids.Watching(l.id) {
 			d.mu.Unlock()
 			continue
 		}
 		d.claim(l.id)
-		rec := *e
+		rec := e.endpoint
 		rec.GIDs, rec.RDMAReady, rec.RDMAReason, rec.GIDNeed = fromEntries(l.found), true, "", len(l.found)
 		d.mu.Unlock()
 		err := d.store.saveEndpointUnsynced(&rec)

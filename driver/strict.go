@@ -55,7 +55,7 @@ func (d *Driver) ProgramExternalConnectivity(nid, eid string) error {
 		d.mu.Unlock()
 		return nil
 	}
-	held := d.strictOf(e, true)
+	held := d.strictOf(&e.endpoint, true)
 	d.mu.Unlock()
 	return d.holdStrict(held)
 }
@@ -82,9 +82,9 @@ func (d *Driver) strictOf(e *endpoint, peers bool) []strictHold {
 	}
 	add(e)
 	if peers && e.Sandbox != "" {
-		for _, o := range d.endpoints {
+		for o := range d.live {
 			if o.ID != e.ID && o.Sandbox == e.Sandbox {
-				add(o)
+				add(&o.endpoint)
 			}
 		}
 	}
@@ -148,7 +148,7 @@ func (d *Driver) strictOutcome(h strictHold) error {
 	// for the claim, then read the outcome.
 	d.claim(h.eid)
 	d.release(h.eid)
-	e, ok := d.endpoints[h.eid]
+	e, ok := d.endpoint(h.eid)
 	if !ok {
 		return fmt.Errorf("endpoint %s of network %s was deleted while its start waited for its GID entries (gid_check=strict)", ShortID(h.eid), ShortID(h.nid))
 	}

@@ -197,7 +197,8 @@ func TestStrictDoesNotHoldResumedWatches(t *testing.T) {
 	if _, err := d1.Join("na", "ea", "/sb/c1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := links.MoveToSandbox(LinkName("ea")); err != nil {
+	moved, err := links.MoveToSandbox(LinkName("ea"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	d1.Close()
@@ -215,5 +216,31 @@ func TestStrictDoesNotHoldResumedWatches(t *testing.T) {
 	}
 	if !d2.gids.Watching("ea") {
 		t.Fatal("EndpointOperInfo of a container that already ran waited for its watch to end")
+	}
+
+	// Started again (Leave, Join), the container's start is held again:
+	// the watch is the Join's own now.
+	if err := d2.Leave("na", "ea"); err != nil {
+		t.Fatal(err)
+	}
+	links.MoveBack(moved)
+	if _, err := d2.Join("na", "ea", "/sb/c2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := links.MoveToSandbox(LinkName("ea")); err != nil {
+		t.Fatal(err)
+	}
+	info := make(chan error, 1)
+	go func() { _, err := d2.EndpointInfo("na", "ea"); info <- err }()
+	select {
+	case err := <-info:
+		t.Fatalf("EndpointOperInfo after a Join of this process did not wait for the GID entries (%v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if _, err := rdmatest.AddAddress(root, "mlx5_0", 1, "10.5.0.2", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-info; err != nil {
+		t.Fatalf("EndpointOperInfo once the entries came: %v", err)
 	}
 }

@@ -178,7 +178,7 @@ mutant delete-network-unserialized 'driver.(*Driver).DeleteNetwork' "$unit" 'Tes
 	log := d.logFor("DeleteNetwork"'
 # Join re-creates a link lost since CreateEndpoint.
 mutant join-does-not-recreate-link 'driver.(*Driver).Join' "$unit" 'TestJoinRecreatesLostLink' \
-  'err = d.ensureLink(e, log)' \
+  'err = d.ensureLink(&e.endpoint, log)' \
   'err = error(nil)'
 # A parent that is a port of a bond, bridge, team or OVS datapath (which
 # hold its receive handler: the kernel answers EBUSY) is refused in words at
@@ -725,17 +725,21 @@ mutant hca-not-followed 'driver.(*Driver).restore' "$unit" 'TestRenamedHCA|TestG
   '_ = states'
 # Found again, a network's restored endpoints are tracked and watched; a
 # spec is never rewritten from a network whose device was not found; a
-# watch resumed for a running container is not held by EndpointOperInfo;
+# watch resumed for a running container is not held by EndpointOperInfo
+# (until a Join of this process starts one of its own);
 # drift is not judged on a read older than the readiness.
 mutant refound-endpoints-not-tracked 'driver.(*Driver).refindHCA' "$unit" 'TestHCAFoundAfterStart' \
-  'd.track(e, time.Time{})' \
+  'd.track(&e.endpoint, time.Time{})' \
   '_ = time.Time{}'
 mutant cdi-from-problem-network 'driver.(*Driver).networksOnCDI' "$unit" 'TestGoneHCA' \
   'if id != except && n.RDMA != nil && n.hcaProblem == "" && n.RDMA.cdiName() == name {' \
   'if id != except && n.RDMA != nil && n.RDMA.cdiName() == name {'
 mutant strict-holds-resumed-watch 'driver.(*Driver).EndpointInfo' "$unit" 'TestStrictDoesNotHoldResumedWatches' \
-  'if e.Sandbox != "" && !e.RDMAReady && !d.resumed[eid] {' \
+  'if e.Sandbox != "" && !e.RDMAReady && e.phase != epResumed {' \
   'if e.Sandbox != "" && !e.RDMAReady {'
+mutant join-keeps-resumed 'driver.(*Driver).Join' "$unit" 'TestStrictDoesNotHoldResumedWatches' \
+  'e.phase = epLive' \
+  '_ = epLive'
 mutant drift-judged-on-older-read 'driver/gid.(*Tracker).checkDrift' ./driver/gid/ 'TestDriftNotJudgedOnAnOlderRead' \
   'if e.readyAt.After(at) {' \
   'if false && e.readyAt.After(at) {'
@@ -758,6 +762,20 @@ mutant network-removing-ignored 'driver.(*Driver).createDecide' "$unit" 'TestNet
 mutant strict-note-dropped 'driver.(*Driver).strictFallsBack' "$unit" 'TestStrict' \
   'n.strictNote = why' \
   '_ = why'
+# A reserved endpoint (its CreateEndpoint under way) holds its address and
+# passthru's one container, and is not yet known to anything else.
+mutant live-yields-reserved 'driver.(*Driver).live' "$unit" 'TestReservedEndpointIsNotYetKnown' \
+  'if e.phase != epReserved && !yield(e) {' \
+  'if !yield(e) {'
+mutant lookup-finds-reserved 'driver.(*Driver).endpoint' "$unit" 'TestReservedEndpointIsNotYetKnown' \
+  'if !ok || e.phase == epReserved {' \
+  'if !ok {'
+mutant same-address-ignores-reserved 'driver.(*Driver).sameAddressOnPort' "$unit" 'TestReservedEndpointIsNotYetKnown' \
+  'if o.ID == req.EndpointID || !ok ||' \
+  'if o.phase == epReserved || o.ID == req.EndpointID || !ok ||'
+mutant passthru-ignores-reserved 'driver.(*Driver).createDecide' "$unit" 'TestReservedEndpointIsNotYetKnown' \
+  'if e.NetworkID == n.ID {' \
+  'if e.NetworkID == n.ID && e.phase != epReserved {'
 # One address on one port: refused whatever the network.
 mutant same-address-other-network 'driver.(*Driver).sameAddressOnPort' "$unit" 'TestSameAddress' \
   'if !mine[i].IsValid() || mine[i] != addrOf(theirs) {' \
@@ -778,8 +796,8 @@ mutant drift-reported-every-read 'driver/gid.(*Tracker).checkDrift' "$gids" 'Dri
 # other strict endpoints, EndpointOperInfo holds a strict endpoint joined
 # after the gateway.
 mutant strict-gateway-alone 'driver.(*Driver).ProgramExternalConnectivity' "$unit" 'TestStrict' \
-  'held := d.strictOf(e, true)' \
-  'held := d.strictOf(e, false)'
+  'held := d.strictOf(&e.endpoint, true)' \
+  'held := d.strictOf(&e.endpoint, false)'
 mutant strict-info-holds-nothing 'driver.(*Driver).EndpointInfo' "$unit" 'TestStrict' \
   'd.holdInfo(h)' \
   '_ = h'
