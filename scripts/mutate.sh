@@ -518,7 +518,7 @@ mutant reregistration-unseen-at-start 'driver.(*Driver).CreateEndpoint' ./driver
 
 # docker rdma selftest removes its containers, also after a failure, and
 # stops at the first failing step.
-mutant selftest-leaves-containers 'cmd/docker-rdma/internal/commands.(*session).cmdSelftest' ./cmd/docker-rdma/internal/commands/ 'TestSelftest' \
+mutant selftest-leaves-containers 'cmd/docker-rdma/internal/commands.cmdSelftest' ./cmd/docker-rdma/internal/commands/ 'TestSelftest' \
   '	defer t.cleanup()' \
   '	defer func() {}()'
 mutant selftest-goes-on-after-a-failure 'cmd/docker-rdma/internal/commands.(*selftest).add' ./cmd/docker-rdma/internal/commands/ 'TestSelftest' \
@@ -586,8 +586,8 @@ mutant drift-skip-forgets-deferred 'driver/gid.(*Tracker).checkDrift' ./driver/g
 mutant gid-mismatch-starts-anyway 'internal/rdmaexec.Main' ./internal/rdmaexec/ '' \
   'if !cfg.AcceptMismatch {' \
   'if false {'
-mutant one-network-at-create 'cmd/docker-rdma/internal/commands.(*session).cmdRun' ./cmd/docker-rdma/internal/commands/ TestRunSeveralNetworks \
-  'if len(distinctNetworks(p)) > 1 && !s.createsOnSeveralNetworks() {' \
+mutant one-network-at-create 'cmd/docker-rdma/internal/commands.cmdRun' ./cmd/docker-rdma/internal/commands/ TestRunSeveralNetworks \
+  'if len(distinctNetworks(p)) > 1 && !createsOnSeveralNetworks(s) {' \
   'if false {'
 mutant cdi-sets-shared-variable 'cdi.NewSpec' ./cdi/ '' \
   'env := []string{EnvDevicePrefix + key + "=" + d.HCA + ":" + strconv.Itoa(d.Port)}' \
@@ -639,7 +639,7 @@ mutant shell-quote-controls-raw 'cmd/docker-rdma/internal/commands.shellQuote' .
   'if false {'
 # docker rdma run and compose: nothing runs on an engine without the
 # rdma-macvlan runtime; a --runtime of the user's own is kept.
-mutant run-without-runtime 'cmd/docker-rdma/internal/commands.(*session).checkRuntime' ./cmd/docker-rdma/internal/commands/ 'TestRunRefusesWithoutTheRuntime|TestComposeRefusesWithoutTheRuntime' \
+mutant run-without-runtime 'cmd/docker-rdma/internal/commands.checkRuntime' ./cmd/docker-rdma/internal/commands/ 'TestRunRefusesWithoutTheRuntime|TestComposeRefusesWithoutTheRuntime' \
   'if _, ok := info.Runtimes[api.RuntimeName]; ok {' \
   'if _, ok := info.Runtimes[api.RuntimeName]; ok || true {'
 mutant run-user-runtime-overridden 'cmd/docker-rdma/internal/runflags.Added' './cmd/docker-rdma/internal/runflags/ ./cmd/docker-rdma/internal/commands/' 'TestAdded|TestRunDryRun|TestRunRefusesWithoutTheRuntime' \

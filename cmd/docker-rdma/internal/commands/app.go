@@ -109,21 +109,21 @@ func Main(args []string, env *Env, version string) int {
 	s := newSession(context.Background(), env, global, opts)
 	switch cmd, args := rest[0], rest[1:]; cmd {
 	case "run":
-		return s.cmdRun(args)
+		return cmdRun(s, args)
 	case "compose":
-		return s.cmdCompose(args)
+		return cmdCompose(s, args)
 	case "ls", "list":
-		return s.cmdLs(args)
+		return cmdLs(s, args)
 	case "inspect":
-		return s.cmdInspect(args)
+		return cmdInspect(s, args)
 	case "doctor":
-		return s.cmdDoctor(args)
+		return cmdDoctor(s, args)
 	case "version":
-		return s.cmdVersion(args, version)
+		return cmdVersion(s, args, version)
 	case "runtime":
-		return s.cmdRuntime(args)
+		return cmdRuntime(s, args)
 	case "selftest":
-		return s.cmdSelftest(args)
+		return cmdSelftest(s, args)
 	case "help":
 		fmt.Fprint(env.Stdout, usage)
 		return 0

@@ -46,7 +46,7 @@ Options (before COMMAND; docker compose's own global options, such as -f,
 `
 
 // cmdCompose is docker rdma compose.
-func (s *session) cmdCompose(args []string) int {
+func cmdCompose(s *session, args []string) int {
 	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
 		out := s.env.Stdout
 		if len(args) == 0 {
@@ -60,7 +60,7 @@ func (s *session) cmdCompose(args []string) int {
 	}
 	a, err := compose.ParseArgs(args)
 	if err != nil {
-		return s.composeFail("%v", err)
+		return composeFail(s, "%v", err)
 	}
 	if a.Own.Plugin != "" {
 		s.opts.plugin = a.Own.Plugin
@@ -70,11 +70,11 @@ func (s *session) cmdCompose(args []string) int {
 	}
 	switch {
 	case a.PrintOverride && a.Command != "":
-		return s.composeFail("--print-override prints the override and runs no command: drop %s, or drop --print-override", a.Command)
+		return composeFail(s, "--print-override prints the override and runs no command: drop %s, or drop --print-override", a.Command)
 	case !a.PrintOverride && a.Command == "":
-		return s.composeFail("no COMMAND: docker rdma compose [OPTIONS] COMMAND (up, run, ...), or --print-override")
+		return composeFail(s, "no COMMAND: docker rdma compose [OPTIONS] COMMAND (up, run, ...), or --print-override")
 	case !a.PrintOverride && !compose.NeedsOverride(a.Command):
-		return s.runCompose(append(append(append([]string{}, a.Global...), a.Command), a.Rest...))
+		return runCompose(s, append(append(append([]string{}, a.Global...), a.Command), a.Rest...))
 	}
 	if a.Own.DeviceMode != "" {
 		tprintf(s.env.Stderr, "docker rdma compose: note: --device-mode is ignored: the rdma-macvlan runtime gives the containers their HCAs' devices\n")
@@ -82,42 +82,42 @@ func (s *session) cmdCompose(args []string) int {
 	if a.Own.ExecHelper != "" {
 		tprintf(s.env.Stderr, "docker rdma compose: note: --exec-helper is ignored: the rdma-macvlan runtime mounts the rdma-exec next to it (its --exec-helper in daemon.json)\n")
 	}
-	ov, err := s.composeOverride(a)
+	ov, err := composeOverride(s, a)
 	if err != nil {
-		return s.composeFail("%v", err)
+		return composeFail(s, "%v", err)
 	}
 	if a.PrintOverride {
 		if err := ov.Write(s.env.Stdout); err != nil {
-			return s.composeFail("write the override: %v", err)
+			return composeFail(s, "write the override: %v", err)
 		}
 		return 0
 	}
 	wd, _ := os.Getwd()
 	files, err := a.ConfigFiles(s.env.Getenv, wd)
 	if err != nil {
-		return s.composeFail("%v", err)
+		return composeFail(s, "%v", err)
 	}
 	for _, f := range files {
 		if f == "-" {
-			return s.composeFail("-f - (the compose file on stdin) is read twice (once for its model): write it to a file, or print the override (--print-override) and use plain docker compose")
+			return composeFail(s, "-f - (the compose file on stdin) is read twice (once for its model): write it to a file, or print the override (--print-override) and use plain docker compose")
 		}
 	}
 	if len(ov.Services) > 0 {
-		if err := s.checkRuntime(); err != nil {
-			return s.composeFail("%v", err)
+		if err := checkRuntime(s); err != nil {
+			return composeFail(s, "%v", err)
 		}
 	}
 	f, err := os.CreateTemp("", "docker-rdma-compose-*.yaml")
 	if err != nil {
-		return s.composeFail("write the override: %v", err)
+		return composeFail(s, "write the override: %v", err)
 	}
 	defer os.Remove(f.Name())
 	if err := ov.Write(f); err != nil {
 		f.Close()
-		return s.composeFail("write the override %s: %v", f.Name(), err)
+		return composeFail(s, "write the override %s: %v", f.Name(), err)
 	}
 	if err := f.Close(); err != nil {
-		return s.composeFail("write the override %s: %v", f.Name(), err)
+		return composeFail(s, "write the override %s: %v", f.Name(), err)
 	}
 	argv := append([]string{}, a.Global...)
 	if len(a.Files) == 0 {
@@ -126,17 +126,17 @@ func (s *session) cmdCompose(args []string) int {
 		}
 	}
 	argv = append(append(argv, "--file", f.Name(), a.Command), a.Rest...)
-	return s.runCompose(argv)
+	return runCompose(s, argv)
 }
 
-func (s *session) composeFail(format string, a ...any) int {
+func composeFail(s *session, format string, a ...any) int {
 	tprintf(s.env.Stderr, "docker rdma compose: "+format+"\n", a...)
 	return exitRunFailed
 }
 
 // runCompose runs docker compose ARGS with this process's terminal and
 // returns its exit status.
-func (s *session) runCompose(args []string) int {
+func runCompose(s *session, args []string) int {
 	argv := s.cli.Argv(append([]string{"compose"}, args...)...)
 	s.cli.Debugf("running %s %s", s.cli.Path, strings.Join(argv, " "))
 	return superviseDocker(s.env, s.cli.Path, argv, "")
@@ -144,7 +144,7 @@ func (s *session) runCompose(args []string) int {
 
 // composeOverride reads the project's merged model from docker compose
 // config and computes the override.
-func (s *session) composeOverride(a *compose.Args) (*compose.Override, error) {
+func composeOverride(s *session, a *compose.Args) (*compose.Override, error) {
 	env, err := runflags.Env(a.Own)
 	if err != nil {
 		return nil, err

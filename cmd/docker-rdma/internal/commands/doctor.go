@@ -69,9 +69,9 @@ func (d *doctor) add(name, status, detail, fix string) {
 	}
 }
 
-func (s *session) cmdDoctor(args []string) int {
+func cmdDoctor(s *session, args []string) int {
 	fs, format := newFlagSet("doctor", s.env)
-	s.commonFlags(fs)
+	commonFlags(s, fs)
 	d := &doctor{s: s}
 	fs.StringVar(&d.root, "sysfs-root", "/", "root under which sys/ is read (a test tree, or the host's /)")
 	fs.StringVar(&d.image, "image", "", "a local image with cat, to measure the engine's memlock limits (never pulled)")

@@ -44,7 +44,7 @@ func newFlagSet(name string, env *Env) (*flag.FlagSet, *string) {
 }
 
 // commonFlags adds the options every command takes.
-func (s *session) commonFlags(fs *flag.FlagSet) {
+func commonFlags(s *session, fs *flag.FlagSet) {
 	fs.StringVar(&s.opts.plugin, "plugin", s.opts.plugin, "the rdma-macvlan plugin's name (default: any plugin with rdma-macvlan's manifest; env "+envPlugin+")")
 	fs.StringVar(&s.opts.socket, "socket", s.opts.socket, "the daemon's socket, instead of finding it through Docker (env "+envSocket+")")
 }

@@ -93,9 +93,9 @@ type inspectOutput struct {
 	Networks   []inspectNetwork   `json:"networks"`
 }
 
-func (s *session) cmdInspect(args []string) int {
+func cmdInspect(s *session, args []string) int {
 	fs, format := newFlagSet("inspect", s.env)
-	s.commonFlags(fs)
+	commonFlags(s, fs)
 	fs.StringVar(&s.sysfsRootFlag, "sysfs-root", "", "read sysfs under this root (default: the plugin's sysfs mount, else /)")
 	names, status, ok := parseFlags(fs, args, s.env.Stdout)
 	if !ok {
@@ -113,7 +113,7 @@ func (s *session) cmdInspect(args []string) int {
 	failed := false
 	for _, name := range names {
 		if c, cerr := s.cli.ContainerInspect(s.ctx, name); cerr == nil {
-			ic, err := s.inspectContainer(c)
+			ic, err := containerEntry(s, c)
 			if err != nil {
 				tprintf(s.env.Stderr, "docker rdma inspect: %s: %v\n", name, err)
 				failed = true
@@ -137,7 +137,7 @@ func (s *session) cmdInspect(args []string) int {
 			failed = true
 			continue
 		}
-		out.Networks = append(out.Networks, s.inspectNetwork(n))
+		out.Networks = append(out.Networks, networkEntry(s, n))
 	}
 	if *format == "json" {
 		writeJSON(s.env.Stdout, out)
@@ -152,7 +152,7 @@ func (s *session) cmdInspect(args []string) int {
 
 // describeNetwork resolves a network into its row; a missing or disabled
 // plugin is a problem of the row.
-func (s *session) describeNetwork(n docker.Network) (inspectNetwork, *netView) {
+func describeNetwork(s *session, n docker.Network) (inspectNetwork, *netView) {
 	in := inspectNetwork{lsNetwork: lsNetwork{Name: n.Name, ID: n.ID, Driver: n.Driver, Parent: n.Options["parent"],
 		Containers: len(n.Containers), DeviceFlags: []string{}}, Endpoints: []inspectEndpoint{}}
 	for _, c := range n.IPAM.Config {
@@ -180,8 +180,9 @@ func (s *session) describeNetwork(n docker.Network) (inspectNetwork, *netView) {
 	return in, v
 }
 
-func (s *session) inspectNetwork(n docker.Network) inspectNetwork {
-	in, v := s.describeNetwork(n)
+// networkEntry is network n as docker rdma inspect shows it.
+func networkEntry(s *session, n docker.Network) inspectNetwork {
+	in, v := describeNetwork(s, n)
 	if v == nil {
 		return in
 	}
@@ -195,7 +196,7 @@ func (s *session) inspectNetwork(n docker.Network) inspectNetwork {
 	seen := map[string]bool{}
 	for _, id := range ids {
 		c := n.Containers[id]
-		ep := s.endpoint(v, c.EndpointID, addrOnly(c.IPv4Address), addrOnly(c.IPv6Address), c.MacAddress, rdmaenv.DefaultChoice)
+		ep := endpointEntry(s, v, c.EndpointID, addrOnly(c.IPv4Address), addrOnly(c.IPv6Address), c.MacAddress, rdmaenv.DefaultChoice)
 		ep.Container, ep.ContainerID = c.Name, id
 		seen[c.EndpointID] = true
 		in.Endpoints = append(in.Endpoints, ep)
@@ -205,16 +206,16 @@ func (s *session) inspectNetwork(n docker.Network) inspectNetwork {
 		// joined, or left behind).
 		for _, e := range v.Status.Endpoints {
 			if !seen[e.ID] {
-				in.Endpoints = append(in.Endpoints, s.endpoint(v, e.ID, "", "", "", rdmaenv.DefaultChoice))
+				in.Endpoints = append(in.Endpoints, endpointEntry(s, v, e.ID, "", "", "", rdmaenv.DefaultChoice))
 			}
 		}
 	}
 	return in
 }
 
-// endpoint describes one endpoint from the daemon's status, or else from
+// endpointEntry describes one endpoint from the daemon's status, or else from
 // Docker's addresses and the GID table in sysfs.
-func (s *session) endpoint(v *netView, id, ipv4, ipv6, mac string, choice rdmaenv.Choice) inspectEndpoint {
+func endpointEntry(s *session, v *netView, id, ipv4, ipv6, mac string, choice rdmaenv.Choice) inspectEndpoint {
 	ep := inspectEndpoint{ID: id, IPv4: ipv4, IPv6: ipv6, MAC: mac, GIDs: []api.GID{}}
 	var st *api.Endpoint
 	if v.Status != nil {
@@ -334,7 +335,9 @@ func byHelperOrder(names, order []string) {
 	})
 }
 
-func (s *session) inspectContainer(c docker.Container) (inspectContainer, error) {
+// containerEntry is container c and its rdma-macvlan networks as docker
+// rdma inspect shows them.
+func containerEntry(s *session, c docker.Container) (inspectContainer, error) {
 	ic := inspectContainer{Name: strings.TrimPrefix(c.Name, "/"), ID: c.ID, Running: c.State.Running,
 		Devices: []string{}, Networks: []inspectNetwork{}, Env: []string{}}
 	for _, d := range c.HostConfig.Devices {
@@ -379,9 +382,9 @@ func (s *session) inspectContainer(c docker.Container) (inspectContainer, error)
 		if err != nil || !s.isRDMADriver(n.Driver) {
 			continue
 		}
-		in, v := s.describeNetwork(n)
+		in, v := describeNetwork(s, n)
 		if v != nil {
-			ep := s.endpoint(v, es.EndpointID, es.IPAddress, es.GlobalIPv6Address, es.MacAddress, choice)
+			ep := endpointEntry(s, v, es.EndpointID, es.IPAddress, es.GlobalIPv6Address, es.MacAddress, choice)
 			ep.Container, ep.ContainerID = ic.Name, c.ID
 			in.Endpoints = append(in.Endpoints, ep)
 			if !byRuntime && !hasDevices(ic.Devices, c.HostConfig.Privileged, v) {

@@ -39,9 +39,9 @@ type lsOutput struct {
 	Networks []lsNetwork `json:"networks"`
 }
 
-func (s *session) cmdLs(args []string) int {
+func cmdLs(s *session, args []string) int {
 	fs, format := newFlagSet("ls", s.env)
-	s.commonFlags(fs)
+	commonFlags(s, fs)
 	fs.StringVar(&s.sysfsRootFlag, "sysfs-root", "", "read sysfs under this root when the daemon cannot be asked (default: the plugin's sysfs mount, else /)")
 	rest, status, ok := parseFlags(fs, args, s.env.Stdout)
 	if !ok {
@@ -62,7 +62,7 @@ func (s *session) cmdLs(args []string) int {
 	}
 	out := lsOutput{Networks: []lsNetwork{}}
 	for _, n := range nets {
-		in, _ := s.describeNetwork(n)
+		in, _ := describeNetwork(s, n)
 		row := in.lsNetwork
 		out.Networks = append(out.Networks, row)
 	}

@@ -75,7 +75,7 @@ why, without starting the workload.
 // cmdRun is docker rdma run: docker run with the rdma-macvlan runtime and
 // docker rdma run's own flags as the runtime's variables, exiting with
 // docker's status.
-func (s *session) cmdRun(args []string) int {
+func cmdRun(s *session, args []string) int {
 	switch {
 	case len(args) == 0:
 		fmt.Fprint(s.env.Stderr, runUsage)
@@ -86,7 +86,7 @@ func (s *session) cmdRun(args []string) int {
 	}
 	p, err := runflags.Parse(args)
 	if err != nil {
-		return s.runFail("%v\nSee 'docker rdma run --help'.", err)
+		return runFail(s, "%v\nSee 'docker rdma run --help'.", err)
 	}
 	if p.Own.Plugin != "" {
 		s.opts.plugin = p.Own.Plugin
@@ -95,14 +95,14 @@ func (s *session) cmdRun(args []string) int {
 		s.opts.socket = p.Own.Socket
 	}
 	if p.Image < 0 {
-		return s.runFail("no IMAGE: docker rdma run [OPTIONS] --network NETWORK IMAGE [COMMAND]")
+		return runFail(s, "no IMAGE: docker rdma run [OPTIONS] --network NETWORK IMAGE [COMMAND]")
 	}
 	added, err := runflags.Added(p)
 	if err != nil {
-		return s.runFail("%v", err)
+		return runFail(s, "%v", err)
 	}
 	if len(p.Networks) == 0 {
-		return s.runFail("no --network: docker rdma run needs an rdma-macvlan network (--network NETWORK); list them with: docker rdma ls")
+		return runFail(s, "no --network: docker rdma run needs an rdma-macvlan network (--network NETWORK); list them with: docker rdma ls")
 	}
 	if p.Own.DeviceMode != "" {
 		tprintf(s.env.Stderr, "docker rdma run: note: --device-mode is ignored: the rdma-macvlan runtime gives the container its HCAs' devices\n")
@@ -110,18 +110,18 @@ func (s *session) cmdRun(args []string) int {
 	if p.Own.ExecHelper != "" {
 		tprintf(s.env.Stderr, "docker rdma run: note: --exec-helper is ignored: the rdma-macvlan runtime mounts the rdma-exec next to it (its --exec-helper in daemon.json)\n")
 	}
-	s.prefetchRun(p)
-	if err := s.checkNetworks(p); err != nil {
-		return s.runFail("%v", err)
+	prefetchRun(s, p)
+	if err := checkNetworks(s, p); err != nil {
+		return runFail(s, "%v", err)
 	}
 	if p.Runtime == "" || p.Runtime == api.RuntimeName {
-		if err := s.checkRuntime(); err != nil {
-			return s.runFail("%v", err)
+		if err := checkRuntime(s); err != nil {
+			return runFail(s, "%v", err)
 		}
 	}
 	run := p.WithFlags(added)
-	if len(distinctNetworks(p)) > 1 && !s.createsOnSeveralNetworks() {
-		return s.runByCreate(run)
+	if len(distinctNetworks(p)) > 1 && !createsOnSeveralNetworks(s) {
+		return runByCreate(s, run)
 	}
 	argv := s.cli.Argv(append([]string{"run"}, run.Args...)...)
 	if p.Own.DryRun {
@@ -142,7 +142,7 @@ func memlockText(given string) string {
 
 // checkRuntime makes sure the engine has the rdma-macvlan runtime (docker
 // info's Runtimes), which gives the container what RDMA needs.
-func (s *session) checkRuntime() error {
+func checkRuntime(s *session) error {
 	info, err := s.dockerInfo()
 	if err != nil {
 		return fmt.Errorf("cannot tell whether the engine has the %s runtime: %w", api.RuntimeName, err)
@@ -157,7 +157,7 @@ func (s *session) checkRuntime() error {
 
 // checkNetworks makes sure at least one of the run's networks is
 // rdma-macvlan: the runtime leaves a container on none as it is.
-func (s *session) checkNetworks(p *runflags.Parsed) error {
+func checkNetworks(s *session, p *runflags.Parsed) error {
 	var others, drivers []string
 	for _, name := range distinctNetworks(p) {
 		if name == "" || name == "default" || strings.HasPrefix(name, "container:") {
@@ -202,7 +202,7 @@ func distinctNetworks(p *runflags.Parsed) []string {
 // container on several networks at once: the engine and the docker CLI
 // both speak API 1.44 (Docker 25) or later. When it cannot tell, it says
 // no: the other route works on every engine.
-func (s *session) createsOnSeveralNetworks() bool {
+func createsOnSeveralNetworks(s *session) bool {
 	client, server, err := s.cli.APIVersions(s.ctx)
 	if err != nil {
 		s.cli.Debugf("%v: connecting the networks after docker create", err)
@@ -218,10 +218,10 @@ func (s *session) createsOnSeveralNetworks() bool {
 // status is the container's when attached; a container that fails to be
 // connected is removed. The runtime sees every network: it starts the
 // container after the connects.
-func (s *session) runByCreate(p *runflags.Parsed) int {
+func runByCreate(s *session, p *runflags.Parsed) int {
 	route, err := p.SplitCreate()
 	if err != nil {
-		return s.runFail("%v", err)
+		return runFail(s, "%v", err)
 	}
 	for _, n := range route.Notes {
 		tprintf(s.env.Stderr, "# %s\n", n)
@@ -247,7 +247,7 @@ func (s *session) runByCreate(p *runflags.Parsed) int {
 		if errors.As(err, &exit) {
 			return exit.ExitCode()
 		}
-		return s.runFail("docker create: %v", err)
+		return runFail(s, "docker create: %v", err)
 	}
 	for _, c := range route.Connects {
 		connect := exec.CommandContext(s.ctx, s.cli.Path, s.cli.Argv(append(append([]string{"network", "connect"}, c...), id)...)...)
@@ -255,7 +255,7 @@ func (s *session) runByCreate(p *runflags.Parsed) int {
 		if err := connect.Run(); err != nil {
 			rm := exec.Command(s.cli.Path, s.cli.Argv("rm", "-f", id)...)
 			_ = rm.Run()
-			return s.runFail("docker network connect %s: %v: the container was removed (this engine takes one network at docker run: docker rdma run connects the others before starting it)", c[len(c)-1], err)
+			return runFail(s, "docker network connect %s: %v: the container was removed (this engine takes one network at docker run: docker rdma run connects the others before starting it)", c[len(c)-1], err)
 		}
 	}
 	if route.Detach {
@@ -266,7 +266,7 @@ func (s *session) runByCreate(p *runflags.Parsed) int {
 			if errors.As(err, &exit) {
 				return exit.ExitCode()
 			}
-			return s.runFail("docker start: %v", err)
+			return runFail(s, "docker start: %v", err)
 		}
 		tprintln(s.env.Stdout, id)
 		return 0
@@ -277,7 +277,7 @@ func (s *session) runByCreate(p *runflags.Parsed) int {
 // prefetchRun asks the engine's API at once, side by side, what the run
 // then reads one after the other: docker info, the plugins and the
 // networks. Nothing is asked when Docker is asked through the docker CLI.
-func (s *session) prefetchRun(p *runflags.Parsed) {
+func prefetchRun(s *session, p *runflags.Parsed) {
 	q := docker.Ahead{Info: true, Plugins: s.opts.plugin == ""}
 	for _, n := range p.Networks {
 		if n.Name != "" && n.Name != "default" && !strings.HasPrefix(n.Name, "container:") {
@@ -287,7 +287,7 @@ func (s *session) prefetchRun(p *runflags.Parsed) {
 	s.cli.Prefetch(s.ctx, q)
 }
 
-func (s *session) runFail(format string, a ...any) int {
+func runFail(s *session, format string, a ...any) int {
 	tprintf(s.env.Stderr, "docker rdma run: "+format+"\n", a...)
 	return exitRunFailed
 }

@@ -87,7 +87,7 @@ until it restarts (a SIGHUP does not drop them): sudo systemctl restart docker
 `
 
 // cmdRuntime is docker rdma runtime install|uninstall.
-func (s *session) cmdRuntime(args []string) int {
+func cmdRuntime(s *session, args []string) int {
 	if len(args) == 0 || helpAsked(args[:1]) || args[0] == "help" {
 		if len(args) == 0 {
 			fmt.Fprint(s.env.Stderr, runtimeUsage)
@@ -98,15 +98,15 @@ func (s *session) cmdRuntime(args []string) int {
 	}
 	switch args[0] {
 	case "install":
-		return s.cmdRuntimeInstall(args[1:])
+		return cmdRuntimeInstall(s, args[1:])
 	case "uninstall":
-		return s.cmdRuntimeUninstall(args[1:])
+		return cmdRuntimeUninstall(s, args[1:])
 	}
 	fmt.Fprintf(s.env.Stderr, "docker rdma runtime: unknown command %q\n\n%s", args[0], runtimeUsage)
 	return exitUsage
 }
 
-func (s *session) runtimeFlags(name string) *flag.FlagSet {
+func runtimeFlags(s *session, name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("docker rdma runtime "+name, flag.ContinueOnError)
 	fs.SetOutput(s.env.Stderr)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), runtimeUsage) }
@@ -114,13 +114,13 @@ func (s *session) runtimeFlags(name string) *flag.FlagSet {
 }
 
 // runtimeFail prints a failure of runtime CMD and returns 1.
-func (s *session) runtimeFail(cmd string, err error) int {
+func runtimeFail(s *session, cmd string, err error) int {
 	fmt.Fprintf(s.env.Stderr, "docker rdma runtime %s: %v\n", cmd, err)
 	return 1
 }
 
-func (s *session) cmdRuntimeInstall(args []string) int {
-	fs := s.runtimeFlags("install")
+func cmdRuntimeInstall(s *session, args []string) int {
+	fs := runtimeFlags(s, "install")
 	makeDefault := fs.Bool("default", false, "")
 	config := fs.String("config-file", s.env.daemonJSON(), "")
 	bin := fs.String("path", "", "")
@@ -139,31 +139,31 @@ func (s *session) cmdRuntimeInstall(args []string) int {
 		fmt.Fprintf(s.env.Stderr, "docker rdma runtime install: --next-runtime needs a runtime (a path, or a name looked up in dockerd's PATH)\n")
 		return exitUsage
 	}
-	rt, err := s.runtimeEntry(*bin, *next)
+	rt, err := runtimeEntry(s, *bin, *next)
 	if err != nil {
-		return s.runtimeFail("install", err)
+		return runtimeFail(s, "install", err)
 	}
 	file, err := resolveConfig(*config)
 	if err != nil {
-		return s.runtimeFail("install", err)
+		return runtimeFail(s, "install", err)
 	}
 	doc, mode, exists, err := readConfig(file)
 	if err != nil {
-		return s.runtimeFail("install", err)
+		return runtimeFail(s, "install", err)
 	}
 	rec, err := readRecord(file + recordSuffix)
 	if err != nil {
-		return s.runtimeFail("install", err)
+		return runtimeFail(s, "install", err)
 	}
 	out, newRec, changes, err := daemonjson.Install{Runtime: rt, Default: *makeDefault}.Apply(doc, exists, rec)
 	var se *daemonjson.SyntaxError
 	switch {
 	case errors.As(err, &se):
-		return s.runtimeFail("install", fmt.Errorf("%s: %w; fix the file, dockerd refuses to start with it as well", file, err))
+		return runtimeFail(s, "install", fmt.Errorf("%s: %w; fix the file, dockerd refuses to start with it as well", file, err))
 	case errors.Is(err, daemonjson.ErrDefaultRuntimeTaken):
-		return s.runtimeFail("install", fmt.Errorf("%s: %w; --default replaces only runc: %s", file, err, chainHint(doc)))
+		return runtimeFail(s, "install", fmt.Errorf("%s: %w; --default replaces only runc: %s", file, err, chainHint(doc)))
 	case err != nil:
-		return s.runtimeFail("install", fmt.Errorf("%s: %w", file, err))
+		return runtimeFail(s, "install", fmt.Errorf("%s: %w", file, err))
 	}
 	if len(changes) == 0 {
 		fmt.Fprintf(s.env.Stdout, "%s registers runtime %s as asked already: nothing changed\n", file, daemonjson.RuntimeName)
@@ -171,19 +171,19 @@ func (s *session) cmdRuntimeInstall(args []string) int {
 	}
 	if !exists {
 		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-			return s.runtimeFail("install", err)
+			return runtimeFail(s, "install", err)
 		}
 	}
 	rb, err := json.MarshalIndent(newRec, "", "  ")
 	if err != nil {
-		return s.runtimeFail("install", err)
+		return runtimeFail(s, "install", err)
 	}
 	// The record first: a file changed without it could not be undone.
 	if err := atomicfile.Write(file+recordSuffix, append(rb, '\n'), mode, nil); err != nil {
-		return s.runtimeFail("install", err)
+		return runtimeFail(s, "install", err)
 	}
 	if err := atomicfile.Write(file, out, mode, nil); err != nil {
-		return s.runtimeFail("install", err)
+		return runtimeFail(s, "install", err)
 	}
 	fmt.Fprintf(s.env.Stdout, "%s:\n", file)
 	for _, c := range changes {
@@ -197,8 +197,8 @@ func (s *session) cmdRuntimeInstall(args []string) int {
 	return 0
 }
 
-func (s *session) cmdRuntimeUninstall(args []string) int {
-	fs := s.runtimeFlags("uninstall")
+func cmdRuntimeUninstall(s *session, args []string) int {
+	fs := runtimeFlags(s, "uninstall")
 	config := fs.String("config-file", s.env.daemonJSON(), "")
 	rest, status, ok := parseFlags(fs, args, s.env.Stdout)
 	if !ok {
@@ -210,16 +210,16 @@ func (s *session) cmdRuntimeUninstall(args []string) int {
 	}
 	file, err := resolveConfig(*config)
 	if err != nil {
-		return s.runtimeFail("uninstall", err)
+		return runtimeFail(s, "uninstall", err)
 	}
 	doc, mode, exists, err := readConfig(file)
 	if err != nil {
-		return s.runtimeFail("uninstall", err)
+		return runtimeFail(s, "uninstall", err)
 	}
 	recFile := file + recordSuffix
 	rec, err := readRecord(recFile)
 	if err != nil {
-		return s.runtimeFail("uninstall", err)
+		return runtimeFail(s, "uninstall", err)
 	}
 	if rec == nil {
 		fmt.Fprintf(s.env.Stdout, "no record of docker rdma runtime install at %s: nothing to undo\n", recFile)
@@ -231,21 +231,21 @@ func (s *session) cmdRuntimeUninstall(args []string) int {
 	}
 	u, err := daemonjson.Revert(doc, exists, rec)
 	if err != nil {
-		return s.runtimeFail("uninstall", fmt.Errorf("%s: %w; the record %s stays", file, err, recFile))
+		return runtimeFail(s, "uninstall", fmt.Errorf("%s: %w; the record %s stays", file, err, recFile))
 	}
 	switch {
 	case !exists:
 	case u.Remove:
 		if err := atomicfile.Remove(file); err != nil {
-			return s.runtimeFail("uninstall", err)
+			return runtimeFail(s, "uninstall", err)
 		}
 	case string(u.Content) != string(doc):
 		if err := atomicfile.Write(file, u.Content, mode, nil); err != nil {
-			return s.runtimeFail("uninstall", err)
+			return runtimeFail(s, "uninstall", err)
 		}
 	}
 	if err := atomicfile.Remove(recFile); err != nil {
-		return s.runtimeFail("uninstall", err)
+		return runtimeFail(s, "uninstall", err)
 	}
 	fmt.Fprintf(s.env.Stdout, "%s:\n", file)
 	for _, c := range u.Undone {
@@ -288,7 +288,7 @@ func reloadHint(undone []daemonjson.Change) string {
 
 // runtimeEntry is the runtimes.rdma-macvlan entry to write: the runtime's
 // path, checked, and the options that are not its defaults.
-func (s *session) runtimeEntry(bin, next string) (daemonjson.Runtime, error) {
+func runtimeEntry(s *session, bin, next string) (daemonjson.Runtime, error) {
 	var rt daemonjson.Runtime
 	ep := docker.ResolveEndpoint(s.global, s.env.Getenv, firstNonEmpty(s.env.DefaultHost, docker.DefaultHost))
 	host, err := runtimeHost(ep)
@@ -313,7 +313,7 @@ func (s *session) runtimeEntry(bin, next string) (daemonjson.Runtime, error) {
 			return rt, fmt.Errorf("--path: %w", err)
 		}
 	}
-	cdi, err := s.pluginCDIDir()
+	cdi, err := pluginCDIDir(s)
 	if err != nil {
 		return rt, err
 	}
@@ -375,7 +375,7 @@ func shellSafe(w string) bool {
 // its CDI specs to (its cdi mount source), where the runtime reads them;
 // the runtime's default when there is no managed plugin (the legacy plugin
 // writes to the default).
-func (s *session) pluginCDIDir() (string, error) {
+func pluginCDIDir(s *session) (string, error) {
 	if _, err := s.allPlugins(); err != nil {
 		return "", fmt.Errorf("list the engine's plugins, to find the rdma-macvlan plugin's CDI directory: %w", err)
 	}

@@ -70,7 +70,7 @@ type selftest struct {
 	rxe     bool // the HCA is Soft-RoCE: no RDMA between macvlans
 }
 
-func (s *session) cmdSelftest(args []string) int {
+func cmdSelftest(s *session, args []string) int {
 	fs := flag.NewFlagSet("selftest", flag.ContinueOnError)
 	fs.SetOutput(s.env.Stderr)
 	asJSON := fs.Bool("json", false, "")
@@ -149,7 +149,7 @@ func (t *selftest) cleanup() {
 func (t *selftest) run(print bool) bool {
 	s := t.s
 	// The runtime and the network.
-	if err := s.checkRuntime(); err != nil {
+	if err := checkRuntime(s); err != nil {
 		return t.add(print, selftestStep{Name: "runtime", Status: "fail", Detail: err.Error(), Command: "docker info --format '{{json .Runtimes}}'"})
 	}
 	n, err := s.cli.NetworkInspect(s.ctx, t.net)
@@ -321,7 +321,7 @@ func (t *selftest) index(print bool, i int, name string) bool {
 	if err != nil {
 		return t.add(print, selftestStep{Name: "gid index", Status: "fail", Detail: err.Error(), Command: "docker rdma inspect " + name})
 	}
-	ic, err := t.s.inspectContainer(c)
+	ic, err := containerEntry(t.s, c)
 	kernel := -1
 	if err == nil {
 		for _, n := range ic.Networks {

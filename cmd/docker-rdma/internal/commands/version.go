@@ -35,9 +35,9 @@ type versionOutput struct {
 // cmdVersion prints the versions of docker rdma, of each rdma-macvlan
 // daemon (from its /v1/status) and of the engine, and whether the engine
 // reads CDI specs. It fails (1) only when the engine cannot be asked.
-func (s *session) cmdVersion(args []string, cli string) int {
+func cmdVersion(s *session, args []string, cli string) int {
 	fs, format := newFlagSet("version", s.env)
-	s.commonFlags(fs)
+	commonFlags(s, fs)
 	rest, status, ok := parseFlags(fs, args, s.env.Stdout)
 	if !ok {
 		return status
