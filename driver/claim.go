@@ -73,7 +73,7 @@ func (d *Driver) endpoint(eid string) (*epState, bool) {
 }
 
 // live yields the endpoints that exist (not those reserved), in no order.
-// Caller holds d.mu, and changes no entry while it loops.
+// Caller holds d.mu, and adds or deletes no entry while it loops.
 func (d *Driver) live(yield func(*epState) bool) {
 	for _, e := range d.endpoints {
 		if e.phase != epReserved && !yield(e) {

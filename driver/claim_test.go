@@ -233,7 +233,11 @@ func TestReservedEndpointIsNotYetKnown(t *testing.T) {
 		g.name, g.gate = LinkName(eid), make(chan struct{})
 		created := make(chan error, 1)
 		go func() { _, err := d.CreateEndpoint(ep(nid, eid, ip)); created <- err }()
-		<-g.entered
+		select {
+		case <-g.entered:
+		case err := <-created:
+			t.Fatalf("CreateEndpoint of %s ended before it created its link: %v", eid, err)
+		}
 		check()
 		g.open()
 		if err := <-created; err != nil {

@@ -74,8 +74,9 @@ type netState struct {
 // copy carries none of it. (The record is embedded by value: one
 // allocation, and loops over every endpoint read one object each.)
 //
-// An ID's life: CreateEndpoint reserves it (epReserved: the link name and
-// GID entries are taken, nothing exists yet) and records it (epLive) or
+// An ID's life: CreateEndpoint reserves it (epReserved: its link name and
+// addresses are taken, its GID entries once admitted, and nothing exists
+// yet) and records it (epLive) or
 // drops it; a Join or Leave changes its record (joined: Sandbox is set);
 // a GID watch this process resumed for a container already running, at
 // start or when a missing HCA was found again, makes it epResumed until a

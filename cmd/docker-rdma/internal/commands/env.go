@@ -1,8 +1,8 @@
 // Package commands implements docker rdma's subcommands. The session
 // (session.go, locate.go, netview.go) is the backend they all use: it asks
 // Docker (package docker) and the rdma-macvlan daemons through their
-// sockets (GET /v1/status), each once per command, and falls back on what
-// Docker, sysfs and the CDI specs show when a socket cannot be read. Each
+// sockets (GET /v1/status, once per daemon and command), and falls back on
+// what Docker, sysfs and the CDI specs show when a socket cannot be read. Each
 // subcommand is a function of the session in a file of its own; Env (this
 // file) is what they use of the outside world.
 package commands

@@ -8,10 +8,10 @@ import (
 )
 
 // session is what docker rdma knows of the engine and its rdma-macvlan
-// daemons, each asked once per command: the engine's info, its plugins and
-// which of them are rdma-macvlan, and each daemon's socket and status
-// (locate.go), and each network's RDMA facts, from the daemon or else from
-// sysfs and the CDI specs (netview.go). Its methods are that backend and
+// daemons: the engine's info, its plugins and which of them are
+// rdma-macvlan, each daemon's socket and status (locate.go), each asked
+// once per command; and each network's RDMA facts, built from the daemon's
+// status or else from sysfs and the CDI specs (netview.go). Its methods are that backend and
 // nothing else: each command is a function of it in a file of its own
 // (ls.go, inspect.go, run.go, compose.go, runtime.go, doctor.go,
 // selftest.go, version.go).
