@@ -19,6 +19,7 @@ import (
 
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"github.com/rdma-macvlan/rdma-macvlan/plugin/plugintest"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 	"golang.org/x/sys/unix"
@@ -151,7 +152,7 @@ func TestConnectionFlood(t *testing.T) {
 	}
 	t.Logf("%d connections open in %s (daemon holds %d, cap %d)", n, time.Since(start).Round(time.Millisecond), srv.OpenConns(), capConns)
 
-	c := plugin.NewClient(sock)
+	c := plugintest.NewClient(sock)
 	// The flood can leave the listen backlog full for a moment after its
 	// last dial, while the daemon closes what is over its cap: a dial then
 	// gets EAGAIN. Docker's plugin client retries a failed dial; so does

@@ -17,6 +17,7 @@ import (
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"github.com/rdma-macvlan/rdma-macvlan/plugin/plugintest"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 	"github.com/sirupsen/logrus"
@@ -34,7 +35,7 @@ type env struct {
 	hcas     int
 	cdiDir   string
 	sock     string
-	c        *plugin.Client
+	c        *plugintest.Client
 	stop     func()
 }
 
@@ -83,7 +84,7 @@ func (e *env) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l) }()
-	e.c = plugin.NewClient(e.sock)
+	e.c = plugintest.NewClient(e.sock)
 	stopped := false
 	e.stop = func() {
 		if stopped {

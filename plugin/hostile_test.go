@@ -17,6 +17,7 @@ import (
 
 	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"github.com/rdma-macvlan/rdma-macvlan/plugin/plugintest"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 )
 
@@ -277,7 +278,7 @@ func TestPrivilegedHostileInput(t *testing.T) {
 	for _, c := range cases {
 		ok := t.Run(c.name, func(t *testing.T) {
 			err := e.c.CallRaw(c.op, c.body, nil)
-			var ce *plugin.CallError
+			var ce *plugintest.CallError
 			if !errors.As(err, &ce) {
 				// Undo what was wrongly accepted, so that the next cases
 				// start from the same world.

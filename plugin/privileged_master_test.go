@@ -9,7 +9,7 @@ import (
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
-	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"github.com/rdma-macvlan/rdma-macvlan/plugin/plugintest"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,7 +17,7 @@ import (
 // of want.
 func wantCallError(t *testing.T, what string, err error, want ...string) {
 	t.Helper()
-	var ce *plugin.CallError
+	var ce *plugintest.CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("%s: want an error answer, got %v", what, err)
 	}

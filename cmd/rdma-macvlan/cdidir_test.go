@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/docker/go-plugins-helpers/network"
-	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"github.com/rdma-macvlan/rdma-macvlan/plugin/plugintest"
 )
 
 // TestPrivilegedDaemonWithFIFOsInCDIDir: the CDI directory is shared with
@@ -45,7 +45,7 @@ func TestPrivilegedDaemonWithFIFOsInCDIDir(t *testing.T) {
 	}
 
 	spec := fifo("mlx5_0")
-	c := plugin.NewClient(d.sock)
+	c := plugintest.NewClient(d.sock)
 	created := make(chan error, 1)
 	go func() {
 		created <- c.Call("CreateNetwork", map[string]any{

@@ -17,7 +17,7 @@ import (
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
-	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"github.com/rdma-macvlan/rdma-macvlan/plugin/plugintest"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 	"golang.org/x/sys/unix"
 )
@@ -29,7 +29,7 @@ type crashWorld struct {
 	d    *daemon
 	host *netns.Handle
 	ctr  *netns.Handle
-	c    *plugin.Client
+	c    *plugintest.Client
 	nid  string
 	eid  string
 	sc   crashScenario
@@ -84,7 +84,7 @@ func newCrashWorld(t *testing.T, bin string, sc crashScenario, env ...string) *c
 		sysfs: rdmatest.MLX5(t, rdmatest.MLX5Options{Netdev: "p0", MAC: p0.MAC.String()}), cdiDir: filepath.Join(base, "cdi"),
 		env: env, args: []string{"--unjoined-grace", "300ms"}}
 	t.Cleanup(func() { _ = d.stop(syscall.SIGKILL) })
-	return &crashWorld{t: t, d: d, host: host, ctr: ctr, c: plugin.NewClient(d.sock),
+	return &crashWorld{t: t, d: d, host: host, ctr: ctr, c: plugintest.NewClient(d.sock),
 		nid: strings.Repeat("c1", 32), eid: strings.Repeat("d1", 32), sc: sc}
 }
 

@@ -25,7 +25,7 @@ import (
 	"github.com/rdma-macvlan/rdma-macvlan/metrics"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
-	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"github.com/rdma-macvlan/rdma-macvlan/plugin/plugintest"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -228,7 +228,7 @@ func (d *daemon) start() {
 	}
 	d.exited = make(chan error, 1)
 	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(d.cmd, d.exited)
-	c := plugin.NewClient(d.sock)
+	c := plugintest.NewClient(d.sock)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var caps network.CapabilitiesResponse
@@ -322,7 +322,7 @@ func hostDaemon(t *testing.T) *daemon {
 func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 	d := hostDaemon(t)
 	d.start()
-	c := plugin.NewClient(d.sock)
+	c := plugintest.NewClient(d.sock)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

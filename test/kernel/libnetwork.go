@@ -20,7 +20,7 @@ import (
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
-	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"github.com/rdma-macvlan/rdma-macvlan/plugin/plugintest"
 	vnetns "github.com/vishvananda/netns"
 )
 
@@ -39,7 +39,7 @@ type env struct {
 	wait       time.Duration
 
 	daemon *exec.Cmd
-	c      *plugin.Client
+	c      *plugintest.Client
 	host   *netns.Handle
 	seq    int // container and ID counter
 
@@ -67,7 +67,7 @@ func (e *env) startDaemon() error {
 	if err := e.daemon.Start(); err != nil {
 		return err
 	}
-	e.c = plugin.NewClient(pluginSocket)
+	e.c = plugintest.NewClient(pluginSocket)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		_, err := e.c.Status()

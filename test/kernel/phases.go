@@ -17,7 +17,7 @@ import (
 
 	"github.com/rdma-macvlan/rdma-macvlan/driver"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
-	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"github.com/rdma-macvlan/rdma-macvlan/plugin/plugintest"
 )
 
 const roceV2 = "RoCE v2"
@@ -140,7 +140,7 @@ func (e *env) exclusive() {
 	if uerr := undo(); uerr != nil {
 		s.fail("unmount the file over "+netnsParam, uerr)
 	}
-	var ce *plugin.CallError
+	var ce *plugintest.CallError
 	refused := errors.As(err, &ce)
 	s.check(refused && strings.Contains(ce.Msg, "exclusive netns mode"), "CreateNetwork is refused in the exclusive RDMA netns mode", "answer: %v", err)
 	s.check(refused && strings.Contains(ce.Msg, "read from netlink"), "the refusal names RDMA netlink as its source (sysfs was made to read Y, shared)", "answer: %v", err)
@@ -874,7 +874,7 @@ func (e *env) finish() {
 }
 
 func isTooFull(err error) bool {
-	var ce *plugin.CallError
+	var ce *plugintest.CallError
 	return errors.As(err, &ce) && strings.Contains(ce.Msg, "too full")
 }
 
@@ -976,7 +976,7 @@ func (e *env) netlinkFamiliesProbe() {
 	output := func() string { b, _ := os.ReadFile(logf.Name()); return string(b) }
 	done := make(chan error, 1)
 	go func() { done <- d.Wait() }()
-	c := plugin.NewClient(sock)
+	c := plugintest.NewClient(sock)
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		select {

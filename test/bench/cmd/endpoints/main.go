@@ -44,6 +44,7 @@ import (
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/netns/netnstest"
 	"github.com/rdma-macvlan/rdma-macvlan/plugin"
+	"github.com/rdma-macvlan/rdma-macvlan/plugin/plugintest"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma/rdmatest"
 	"github.com/rdma-macvlan/rdma-macvlan/test/bench"
@@ -132,7 +133,7 @@ type world struct {
 	cdi     string
 	sock    string
 	daemon  daemon
-	c       *plugin.Client
+	c       *plugintest.Client
 	nid     string
 	live    []*liveEP
 	samples *os.File
@@ -233,7 +234,7 @@ func run(ctx context.Context, o options) (retErr error) {
 	if _, err := w.daemon.start(); err != nil {
 		return err
 	}
-	w.c = plugin.NewClient(w.sock)
+	w.c = plugintest.NewClient(w.sock)
 	w.nid = strings.Repeat("ab", 32)
 	err = w.c.Call("CreateNetwork", map[string]any{
 		"NetworkID": w.nid,
@@ -649,7 +650,7 @@ func (w *world) restarts(ctx context.Context, n, live int, res *results) error {
 		fmt.Fprintf(f, "%d,%d,%.3f,%d\n", i, live, float64(d.Nanoseconds())/1e6, rss)
 		say("restart %d with %d endpoints in state: serving after %v, RSS %d kB", i, live, d.Round(time.Microsecond), rss)
 	}
-	w.c = plugin.NewClient(w.sock) // the old one's connections died with the old process
+	w.c = plugintest.NewClient(w.sock) // the old one's connections died with the old process
 	st, err := w.c.Status()
 	if err != nil {
 		return err
@@ -697,7 +698,7 @@ func (p *proc) start() (time.Duration, error) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// The daemon dies with this program, whatever happens to it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	c := plugin.NewClient(p.w.sock)
+	c := plugintest.NewClient(p.w.sock)
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start daemon: %w", err)

@@ -1,4 +1,6 @@
-package plugin
+// Package plugintest is a client of the daemon's socket for tests,
+// benchmarks and the kernel tests: the protocol calls as Docker makes them.
+package plugintest
 
 import (
 	"bytes"
@@ -11,9 +13,8 @@ import (
 )
 
 // Client talks to a running daemon over its unix socket the way Docker does:
-// the protocol calls, and (from api.Client) GET /v1/status. Tests,
-// benchmarks and the kernel tests use it; programs that only read the status
-// use api.Client.
+// the protocol calls, and (from api.Client) GET /v1/status. Programs that
+// only read the status use api.Client.
 type Client struct {
 	*api.Client
 }
