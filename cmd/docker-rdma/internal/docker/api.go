@@ -117,9 +117,6 @@ func NewAPI(socket, pinned string, logf func(format string, a ...any)) *API {
 		timeout: DefaultTimeout, maxAnswer: MaxAnswer}
 }
 
-// Socket is the engine's socket.
-func (a *API) Socket() string { return a.socket }
-
 // APIError is an engine's answer other than 200 OK.
 type APIError struct {
 	Path       string
@@ -343,26 +340,4 @@ func (a *API) Plugins(ctx context.Context) ([]Plugin, error) {
 		return nil, nil
 	}
 	return ps, nil
-}
-
-// ImageInspect is GET /images/NAME/json: the image's Config.
-func (a *API) ImageInspect(ctx context.Context, image string) (ImageConfig, error) {
-	var img struct {
-		ID     string `json:"Id"`
-		Config *ImageConfig
-	}
-	r, err := ref("image", image)
-	if err != nil {
-		return ImageConfig{}, err
-	}
-	if err := a.get(ctx, "/images/"+r+"/json", &img); err != nil {
-		return ImageConfig{}, err
-	}
-	if img.ID == "" {
-		return ImageConfig{}, fmt.Errorf("engine API GET /images/%s/json: an answer without an image ID", r)
-	}
-	if img.Config == nil {
-		return ImageConfig{}, nil
-	}
-	return *img.Config, nil
 }

@@ -36,7 +36,6 @@ var recorded = []string{engines.Oldest().API, engines.Newest().API}
 const (
 	recNetwork   = "rmvrec"
 	recContainer = "rmvrec-c"
-	recImage     = "rdma-macvlan-test/busybox:latest"
 	recPlugin    = "rmvrec:latest"
 )
 
@@ -80,8 +79,6 @@ func recordedEngine(t *testing.T, dir, apiVersion string) *engine {
 		"/networks":                             "networks",
 		"/networks/" + recNetwork:               "network",
 		"/networks/no-such-net":                 "network-missing",
-		"/images/" + recImage + "/json":         "image",
-		"/images/no-such-image:latest/json":     "image-missing",
 		"/containers/" + recContainer + "/json": "container",
 	}
 	e := &engine{}
@@ -203,16 +200,6 @@ func TestAPIAnswersAsTheCLI(t *testing.T) {
 				t.Errorf("container lacks the fields docker rdma reads: %+v", c)
 			}
 
-			img, err := a.ImageInspect(ctx, recImage)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var cliImg ImageConfig
-			readJSON(t, ver, "cli-image.json", &cliImg)
-			if !reflect.DeepEqual(img, cliImg) || !reflect.DeepEqual(img.Cmd, []string{"/bin/sh"}) {
-				t.Errorf("image: API %+v, CLI %+v", img, cliImg)
-			}
-
 			nets, err := a.Networks(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -311,9 +298,6 @@ func TestAPIErrors(t *testing.T) {
 		if !errors.As(err, &ae) || ae.StatusCode != 404 || ae.Message != "network no-such-net not found" {
 			t.Errorf("%s: missing network: %v", ver, err)
 		}
-		if _, err := a.ImageInspect(ctx, "no-such-image:latest"); !errors.As(err, &ae) || ae.StatusCode != 404 || !strings.Contains(ae.Message, "No such image") {
-			t.Errorf("%s: missing image: %v", ver, err)
-		}
 		if _, err := a.NetworkInspect(ctx, "a?b"); err == nil {
 			t.Errorf("%s: a name with ? was asked", ver)
 		}
@@ -332,7 +316,7 @@ func fakeCLI(t *testing.T, out string) (path, calls string) {
 	calls = filepath.Join(dir, "calls")
 	script := "#!/bin/sh\necho \"$*\" >>'" + calls + "'\n" +
 		"case \"$*\" in\n\"network inspect -- \"*) cat <<'EOF'\n" + out + "\nEOF\n;;\n" +
-		"\"image inspect \"*) echo 'Error: No such image: '\"$6\" >&2; exit 1;;\n" +
+		"\"container inspect -- \"*) echo 'Error: No such container: '\"$4\" >&2; exit 1;;\n" +
 		"*) echo \"fake docker: $*\" >&2; exit 99;;\nesac\n"
 	path = filepath.Join(dir, "docker")
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
@@ -373,8 +357,8 @@ func TestCLIAsksTheAPIFirst(t *testing.T) {
 	if ps, err := c.Plugins(ctx); err != nil || len(ps) != 1 {
 		t.Fatalf("plugins: %v %v", ps, err)
 	}
-	if cfg, err := c.ImageInspect(ctx, recImage); err != nil || len(cfg.Cmd) != 1 {
-		t.Fatalf("image: %+v %v", cfg, err)
+	if ct, err := c.ContainerInspect(ctx, recContainer); err != nil || !ct.State.Running {
+		t.Fatalf("container: %+v %v", ct, err)
 	}
 	if got := readCalls(t, calls); got != nil {
 		t.Fatalf("docker ran with an API that answers: %q", got)
@@ -388,12 +372,12 @@ func TestCLIAsksTheAPIFirst(t *testing.T) {
 	if err != nil || n.ID != "fromcli" {
 		t.Fatalf("network the API does not know: %+v, %v", n, err)
 	}
-	_, err = c.ImageInspect(ctx, "no-such-image:latest")
+	_, err = c.ContainerInspect(ctx, "no-such-ctr")
 	var de *Error
-	if !errors.As(err, &de) || !strings.Contains(de.Stderr, "No such image: no-such-image:latest") {
-		t.Fatalf("missing image: want the docker CLI's error, got %v", err)
+	if !errors.As(err, &de) || !strings.Contains(de.Stderr, "No such container: no-such-ctr") {
+		t.Fatalf("missing container: want the docker CLI's error, got %v", err)
 	}
-	want := []string{"network inspect -- no-such-net", "image inspect --format {{json .Config}} -- no-such-image:latest"}
+	want := []string{"network inspect -- no-such-net", "container inspect -- no-such-ctr"}
 	if got := readCalls(t, calls); !reflect.DeepEqual(got, want) {
 		t.Errorf("docker calls %q, want %q", got, want)
 	}
@@ -419,9 +403,9 @@ func TestPrefetch(t *testing.T) {
 	e := recordedEngine(t, "1.56", "")
 	path, calls := fakeCLI(t, "[]")
 	c := &CLI{Path: path, API: NewAPI(e.sock, "", nil)}
-	c.Prefetch(ctx, Ahead{Info: true, Plugins: true, Networks: []string{recNetwork, recNetwork}, Images: []string{recImage}})
+	c.Prefetch(ctx, Ahead{Info: true, Plugins: true, Networks: []string{recNetwork, recNetwork}})
 	// Asked before any call asks them.
-	want := []string{"/v1.56/info", "/v1.56/plugins", "/v1.56/networks/" + recNetwork, "/v1.56/images/" + recImage + "/json"}
+	want := []string{"/v1.56/info", "/v1.56/plugins", "/v1.56/networks/" + recNetwork}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		missing := 0
 		for _, w := range want {
@@ -443,9 +427,6 @@ func TestPrefetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := c.Plugins(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.ImageInspect(ctx, recImage); err != nil {
 		t.Fatal(err)
 	}
 	reqs := e.requests()
@@ -710,7 +691,6 @@ func TestCLIDeadline(t *testing.T) {
 		{"docker network inspect -- roce", func() error { _, err := c.NetworkInspect(ctx, "roce"); return err }},
 		{"docker container inspect -- c1", func() error { _, err := c.ContainerInspect(ctx, "c1"); return err }},
 		{"docker plugin ls --no-trunc --format {{.ID}}", func() error { _, err := c.Plugins(ctx); return err }},
-		{"docker image inspect --format {{json .Config}} -- img", func() error { _, err := c.ImageInspect(ctx, "img"); return err }},
 		{"docker version --format", func() error { _, _, err := c.APIVersions(ctx); return err }},
 	} {
 		t.Run(q.what, func(t *testing.T) {

@@ -67,7 +67,6 @@ func (c *CLI) Debugf(format string, a ...any) {
 type Ahead struct {
 	Info, Plugins bool
 	Networks      []string
-	Images        []string
 }
 
 // Prefetch asks the engine's API, all at once, the questions the caller is
@@ -86,9 +85,6 @@ func (c *CLI) Prefetch(ctx context.Context, q Ahead) {
 	}
 	for _, n := range q.Networks {
 		c.ahead("network "+n, func() (any, error) { return c.API.NetworkInspect(ctx, n) })
-	}
-	for _, im := range q.Images {
-		c.ahead("image "+im, func() (any, error) { return c.API.ImageInspect(ctx, im) })
 	}
 }
 
@@ -147,10 +143,9 @@ func fromAPI[T any](c *CLI, key string, ask func(*API) (T, error)) (v T, ok bool
 
 // Error is a docker command that failed.
 type Error struct {
-	Args     []string
-	ExitCode int
-	Stderr   string
-	Err      error
+	Args   []string
+	Stderr string
+	Err    error
 }
 
 func (e *Error) Error() string {
@@ -191,12 +186,7 @@ func (c *CLI) Output(ctx context.Context, args ...string) ([]byte, error) {
 		return nil, &TooLargeError{What: "docker " + strings.Join(args, " "), Engine: c.engine(), Max: MaxAnswer}
 	}
 	if err != nil {
-		e := &Error{Args: args, ExitCode: -1, Stderr: stderr.buf.String(), Err: err}
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			e.ExitCode = exit.ExitCode()
-		}
-		return out, e
+		return out, &Error{Args: args, Stderr: stderr.buf.String(), Err: err}
 	}
 	return out, nil
 }
@@ -519,21 +509,4 @@ func (c *CLI) Plugins(ctx context.Context) ([]Plugin, error) {
 		return nil, err
 	}
 	return ps, nil
-}
-
-// ImageConfig is the part of an image's config that says what it runs.
-type ImageConfig struct {
-	Entrypoint []string
-	Cmd        []string
-}
-
-// ImageInspect returns the config of a local image; an *Error when the
-// image is not there.
-func (c *CLI) ImageInspect(ctx context.Context, image string) (ImageConfig, error) {
-	if cfg, ok, err := fromAPI(c, "image "+image, func(a *API) (ImageConfig, error) { return a.ImageInspect(ctx, image) }); ok {
-		return cfg, err
-	}
-	var cfg ImageConfig
-	err := c.outputJSON(ctx, &cfg, "image", "inspect", "--format", "{{json .Config}}", "--", image)
-	return cfg, err
 }

@@ -1,7 +1,7 @@
 package gpu
 
 import (
-	"errors"
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,9 +33,6 @@ type Readiness struct {
 	DmaBufWhy string `json:"dma_buf_why_not,omitempty"`
 }
 
-// Ready reports whether an HCA can reach GPU memory one way or the other.
-func (r Readiness) Ready() bool { return r.PeerMem != "" || r.DmaBuf }
-
 // CheckGPUDirect reads the facts under root: sys/module for the loaded
 // modules, proc/driver/nvidia/version for the kind of nvidia module, and
 // proc/sys/kernel/osrelease for the kernel.
@@ -48,7 +45,7 @@ func CheckGPUDirect(root string) Readiness {
 		}
 	}
 	if _, err := os.Stat(filepath.Join(root, "sys/module/nvidia")); err == nil {
-		r.Driver = firstNonEmpty(readAttr(filepath.Join(root, "sys/module/nvidia/version")), "version unknown")
+		r.Driver = cmp.Or(readAttr(filepath.Join(root, "sys/module/nvidia/version")), "version unknown")
 	}
 	if b, err := os.ReadFile(filepath.Join(root, "proc/driver/nvidia/version")); err == nil {
 		// "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  535.104.05 ..."
@@ -86,40 +83,4 @@ func kernelAtLeast(release string, want [2]int) (ok, known bool) {
 		return false, false
 	}
 	return ma > want[0] || ma == want[0] && mi >= want[1], true
-}
-
-func firstNonEmpty(v ...string) string {
-	for _, s := range v {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-// UUIDs maps GPU UUIDs (GPU-...) to PCI addresses from
-// proc/driver/nvidia/gpus/BDF/information, for docker run --gpus
-// device=GPU-... . Empty when the driver is not loaded.
-func UUIDs(root string) (map[string]string, error) {
-	dir := filepath.Join(root, "proc/driver/nvidia/gpus")
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return map[string]string{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "information"))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "GPU UUID:"); ok {
-				out[strings.TrimSpace(v)] = strings.ToLower(e.Name())
-			}
-		}
-	}
-	return out, nil
 }

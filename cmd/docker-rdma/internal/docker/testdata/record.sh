@@ -59,14 +59,11 @@ get plugins /plugins
 get networks /networks
 get network /networks/rmvrec
 get network-missing /networks/no-such-net
-get image /images/rdma-macvlan-test/busybox:latest/json
-get image-missing /images/no-such-image:latest/json
 get container /containers/rmvrec-c/json
 "$cli" info --format '{{json .}}' >"$out/cli-info.json"
 # shellcheck disable=SC2046 # one argument per plugin ID
 "$cli" plugin inspect $("$cli" plugin ls --no-trunc --format '{{.ID}}') >"$out/cli-plugins.json"
 "$cli" network inspect -- rmvrec >"$out/cli-network.json"
-"$cli" image inspect --format '{{json .Config}}' -- rdma-macvlan-test/busybox:latest >"$out/cli-image.json"
 "$cli" container inspect -- rmvrec-c >"$out/cli-container.json"
 "$cli" network ls --no-trunc --format '{{json .}}' >"$out/cli-networks.json"
 "$cli" version --format '{{.Client.Version}} {{.Server.Version}} {{.Server.APIVersion}}' >"$out/versions.txt"
