@@ -238,20 +238,3 @@ func (h *Handle) DeleteLink(name string) error {
 	}
 	return nil
 }
-
-// SetUp brings the link called name up.
-// Equivalent to: ip link set dev $name up
-func (h *Handle) SetUp(name string) error {
-	l, err := h.nl.LinkByName(name)
-	if err != nil {
-		return fmt.Errorf("look up link %q: %w", name, err)
-	}
-	if err := h.nl.LinkSetUp(l); err != nil {
-		return fmt.Errorf("bring up %q: %w", name, err)
-	}
-	return nil
-}
-
-func dupFd(fd int) (int, error) {
-	return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-}

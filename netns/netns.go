@@ -1,14 +1,13 @@
 // Package netns is the only package of the daemon that talks netlink, locks
 // OS threads or switches network namespaces. Callers get a Handle bound to
 // one namespace and never a switched thread. What only tests and benchmarks
-// do to namespaces (veth and TUN devices, libnetwork's moves) is in
+// do to namespaces (make them, veth and TUN devices, libnetwork's moves) is in
 // netns/netnstest.
 package netns
 
 import (
 	"errors"
 	"fmt"
-	"runtime"
 
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
@@ -64,74 +63,17 @@ func Current() (*Handle, error) {
 // At returns a Handle for the namespace of ns. The Handle keeps its own
 // duplicate of ns; the caller still owns ns.
 func At(ns vnetns.NsHandle) (*Handle, error) {
-	dup, err := dupNs(ns)
+	fd, err := unix.FcntlInt(uintptr(ns), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("duplicate netns handle %s: %w", ns, err)
 	}
+	dup := vnetns.NsHandle(fd)
 	nl, err := netlink.NewHandleAt(dup, unix.NETLINK_ROUTE)
 	if err != nil {
 		_ = dup.Close()
 		return nil, fmt.Errorf("open netlink socket in namespace %s: %w", ns, err)
 	}
 	return &Handle{nl: nl, ns: dup}, nil
-}
-
-// New creates a new, unnamed network namespace and returns a Handle for it.
-// The namespace lives as long as the Handle (and any link or process in it).
-// Equivalent to: unshare --net, without ever switching the caller's thread.
-func New() (*Handle, error) {
-	type result struct {
-		ns  vnetns.NsHandle
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		// This goroutine's thread changes namespace; if it cannot be restored
-		// the thread stays locked and dies with the goroutine.
-		runtime.LockOSThread()
-		orig, err := vnetns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("get current netns: %w", err)}
-			return
-		}
-		defer orig.Close()
-		ns, err := vnetns.New()
-		if err != nil {
-			ch <- result{err: fmt.Errorf("create netns: %w", err)}
-			if vnetns.Set(orig) == nil {
-				runtime.UnlockOSThread()
-			}
-			return
-		}
-		if err := vnetns.Set(orig); err != nil {
-			ch <- result{ns: ns, err: fmt.Errorf("restore netns: %w", err)}
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- result{ns: ns}
-	}()
-	r := <-ch
-	if r.err != nil {
-		if r.ns.IsOpen() {
-			_ = r.ns.Close()
-		}
-		return nil, r.err
-	}
-	nl, err := netlink.NewHandleAt(r.ns, unix.NETLINK_ROUTE)
-	if err != nil {
-		_ = r.ns.Close()
-		return nil, fmt.Errorf("open netlink socket in new netns: %w", err)
-	}
-	return &Handle{nl: nl, ns: r.ns}, nil
-}
-
-func dupNs(ns vnetns.NsHandle) (vnetns.NsHandle, error) {
-	fd, err := dupFd(int(ns))
-	if err != nil {
-		return vnetns.None(), fmt.Errorf("duplicate netns handle %s: %w", ns, err)
-	}
-	return vnetns.NsHandle(fd), nil
 }
 
 // NsHandle returns the namespace of h. The Handle keeps ownership.

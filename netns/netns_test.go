@@ -37,7 +37,7 @@ func nsIno(t *testing.T, path string) uint64 {
 // invisible elsewhere, and the caller's threads left where they were.
 func TestPrivilegedNew(t *testing.T) {
 	a := netnstest.NewHost(t)
-	b, err := netns.New()
+	b, err := netnstest.Make()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestPrivilegedNewLeavesNoThreadSwitched(t *testing.T) {
 	}
 	want := nsIno(t, "/proc/self/ns/net")
 	for range 20 {
-		h, err := netns.New()
+		h, err := netnstest.Make()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestPrivilegedNewLeavesNoThreadSwitched(t *testing.T) {
 // At works in the namespace it was given, on its own copy of the handle:
 // closing either Handle leaves the other working.
 func TestPrivilegedAt(t *testing.T) {
-	orig, err := netns.New()
+	orig, err := netnstest.Make()
 	if err != nil {
 		if os.Geteuid() != 0 {
 			t.Skip("SKIP (needs root): creates network namespaces; run: sudo make test-root")
@@ -236,13 +236,13 @@ func TestPrivilegedSetUpAndDeleteLink(t *testing.T) {
 	if _, err := h.CreateMacvlan(netns.MacvlanSpec{Name: "mv0", Parent: "p0", Mode: "bridge"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.SetUp("mv0"); err != nil {
+	if err := netnstest.SetUp(h, "mv0"); err != nil {
 		t.Fatal(err)
 	}
 	if l := mustLink(t, h, "mv0"); !l.Up {
 		t.Fatalf("mv0 is down after SetUp: %+v", l)
 	}
-	if err := h.SetUp("nope"); err == nil {
+	if err := netnstest.SetUp(h, "nope"); err == nil {
 		t.Error("SetUp of a missing link succeeded")
 	}
 	for i := range 2 {

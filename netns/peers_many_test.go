@@ -19,7 +19,7 @@ func TestPrivilegedPeerLinksBeyondOneBatch(t *testing.T) {
 		if _, err := host.CreateMacvlan(netns.MacvlanSpec{Name: name, Parent: "p0", Mode: "bridge", Alias: "rdma-macvlan many"}); err != nil {
 			t.Fatal(err)
 		}
-		sb, err := netns.New()
+		sb, err := netnstest.Make()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,12 +26,12 @@ func TestPrivilegedPeerLinks(t *testing.T) {
 	if _, err := host.CreateMacvlan(netns.MacvlanSpec{Name: "other", Parent: "p0", Mode: "bridge", Alias: "someone else"}); err != nil {
 		t.Fatal(err)
 	}
-	sbA, err := netns.New()
+	sbA, err := netnstest.Make()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sbA.Close()
-	sbB, err := netns.New()
+	sbB, err := netnstest.Make()
 	if err != nil {
 		t.Fatal(err)
 	}

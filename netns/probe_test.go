@@ -157,7 +157,7 @@ func TestPrivilegedWatchClaims(t *testing.T) {
 	if _, err := host.CreateMacvlan(netns.MacvlanSpec{Name: "mv1", Parent: "p0", Mode: "bridge", MAC: upperMAC}); err != nil {
 		t.Fatal(err)
 	}
-	if err := host.SetUp("mv1"); err != nil {
+	if err := netnstest.SetUp(host, "mv1"); err != nil {
 		t.Fatal(err)
 	}
 	if err := other.SendFrame("eth0", arpFrame(upperMAC, otherMAC, "10.9.0.77")); err != nil {

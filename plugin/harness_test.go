@@ -203,7 +203,7 @@ func (e *env) stateFiles() []string {
 // sandbox makes a namespace standing in for a container and returns it.
 func sandbox(t *testing.T) *netns.Handle {
 	t.Helper()
-	ns, err := netns.New()
+	ns, err := netnstest.Make()
 	if err != nil {
 		t.Fatal(err)
 	}

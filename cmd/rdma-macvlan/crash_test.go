@@ -62,12 +62,12 @@ var crashPointsNeeding = map[string]string{
 
 func newCrashWorld(t *testing.T, bin string, sc crashScenario, env ...string) *crashWorld {
 	t.Helper()
-	host, err := netns.New()
+	host, err := netnstest.Make()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(host.Close)
-	ctr, err := netns.New()
+	ctr, err := netnstest.Make()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestPrivilegedCrashPoints(t *testing.T) {
 // vlanSupported reports whether this kernel makes 802.1Q sub-interfaces.
 func vlanSupported(t *testing.T) bool {
 	t.Helper()
-	h, err := netns.New()
+	h, err := netnstest.Make()
 	if err != nil {
 		t.Fatal(err)
 	}

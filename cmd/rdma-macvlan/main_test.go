@@ -352,7 +352,7 @@ func TestPrivilegedDaemonBinarySurvivesRestarts(t *testing.T) {
 	}
 	var jr network.JoinResponse
 	must(c.Call("Join", network.JoinRequest{NetworkID: nid, EndpointID: eid1, SandboxKey: "/sb/1"}, &jr))
-	ctr, err := netns.New()
+	ctr, err := netnstest.Make()
 	must(err)
 	t.Cleanup(ctr.Close)
 	ip, ipnet, _ := net.ParseCIDR("10.8.0.2/24")

@@ -1,4 +1,4 @@
-// Package netnstest does, in namespaces the caller made with netns.New, what
+// Package netnstest makes network namespaces (Make, New) and does in them what
 // the tests, the benchmarks and the kernel test need around the daemon but
 // the daemon itself never does: veth pairs standing in for a RoCE parent, a
 // TUN device as a parent to refuse, an administrator's MTU change, and
@@ -46,7 +46,7 @@ func CreateVeth(h *netns.Handle, a, b string, mtu int) error {
 		return fmt.Errorf("create veth %s/%s: %w", a, b, err)
 	}
 	for _, n := range []string{a, b} {
-		if err := h.SetUp(n); err != nil {
+		if err := SetUp(h, n); err != nil {
 			_ = h.DeleteLink(a)
 			return err
 		}
@@ -174,7 +174,7 @@ func CreateBridge(h *netns.Handle, name string) error {
 	if err := nl.LinkAdd(&netlink.Bridge{LinkAttrs: attrs}); err != nil {
 		return fmt.Errorf("create bridge %s: %w", name, err)
 	}
-	if err := h.SetUp(name); err != nil {
+	if err := SetUp(h, name); err != nil {
 		_ = h.DeleteLink(name)
 		return err
 	}
@@ -254,6 +254,70 @@ func in(h *netns.Handle, fn func() error) error {
 	return <-errc
 }
 
+// Make creates a new, unnamed network namespace and returns a Handle for it.
+// The namespace lives as long as the Handle (and any link or process in it).
+// Equivalent to: unshare --net, on a thread of its own: the caller's thread
+// never switches.
+func Make() (*netns.Handle, error) {
+	type result struct {
+		ns  vnetns.NsHandle
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		// This goroutine's thread changes namespace; if it cannot be restored
+		// the thread stays locked and dies with the goroutine.
+		runtime.LockOSThread()
+		orig, err := vnetns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: fmt.Errorf("get current netns: %w", err)}
+			return
+		}
+		defer orig.Close()
+		ns, err := vnetns.New()
+		if err != nil {
+			ch <- result{err: fmt.Errorf("create netns: %w", err)}
+			if vnetns.Set(orig) == nil {
+				runtime.UnlockOSThread()
+			}
+			return
+		}
+		if err := vnetns.Set(orig); err != nil {
+			ch <- result{ns: ns, err: fmt.Errorf("restore netns: %w", err)}
+			return
+		}
+		runtime.UnlockOSThread()
+		ch <- result{ns: ns}
+	}()
+	r := <-ch
+	if r.ns.IsOpen() {
+		defer r.ns.Close() // At keeps a duplicate
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return netns.At(r.ns)
+}
+
+// SetUp brings the link called name in h up.
+// Equivalent to: ip link set dev $name up
+func SetUp(h *netns.Handle, name string) error {
+	nl, err := handle(h)
+	if err != nil {
+		return err
+	}
+	defer nl.Close()
+	l, err := nl.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("look up link %q: %w", name, err)
+	}
+	if err := nl.LinkSetUp(l); err != nil {
+		return fmt.Errorf("bring up %q: %w", name, err)
+	}
+	return nil
+}
+
 // T is the part of testing.TB that New uses (this package is also linked
 // into programs that are not tests).
 type T interface {
@@ -270,7 +334,7 @@ func New(t T) *netns.Handle {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIP (needs root): creates network namespaces and links; run: sudo make test-root")
 	}
-	h, err := netns.New()
+	h, err := Make()
 	if err != nil {
 		t.Fatal(err)
 	}

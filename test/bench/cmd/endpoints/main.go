@@ -203,7 +203,7 @@ func run(ctx context.Context, o options) (retErr error) {
 			retErr = err
 		}
 	}()
-	if w.host, err = netns.New(); err != nil {
+	if w.host, err = netnstest.Make(); err != nil {
 		return err
 	}
 	if err := netnstest.CreateVeth(w.host, parent, parent+"peer", 1500); err != nil {
@@ -411,7 +411,7 @@ func (w *world) setLive(ctx context.Context, n int) error {
 		if err := w.c.Call("Join", network.JoinRequest{NetworkID: w.nid, EndpointID: l.id, SandboxKey: sandbox + strconv.Itoa(i)}, nil); err != nil {
 			return fmt.Errorf("live endpoint %d: %w", i, err)
 		}
-		ns, err := netns.New()
+		ns, err := netnstest.Make()
 		if err != nil {
 			return err
 		}
@@ -487,7 +487,7 @@ var ops = []string{"create", "join", "move", "leave", "moveback", "delete", "plu
 // cycles runs warmup and then measured life cycles of one endpoint in a
 // namespace standing in for its container.
 func (w *world) cycles(ctx context.Context, pass, live int) error {
-	sb, err := netns.New()
+	sb, err := netnstest.Make()
 	if err != nil {
 		return err
 	}
