@@ -843,8 +843,8 @@ mutant runtime-delete-removes-running-view 'internal/ociruntime.Main' "$rt" 'Tes
   'if status == 0 && !exists(filepath.Join(inv.Root, id)) {' \
   'if !exists(filepath.Join(inv.Root, id)) {'
 mutant runtime-view-lists-every-hca 'internal/ociruntime.MakeView' "$rt" 'TestSysfsViewAndItsRemoval' \
-  'if err != nil || !contains(hcas, strings.TrimSpace(dev)) {' \
-  'if err != nil || dev == "" {'
+  'if err != nil || !slices.Contains(hcas, strings.TrimSpace(dev)) {' \
+  'if err != nil || slices.Contains([]string{""}, dev) {'
 mutant runtime-asks-for-builtin-networks 'internal/ociruntime.(*Finder).Find' "$rt" 'TestContainerOnNoRDMANetwork' \
   'if len(nets) == 0 && !needPorts {' \
   'if len(nets) == 0 && needPorts {'

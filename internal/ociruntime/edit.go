@@ -2,7 +2,9 @@ package ociruntime
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,21 +34,9 @@ type Choice struct {
 	Limit *specs.LinuxRdma
 }
 
-// lookupEnv is the value of name in a process environment (the last one
-// wins, as in execve's consumers).
-func lookupEnv(env []string, name string) (string, bool) {
-	v, ok := "", false
-	for _, e := range env {
-		if k, val, found := strings.Cut(e, "="); found && k == name {
-			v, ok = val, true
-		}
-	}
-	return v, ok
-}
-
 // flag is a yes/no variable: 1/true/yes or 0/false/no (or unset: def).
 func flagVar(env []string, name string, def bool) (bool, error) {
-	v, ok := lookupEnv(env, name)
+	v, ok := rdmaexec.LookupEnv(env, name)
 	if !ok || v == "" {
 		return def, nil
 	}
@@ -63,7 +53,7 @@ func flagVar(env []string, name string, def bool) (bool, error) {
 // error that names the variable.
 func ParseChoice(env []string) (Choice, error) {
 	var c Choice
-	switch v, _ := lookupEnv(env, api.EnvDevices); strings.TrimSpace(v) {
+	switch v, _ := rdmaexec.LookupEnv(env, api.EnvDevices); strings.TrimSpace(v) {
 	case "", api.DevicesAuto:
 	case api.DevicesNone:
 		c.None = true
@@ -90,26 +80,26 @@ func ParseChoice(env []string) (Choice, error) {
 		return c, err
 	}
 	c.NoIPCLock = !ipcLock
-	if v, ok := lookupEnv(env, api.EnvGIDTimeout); ok && v != "" {
+	if v, ok := rdmaexec.LookupEnv(env, api.EnvGIDTimeout); ok && v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
 			return c, fmt.Errorf("%s=%q: want a duration such as 10s or 1m", api.EnvGIDTimeout, v)
 		}
 		c.GIDTimeout = d
 	}
-	version, _ := lookupEnv(env, api.EnvRoCEVersion)
-	family, _ := lookupEnv(env, api.EnvGIDFamily)
+	version, _ := rdmaexec.LookupEnv(env, api.EnvRoCEVersion)
+	family, _ := rdmaexec.LookupEnv(env, api.EnvGIDFamily)
 	if c.RoCE, err = rdmaenv.ParseChoice(version, family); err != nil {
 		return c, fmt.Errorf("%s/%s: %w", api.EnvRoCEVersion, api.EnvGIDFamily, err)
 	}
-	switch v, _ := lookupEnv(env, api.EnvSysfs); v {
+	switch v, _ := rdmaexec.LookupEnv(env, api.EnvSysfs); v {
 	case "", api.SysfsFiltered:
 	case api.SysfsHost:
 		c.HostSysfs = true
 	default:
 		return c, fmt.Errorf("%s=%q: want %s or %s", api.EnvSysfs, v, api.SysfsFiltered, api.SysfsHost)
 	}
-	if v, ok := lookupEnv(env, api.EnvRDMALimit); ok && v != "" {
+	if v, ok := rdmaexec.LookupEnv(env, api.EnvRDMALimit); ok && v != "" {
 		if c.Limit, err = parseLimit(v); err != nil {
 			return c, err
 		}
@@ -157,13 +147,11 @@ type Plan struct {
 func Decide(c Choice, f *Found) (*Plan, error) {
 	p := &Plan{}
 	add := func(port, hca string) {
-		for _, q := range p.Ports {
-			if q == port {
-				return
-			}
+		if slices.Contains(p.Ports, port) {
+			return
 		}
 		p.Ports = append(p.Ports, port)
-		if !contains(p.HCAs, hca) {
+		if !slices.Contains(p.HCAs, hca) {
 			p.HCAs = append(p.HCAs, hca)
 		}
 	}
@@ -184,8 +172,8 @@ func Decide(c Choice, f *Found) (*Plan, error) {
 			continue
 		}
 		n := 0
-		for port, hca := range sortedPorts(f.Ports) {
-			if hca == name {
+		for _, port := range slices.Sorted(maps.Keys(f.Ports)) {
+			if hca := f.Ports[port]; hca == name {
 				add(port, hca)
 				n++
 			}
@@ -204,36 +192,11 @@ func Decide(c Choice, f *Found) (*Plan, error) {
 		}
 	}
 	for _, r := range f.Rails {
-		if contains(p.Ports, r.CDIDevice) {
+		if slices.Contains(p.Ports, r.CDIDevice) {
 			p.Rails = append(p.Rails, r)
 		}
 	}
 	return p, nil
-}
-
-// sortedPorts iterates ports in name order.
-func sortedPorts(ports map[string]string) func(func(string, string) bool) {
-	return func(yield func(string, string) bool) {
-		keys := make([]string, 0, len(ports))
-		for k := range ports {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if !yield(k, ports[k]) {
-				return
-			}
-		}
-	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Edit is what Apply needs besides the plan.
@@ -369,7 +332,7 @@ func Apply(spec *specs.Spec, plan *Plan, c Choice, e Edit) (ExecEdits, error) {
 }
 
 func addCap(set []string, c string) []string {
-	if contains(set, c) {
+	if slices.Contains(set, c) {
 		return set
 	}
 	return append(set, c)

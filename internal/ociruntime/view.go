@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,7 +64,7 @@ func MakeView(sysRoot, root, id string, hcas []string) (string, error) {
 		}
 		var buf [64]byte
 		dev, err := sysattr.Read(filepath.Join(class, "infiniband_verbs", v.Name(), "ibdev"), buf[:])
-		if err != nil || !contains(hcas, strings.TrimSpace(dev)) {
+		if err != nil || !slices.Contains(hcas, strings.TrimSpace(dev)) {
 			continue
 		}
 		t, err := os.Readlink(filepath.Join(class, "infiniband_verbs", v.Name()))

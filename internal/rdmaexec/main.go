@@ -86,7 +86,7 @@ func Main(args []string, sys *Sys) int {
 		fmt.Fprintf(sys.Stderr, "rdma-exec: %v\n%s", err, Usage)
 		return api.ExitUsage
 	}
-	timing, _ := lookup(sys.Environ, api.EnvExecTiming)
+	timing, _ := LookupEnv(sys.Environ, api.EnvExecTiming)
 	env := withoutVar(withoutVar(sys.Environ, api.EnvExecSysfsRoot), api.EnvExecTiming)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -108,7 +108,7 @@ func Main(args []string, sys *Sys) int {
 		for _, n := range cfg.Networks {
 			qos = append(qos, n.QoS())
 		}
-		if q := rdmaenv.QoSVars(qos, func(name string) (string, bool) { return lookup(env, name) }); len(q.Conflict) > 0 {
+		if q := rdmaenv.QoSVars(qos, func(name string) (string, bool) { return LookupEnv(env, name) }); len(q.Conflict) > 0 {
 			fmt.Fprintf(sys.Stderr, "rdma-exec: %v\n", &QoSConflictError{Conflict: q.Conflict})
 			return api.ExitQoSConflict
 		}
@@ -154,12 +154,12 @@ func Main(args []string, sys *Sys) int {
 // NCCL or UCX would then use another entry than the container's on some
 // port (see rdmaenv.Plan).
 func Export(env []string, ports []rdmaenv.Port, c rdmaenv.Choice, w io.Writer) (out []string, mismatch []string) {
-	plan := rdmaenv.Vars(ports, c, func(name string) (string, bool) { return lookup(env, name) })
+	plan := rdmaenv.Vars(ports, c, func(name string) (string, bool) { return LookupEnv(env, name) })
 	for _, n := range plan.Notes {
 		fmt.Fprintf(w, "rdma-exec: note: %s\n", n)
 	}
 	for _, v := range plan.Vars {
-		if old, ok := lookup(env, v.Name); ok {
+		if old, ok := LookupEnv(env, v.Name); ok {
 			if old != v.Value {
 				fmt.Fprintf(w, "rdma-exec: keeping %s=%s from the environment (this container's own: %s)\n", v.Name, old, v.Value)
 			}
@@ -233,7 +233,7 @@ func parse(args []string, sys *Sys) (Config, []string, error) {
 		}
 		cfg.Networks = append(cfg.Networks, n)
 	}
-	if root, ok := lookup(sys.Environ, api.EnvExecSysfsRoot); ok {
+	if root, ok := LookupEnv(sys.Environ, api.EnvExecSysfsRoot); ok {
 		cfg.SysfsRoot = root
 	}
 	return cfg, cmd, nil
@@ -332,7 +332,7 @@ func lookPath(file string, env []string) (string, error) {
 	if strings.Contains(file, "/") {
 		return file, nil
 	}
-	path, ok := lookup(env, "PATH")
+	path, ok := LookupEnv(env, "PATH")
 	if !ok {
 		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	}
@@ -348,7 +348,9 @@ func lookPath(file string, env []string) (string, error) {
 	return "", errNotFound
 }
 
-func lookup(env []string, name string) (string, bool) {
+// LookupEnv is the value of name in a process environment (the last one
+// wins, as in execve's consumers).
+func LookupEnv(env []string, name string) (string, bool) {
 	for i := len(env) - 1; i >= 0; i-- {
 		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
 			return v, true
