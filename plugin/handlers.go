@@ -226,22 +226,6 @@ func endpointIfname(raw json.RawMessage) (string, error) {
 	return name, nil
 }
 
-func deleteNetwork(d *driver.Driver, body []byte) (any, error) {
-	var req network.DeleteNetworkRequest
-	if err := decode(body, &req); err != nil {
-		return nil, err
-	}
-	return struct{}{}, d.DeleteNetwork(req.NetworkID)
-}
-
-func deleteEndpoint(d *driver.Driver, body []byte) (any, error) {
-	var req network.DeleteEndpointRequest
-	if err := decode(body, &req); err != nil {
-		return nil, err
-	}
-	return struct{}{}, d.DeleteEndpoint(req.NetworkID, req.EndpointID)
-}
-
 func endpointInfo(d *driver.Driver, body []byte) (any, error) {
 	var req network.InfoRequest
 	if err := decode(body, &req); err != nil {
@@ -285,34 +269,6 @@ type interfaceName struct {
 	SrcName   string
 	DstPrefix string
 	DstName   string `json:",omitempty"`
-}
-
-func leave(d *driver.Driver, body []byte) (any, error) {
-	var req network.LeaveRequest
-	if err := decode(body, &req); err != nil {
-		return nil, err
-	}
-	return struct{}{}, d.Leave(req.NetworkID, req.EndpointID)
-}
-
-func programExternalConnectivity(d *driver.Driver, body []byte) (any, error) {
-	var req network.ProgramExternalConnectivityRequest
-	if err := decode(body, &req); err != nil {
-		return nil, err
-	}
-	return struct{}{}, d.ProgramExternalConnectivity(req.NetworkID, req.EndpointID)
-}
-
-func revokeExternalConnectivity(_ *driver.Driver, body []byte) (any, error) {
-	var req network.RevokeExternalConnectivityRequest
-	return struct{}{}, decode(body, &req)
-}
-
-// discover accepts node discovery notifications; a local-scope driver has
-// nothing to do with them.
-func discover(_ *driver.Driver, body []byte) (any, error) {
-	var req network.DiscoveryNotification
-	return struct{}{}, decode(body, &req)
 }
 
 // allocateNetwork is only called on swarm managers for global-scope drivers;
@@ -371,7 +327,32 @@ func gwAllocCheck(_ *driver.Driver, body []byte) (any, error) {
 	return &gwAllocCheckResponse{SkipIPv4: skip, SkipIPv6: skip}, nil
 }
 
-func freeNetwork(_ *driver.Driver, body []byte) (any, error) {
-	var req network.FreeNetworkRequest
-	return struct{}{}, decode(body, &req)
+// The calls whose answer is empty: each decodes its request and answers {}
+// with the driver's error. A local-scope driver has nothing to do for the
+// last three but check their bodies: revoking what it never programmed,
+// node discovery, and freeing what AllocateNetwork handed back.
+var (
+	deleteNetwork  = empty(func(d *driver.Driver, r *network.DeleteNetworkRequest) error { return d.DeleteNetwork(r.NetworkID) })
+	deleteEndpoint = empty(func(d *driver.Driver, r *network.DeleteEndpointRequest) error {
+		return d.DeleteEndpoint(r.NetworkID, r.EndpointID)
+	})
+	leave                       = empty(func(d *driver.Driver, r *network.LeaveRequest) error { return d.Leave(r.NetworkID, r.EndpointID) })
+	programExternalConnectivity = empty(func(d *driver.Driver, r *network.ProgramExternalConnectivityRequest) error {
+		return d.ProgramExternalConnectivity(r.NetworkID, r.EndpointID)
+	})
+	revokeExternalConnectivity = empty(nothing[network.RevokeExternalConnectivityRequest])
+	discover                   = empty(nothing[network.DiscoveryNotification])
+	freeNetwork                = empty(nothing[network.FreeNetworkRequest])
+)
+
+func empty[R any](do func(*driver.Driver, *R) error) func(*driver.Driver, []byte) (any, error) {
+	return func(d *driver.Driver, body []byte) (any, error) {
+		var req R
+		if err := decode(body, &req); err != nil {
+			return nil, err
+		}
+		return struct{}{}, do(d, &req)
+	}
 }
+
+func nothing[R any](*driver.Driver, *R) error { return nil }
