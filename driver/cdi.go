@@ -77,7 +77,7 @@ func (d *Driver) portQoS(name string, adding *network, except string, log *logru
 			log.WithFields(logrus.Fields{"cdi_device": name, "networks": strings.Join(seen, ", ")}).
 				Warnf("the networks on this HCA port ask for different %s: its CDI device carries none (docker rdma run gives each container its network's)", what)
 		}
-		return copyInt(v)
+		return optionalOf(v).Ptr()
 	}
 	tc = agreed("traffic classes", func(n *network) *int { return n.TrafficClass })
 	sl = agreed("service levels", func(n *network) *int { return n.ServiceLevel })

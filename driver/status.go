@@ -53,7 +53,7 @@ func (d *Driver) Status() api.Status {
 		ipv6[n.ID] = n.ipv6()
 		ns := api.Network{ID: n.ID, Parent: n.Parent, VLAN: vlanStatus(n.VLAN), Mode: n.Mode, MTU: n.MTU, GIDCheck: n.GIDCheck, AddressCheck: n.addressCheck(),
 			GIDCheckNote: notes[n.ID], RDMADevice: n.RDMADevice, Endpoints: []api.Endpoint{},
-			TrafficClass: copyInt(n.TrafficClass), ServiceLevel: copyInt(n.ServiceLevel), Subnets: n.subnets()}
+			TrafficClass: optionalOf(n.TrafficClass).Ptr(), ServiceLevel: optionalOf(n.ServiceLevel).Ptr(), Subnets: n.subnets()}
 		if ns.VLAN != nil {
 			if err := d.vlanChainStatus(ns.VLAN, n.Parent); err != nil {
 				ns.Problems = append(ns.Problems, err.Error())
@@ -197,7 +197,7 @@ func (d *Driver) Brief() api.Status {
 	st := api.Status{Version: d.version, GIDTimeout: d.gidWait.String(), Networks: make([]api.Network, 0, len(d.networks))}
 	for _, n := range d.networks {
 		ns := api.Network{ID: n.ID, Parent: n.Parent, Mode: n.Mode, MTU: n.MTU, RDMADevice: n.RDMADevice,
-			Endpoints: []api.Endpoint{}, TrafficClass: copyInt(n.TrafficClass), ServiceLevel: copyInt(n.ServiceLevel),
+			Endpoints: []api.Endpoint{}, TrafficClass: optionalOf(n.TrafficClass).Ptr(), ServiceLevel: optionalOf(n.ServiceLevel).Ptr(),
 			Subnets: n.subnets()}
 		if p := n.hcaProblem; p != "" {
 			ns.Problems = append(ns.Problems, p)
@@ -369,16 +369,6 @@ func (d *Driver) vlanChainStatus(v *api.VLAN, parent string) error {
 // gidStatus is the wire form of an endpoint's GID entry.
 func gidStatus(g gid.Entry) api.GID {
 	return api.GID{Index: g.Index, Type: g.Type, GID: g.GID}
-}
-
-// copyInt copies an optional number, so that the status shares nothing
-// with the records.
-func copyInt(p *int) *int {
-	if p == nil {
-		return nil
-	}
-	n := *p
-	return &n
 }
 
 func addrOnly(cidr string) string {

@@ -183,12 +183,8 @@ func (s *store) instanceID(recover func() string) (id string, recovered bool, er
 		}
 		id = hex.EncodeToString(b[:])
 	}
-	if err := atomicfile.Write(path, []byte(id+"\n"), 0o600, nil); err != nil {
-		var nd *atomicfile.NotDurableError
-		if !errors.As(err, &nd) {
-			return "", false, err
-		}
-		s.notDurable(err)
+	if err := s.done(atomicfile.Write(path, []byte(id+"\n"), 0o600, nil)); err != nil {
+		return "", false, err
 	}
 	return id, recovered, nil
 }
@@ -235,11 +231,11 @@ func (s *store) saveEndpointUnsynced(e *endpoint) error {
 }
 
 func (s *store) deleteNetwork(id string) error {
-	return s.done(s.obs.stateWrite(time.Now(), removeSynced(s.networkPath(id))))
+	return s.done(s.obs.stateWrite(time.Now(), atomicfile.Remove(s.networkPath(id))))
 }
 
 func (s *store) deleteEndpoint(id string) error {
-	return s.done(s.obs.stateWrite(time.Now(), removeSynced(s.endpointPath(id))))
+	return s.done(s.obs.stateWrite(time.Now(), atomicfile.Remove(s.endpointPath(id))))
 }
 
 // loadProblem is a state file that could not be used. The file is kept,
@@ -359,8 +355,6 @@ func encodeRecord(path string, v any) ([]byte, error) {
 	}
 	return append(data, '\n'), nil
 }
-
-func removeSynced(path string) error { return atomicfile.Remove(path) }
 
 // exposure describes what in the state directory other users could have
 // changed: the directories when group- or world-writable, and files or

@@ -58,32 +58,29 @@ func (s *Server) counted(op string, w *callWriter, start time.Time) {
 // refusalReason is the metrics' reason for err, a call's error, or "" when
 // err is a failure rather than a refusal.
 func refusalReason(err error) string {
-	var (
-		full   *driver.TableFullError
-		strict *driver.StrictNotReadyError
-		inv    *driver.InvalidOptionError
-		bad    *driver.BadRequestError
-		clash  *driver.ConflictError
-		host   *driver.HostSetupError
-		dup    *driver.AddressConflictError
-	)
 	switch {
-	case errors.As(err, &full):
+	case is[*driver.TableFullError](err):
 		return metrics.RefusalGIDTableFull
-	case errors.As(err, &strict):
+	case is[*driver.StrictNotReadyError](err):
 		return metrics.RefusalGIDCheckStrict
-	case errors.As(err, &inv):
+	case is[*driver.InvalidOptionError](err):
 		return metrics.RefusalInvalidOption
-	case errors.As(err, &bad):
+	case is[*driver.BadRequestError](err):
 		return metrics.RefusalBadRequest
-	case errors.As(err, &clash):
+	case is[*driver.ConflictError](err):
 		return metrics.RefusalConflict
-	case errors.As(err, &host):
+	case is[*driver.HostSetupError](err):
 		return metrics.RefusalHostSetup
-	case errors.As(err, &dup):
+	case is[*driver.AddressConflictError](err):
 		return metrics.RefusalAddressConflict
 	case driver.IsRefusal(err):
 		return metrics.RefusalOther
 	}
 	return ""
+}
+
+// is reports whether err's tree holds an error of type E.
+func is[E error](err error) bool {
+	_, ok := errors.AsType[E](err)
+	return ok
 }

@@ -112,13 +112,7 @@ func readTrimmed(path string) (string, error) {
 // gid_attrs of an empty GID slot fail with EINVAL. A fake tree cannot make a
 // plain file fail with EINVAL, so an empty or absent file means the same
 // (see package rdmatest). ok is false in all three cases.
-func readAttr(path string) (value string, ok bool) {
-	v, err := readTrimmed(path)
-	if err != nil || v == "" {
-		return "", false
-	}
-	return v, true
-}
+func readAttr(path string) (value string, ok bool) { return readSmall(path, nil) }
 
 // Devices lists the HCAs under sys/class/infiniband, sorted.
 // Equivalent to: rdma dev show

@@ -454,8 +454,8 @@ mutant metrics-refusal-not-counted 'plugin.(*callWriter).refused' ./plugin/ 'Tes
   'm.Refusal(reason)' \
   '_ = reason'
 mutant metrics-strict-not-a-refusal 'plugin.refusalReason' ./plugin/ 'TestMetrics' \
-  'case errors.As(err, &strict):' \
-  'case false && errors.As(err, &strict):'
+  'case is[*driver.StrictNotReadyError](err):' \
+  'case false && is[*driver.StrictNotReadyError](err):'
 mutant metrics-outcome-lost 'plugin.(*Server).counted' ./plugin/ 'TestMetrics' \
   'outcome := w.outcome' \
   'outcome := ""'
