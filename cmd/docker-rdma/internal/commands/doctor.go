@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/docker"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/fabric"
+	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/gpu"
 	"github.com/rdma-macvlan/rdma-macvlan/cmd/docker-rdma/internal/runflags"
 	"github.com/rdma-macvlan/rdma-macvlan/netns"
 	"github.com/rdma-macvlan/rdma-macvlan/rdma"
@@ -77,17 +79,8 @@ func cmdDoctor(s *session, args []string) int {
 	fs.StringVar(&d.image, "image", "", "a local image with cat, to measure the engine's memlock limits (never pulled)")
 	fs.StringVar(&d.memlock, "memlock", "", "the memlock limit to try with --image (default unlimited, as docker rdma run)")
 	fs.IntVar(&d.trafficClass, "traffic-class", -1, "the traffic class (IP ToS byte, 0-255) RoCE is sent with: check that it lands on a PFC priority (default: each network's -o traffic_class)")
-	rest, status, ok := parseFlags(fs, args, s.env.Stdout)
-	if !ok {
+	if _, status, ok := parseCommand(s, fs, format, args, false); !ok {
 		return status
-	}
-	if len(rest) > 0 {
-		tprintf(s.env.Stderr, "docker rdma doctor: unexpected argument %q\n", rest[0])
-		return exitUsage
-	}
-	if err := checkFormat(*format); err != nil {
-		tprintf(s.env.Stderr, "docker rdma doctor: %v\n", err)
-		return exitUsage
 	}
 	if d.trafficClass < -1 || d.trafficClass > 255 {
 		tprintf(s.env.Stderr, "docker rdma doctor: --traffic-class %d: want 0-255 (the IP ToS byte, as NCCL_IB_TC takes it)\n", d.trafficClass)
@@ -490,13 +483,7 @@ func (d *doctor) checkCDI() {
 		if src == "" {
 			continue
 		}
-		in := false
-		for _, dir := range info.CDISpecDirs {
-			if filepath.Clean(dir) == filepath.Clean(src) {
-				in = true
-			}
-		}
-		if !in {
+		if !slices.ContainsFunc(info.CDISpecDirs, func(dir string) bool { return filepath.Clean(dir) == filepath.Clean(src) }) {
 			d.add("CDI", statusWarn, fmt.Sprintf("plugin %s writes its CDI specs to %s, which the engine does not read", p.Name, src),
 				fmt.Sprintf("docker plugin disable %s && docker plugin set %s cdi.source=%s && docker plugin enable %s (or add %s to cdi-spec-dirs in daemon.json)",
 					p.Name, p.Name, info.CDISpecDirs[0], p.Name, src))
@@ -511,7 +498,7 @@ func (d *doctor) checkMemlock(memlock string) {
 	info, _ := d.s.dockerInfo()
 	if d.image == "" {
 		def := "8 MiB"
-		if kernelBefore(info.KernelVersion, 5, 16) {
+		if newer, known := gpu.KernelAtLeast(info.KernelVersion, [2]int{5, 16}); known && !newer {
 			def = "64 KiB"
 		}
 		d.add("memlock", statusInfo, fmt.Sprintf("not measured (pass --image IMAGE, a local image with cat); kernel %s gives processes %s by default, docker rdma run asks for memlock=%s", info.KernelVersion, def, memlock), "")
@@ -552,21 +539,6 @@ func memlockOf(limits []byte) string {
 		}
 	}
 	return "an unknown limit"
-}
-
-// kernelBefore reports whether a kernel release (6.1.0-18-amd64) is older
-// than major.minor; false when it cannot tell.
-func kernelBefore(release string, major, minor int) bool {
-	parts := strings.SplitN(release, ".", 3)
-	if len(parts) < 2 {
-		return false
-	}
-	ma, err1 := strconv.Atoi(parts[0])
-	mi, err2 := strconv.Atoi(strings.TrimRightFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	return ma < major || ma == major && mi < minor
 }
 
 func renderDoctor(w io.Writer, out doctorOutput) {

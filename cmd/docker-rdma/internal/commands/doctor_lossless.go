@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -142,11 +144,6 @@ func (d *doctor) checkFabric(rails []rail) {
 			classes[r.parent][tc] = append(classes[r.parent][tc], r.name)
 		}
 	}
-	parents := make([]string, 0, len(byParent))
-	for p := range byParent {
-		parents = append(parents, p)
-	}
-	sort.Strings(parents)
 	if local, host := d.s.local(); !local {
 		d.add("fabric", statusInfo, "not checked: the networks' parents are on "+host, "run docker rdma doctor on "+host)
 		return
@@ -157,12 +154,8 @@ func (d *doctor) checkFabric(rails []rail) {
 		return
 	}
 	defer closeK()
-	for _, p := range parents {
-		tcs := make([]int, 0, len(classes[p]))
-		for tc := range classes[p] {
-			tcs = append(tcs, tc)
-		}
-		sort.Ints(tcs)
+	for _, p := range slices.Sorted(maps.Keys(byParent)) {
+		tcs := slices.Sorted(maps.Keys(classes[p]))
 		first := -1
 		if len(tcs) > 0 {
 			first = tcs[0]

@@ -98,3 +98,21 @@ func checkFormat(f string) error {
 	}
 	return fmt.Errorf("--format %q: want table or json", f)
 }
+
+// parseCommand is parseFlags, then checkFormat of the parsed format, for a
+// command that takes arguments (withArgs) or none; it prints what is wrong
+// as the command ("docker rdma ls: ...") and returns exitUsage.
+func parseCommand(s *session, fs *flag.FlagSet, format *string, args []string, withArgs bool) (rest []string, status int, ok bool) {
+	if rest, status, ok = parseFlags(fs, args, s.env.Stdout); !ok {
+		return nil, status, false
+	}
+	if len(rest) > 0 && !withArgs {
+		tprintf(s.env.Stderr, "%s: unexpected argument %q\n", fs.Name(), rest[0])
+		return nil, exitUsage, false
+	}
+	if err := checkFormat(*format); err != nil {
+		tprintf(s.env.Stderr, "%s: %v\n", fs.Name(), err)
+		return nil, exitUsage, false
+	}
+	return rest, 0, true
+}

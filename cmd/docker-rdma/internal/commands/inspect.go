@@ -1,10 +1,12 @@
 package commands
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -97,13 +99,9 @@ func cmdInspect(s *session, args []string) int {
 	fs, format := newFlagSet("inspect", s.env)
 	commonFlags(s, fs)
 	fs.StringVar(&s.sysfsRootFlag, "sysfs-root", "", "read sysfs under this root (default: the plugin's sysfs mount, else /)")
-	names, status, ok := parseFlags(fs, args, s.env.Stdout)
+	names, status, ok := parseCommand(s, fs, format, args, true)
 	if !ok {
 		return status
-	}
-	if err := checkFormat(*format); err != nil {
-		tprintf(s.env.Stderr, "docker rdma inspect: %v\n", err)
-		return exitUsage
 	}
 	if len(names) == 0 {
 		tprintf(s.env.Stderr, "Usage:  %s\n", usages["inspect"])
@@ -413,14 +411,14 @@ func hasDevices(devices []string, privileged bool, v *netView) bool {
 	if privileged {
 		return true
 	}
-	if name := v.cdiDevice(); name != "" && contains(devices, name) {
+	if name := v.cdiDevice(); name != "" && slices.Contains(devices, name) {
 		return true
 	}
 	if len(v.Nodes) == 0 {
 		return true // not known: do not accuse
 	}
 	for _, n := range v.Nodes {
-		if !contains(devices, n.Path) {
+		if !slices.Contains(devices, n.Path) {
 			return false
 		}
 	}
@@ -676,14 +674,8 @@ func limitText(v int64) string {
 	return strconv.FormatInt(v, 10)
 }
 
-func firstNonEmpty(a ...string) string {
-	for _, s := range a {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
-}
+// firstNonEmpty is the first of its arguments that is not "".
+var firstNonEmpty = cmp.Or[string]
 
 // addrOnly strips a prefix length: 192.168.7.2/24 -> 192.168.7.2.
 func addrOnly(cidr string) string {

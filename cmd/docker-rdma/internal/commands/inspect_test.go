@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -350,14 +351,14 @@ func TestContainerEnvFollowsRDMAExec(t *testing.T) {
 		net("mlx5_0", "eth0", "10.0.1.5", 5, []rdmaenv.Entry{e(3, "10.0.1.1", "ens0"), e(5, "10.0.1.5", "eth0")}),
 	}
 	env, notes, mismatch, _ := containerEnv(nets, rdmaenv.DefaultChoice, []string{"PATH=/bin", "NCCL_IB_HCA=mine"})
-	if env[0] != "NCCL_IB_HCA=mine" || !contains(env, "UCX_NET_DEVICES=mlx5_1:1,mlx5_0:1") || !contains(env, "NCCL_SOCKET_IFNAME==eth1,eth0") {
+	if env[0] != "NCCL_IB_HCA=mine" || !slices.Contains(env, "UCX_NET_DEVICES=mlx5_1:1,mlx5_0:1") || !slices.Contains(env, "NCCL_SOCKET_IFNAME==eth1,eth0") {
 		t.Errorf("env %q", env)
 	}
 	// NCCL: no range holds the two rails' addresses and no neighbour's;
 	// UCX: its own choice on mlx5_0 is 10.0.1.1's entry, so it gets the
 	// container's addresses as UCX_IB_ROCE_SUBNETS.
 	if !strings.Contains(strings.Join(notes, "\n"), "NCCL_IB_HCA=mine is the container's own setting") || len(mismatch) != 1 ||
-		!strings.Contains(mismatch[0], "10.0.0.0/22 also holds 10.0.2.0, an address of subnet 10.0.2.0/24") || !contains(env, "UCX_IB_ROCE_SUBNETS=10.0.2.5/32,10.0.1.5/32") {
+		!strings.Contains(mismatch[0], "10.0.0.0/22 also holds 10.0.2.0, an address of subnet 10.0.2.0/24") || !slices.Contains(env, "UCX_IB_ROCE_SUBNETS=10.0.2.5/32,10.0.1.5/32") {
 		t.Errorf("env %q, notes %q, mismatch %q", env, notes, mismatch)
 	}
 }
@@ -373,7 +374,7 @@ func TestContainerEnvQoS(t *testing.T) {
 	v := func(x int) *int { return &x }
 	env, notes, _, conflict := containerEnv([]inspectNetwork{n("a", "mlx5_0", v(106), v(3))}, rdmaenv.DefaultChoice, []string{"NCCL_IB_TC=96"})
 	for _, w := range []string{"NCCL_IB_TC=96", "UCX_IB_TRAFFIC_CLASS=106", "NCCL_IB_SL=3", "UCX_IB_SL=3"} {
-		if !contains(env, w) {
+		if !slices.Contains(env, w) {
 			t.Errorf("env %q lacks %s", env, w)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/rdma-macvlan/rdma-macvlan/api"
@@ -128,12 +129,7 @@ func (s *session) rdmaPlugins() []docker.Plugin {
 }
 
 func isNetworkDriver(p docker.Plugin) bool {
-	for _, t := range p.Config.Interface.Types {
-		if t == networkDriverType {
-			return true
-		}
-	}
-	return len(p.Config.Interface.Types) == 0
+	return slices.Contains(p.Config.Interface.Types, networkDriverType) || len(p.Config.Interface.Types) == 0
 }
 
 // driverNames are the names `docker network create -d` takes for the

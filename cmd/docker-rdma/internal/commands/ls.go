@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -43,17 +44,8 @@ func cmdLs(s *session, args []string) int {
 	fs, format := newFlagSet("ls", s.env)
 	commonFlags(s, fs)
 	fs.StringVar(&s.sysfsRootFlag, "sysfs-root", "", "read sysfs under this root when the daemon cannot be asked (default: the plugin's sysfs mount, else /)")
-	rest, status, ok := parseFlags(fs, args, s.env.Stdout)
-	if !ok {
+	if _, status, ok := parseCommand(s, fs, format, args, false); !ok {
 		return status
-	}
-	if len(rest) > 0 {
-		tprintf(s.env.Stderr, "docker rdma ls: unexpected argument %q\n", rest[0])
-		return exitUsage
-	}
-	if err := checkFormat(*format); err != nil {
-		tprintf(s.env.Stderr, "docker rdma ls: %v\n", err)
-		return exitUsage
 	}
 	nets, err := s.rdmaNetworks()
 	if err != nil {
@@ -100,12 +92,7 @@ func renderLs(w io.Writer, out lsOutput) {
 			notes[m] = append(notes[m], n.Name)
 		}
 	}
-	keys := make([]string, 0, len(notes))
-	for k := range notes {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(notes)) {
 		tprintf(w, "%s: not known: %s\n", strings.Join(notes[k], ", "), k)
 	}
 }

@@ -191,7 +191,7 @@ func checkNetworks(s *session, p *runflags.Parsed) error {
 func distinctNetworks(p *runflags.Parsed) []string {
 	var out []string
 	for _, n := range p.Networks {
-		if !contains(out, n.Name) {
+		if !slices.Contains(out, n.Name) {
 			out = append(out, n.Name)
 		}
 	}
@@ -302,15 +302,6 @@ func builtinDriver(drv string) bool {
 	return false
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // shellJoin quotes args for a POSIX shell where needed.
 func shellJoin(args []string) string {
 	q := make([]string, len(args))
@@ -324,14 +315,7 @@ func shellQuote(a string) string {
 	if a == "" {
 		return "''"
 	}
-	safe := true
-	for _, r := range a {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,+@%", r)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
+	if shellSafe(a) {
 		return a
 	}
 	if escape.Controls(a) != a {

@@ -38,17 +38,8 @@ type versionOutput struct {
 func cmdVersion(s *session, args []string, cli string) int {
 	fs, format := newFlagSet("version", s.env)
 	commonFlags(s, fs)
-	rest, status, ok := parseFlags(fs, args, s.env.Stdout)
-	if !ok {
+	if _, status, ok := parseCommand(s, fs, format, args, false); !ok {
 		return status
-	}
-	if len(rest) > 0 {
-		tprintf(s.env.Stderr, "docker rdma version: unexpected argument %q\n", rest[0])
-		return exitUsage
-	}
-	if err := checkFormat(*format); err != nil {
-		tprintf(s.env.Stderr, "docker rdma version: %v\n", err)
-		return exitUsage
 	}
 	out := versionOutput{CLI: cli, Plugins: []versionPlugin{}}
 	info, infoErr := s.dockerInfo()

@@ -37,8 +37,6 @@ type Args struct {
 var ErrUsage = errors.New("invalid docker rdma compose arguments")
 
 var (
-	ownValue = map[string]bool{"memlock": true, "device-mode": true, "plugin": true, "socket": true,
-		"gid-timeout": true, "roce-version": true, "gid-family": true, "exec-helper": true}
 	ownBool = map[string]bool{"no-wait": true, "print-override": true, "accept-gid-mismatch": true}
 	// composeValue and composeBool are docker compose's global options
 	// (Compose v2.40), long names; -f, -p take a value too.
@@ -70,7 +68,7 @@ func ParseArgs(args []string) (*Args, error) {
 		default:
 			return nil, fmt.Errorf("%w: unknown option %s before COMMAND (give docker compose's own command options after COMMAND)", ErrUsage, arg)
 		}
-		takes := ownValue[name] || composeValue[name]
+		takes := runflags.OwnValue[name] || composeValue[name]
 		if !takes && !ownBool[name] && !composeBool[name] {
 			return nil, fmt.Errorf("%w: unknown option %s before COMMAND (docker rdma compose knows docker compose's global options and its own: see docker rdma compose --help)", ErrUsage, arg)
 		}
@@ -81,7 +79,7 @@ func ParseArgs(args []string) (*Args, error) {
 			i++
 			val = args[i]
 		}
-		if ownValue[name] || ownBool[name] {
+		if runflags.OwnValue[name] || ownBool[name] {
 			if err := a.setOwn(name, val, hasVal); err != nil {
 				return nil, err
 			}
@@ -121,28 +119,7 @@ func (a *Args) setOwn(name, val string, hasVal bool) error {
 		}
 		return nil
 	}
-	switch name {
-	case "memlock":
-		a.Own.Memlock = val
-	case "device-mode":
-		if val != "auto" && val != "cdi" && val != "nodes" {
-			return fmt.Errorf("%w: --device-mode %q: want auto, cdi or nodes", ErrUsage, val)
-		}
-		a.Own.DeviceMode = val
-	case "plugin":
-		a.Own.Plugin = val
-	case "socket":
-		a.Own.Socket = val
-	case "gid-timeout":
-		a.Own.GIDTimeout = val
-	case "roce-version":
-		a.Own.RoCEVersion = val
-	case "gid-family":
-		a.Own.GIDFamily = val
-	case "exec-helper":
-		a.Own.ExecHelper = val
-	}
-	return nil
+	return a.Own.SetValue(name, val, ErrUsage)
 }
 
 // NeedsOverride reports whether a compose command creates containers (or

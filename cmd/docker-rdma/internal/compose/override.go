@@ -3,6 +3,8 @@ package compose
 import (
 	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -35,12 +37,7 @@ type Override struct {
 func Generate(m *Model, r Resolver) (*Override, error) {
 	ov := &Override{Services: map[string][]string{}}
 	g := &generator{m: m, r: r, rails: map[string][]string{}, nets: map[string]string{}, netDone: map[string]error{}}
-	names := make([]string, 0, len(m.Services))
-	for n := range m.Services {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(m.Services)) {
 		rails, err := g.railsOf(name, nil)
 		if err != nil {
 			return nil, err
@@ -85,10 +82,8 @@ func (g *generator) railsOf(name string, seen []string) ([]string, error) {
 	if r, ok := g.rails[name]; ok {
 		return r, nil
 	}
-	for _, s := range seen {
-		if s == name {
-			return nil, fmt.Errorf("service %s: network_mode loops through services %s", name, strings.Join(append(seen, name), " -> "))
-		}
+	if slices.Contains(seen, name) {
+		return nil, fmt.Errorf("service %s: network_mode loops through services %s", name, strings.Join(append(seen, name), " -> "))
 	}
 	svc, ok := g.m.Services[name]
 	if !ok {

@@ -3,8 +3,8 @@ package fabric
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -172,13 +172,7 @@ func ecnPrios(on *[Priorities]bool) string {
 	if on == nil {
 		return "not exposed"
 	}
-	var prios []int
-	for p, v := range on {
-		if v {
-			prios = append(prios, p)
-		}
-	}
-	return joinIntsOrNone(prios)
+	return joinIntsOrNone(onPriorities(on))
 }
 
 // checkDCB reads and judges r.DCBNetdev's DCB and ECN settings.
@@ -372,12 +366,7 @@ func (r *Report) checkECN() {
 		if side.on == nil {
 			continue
 		}
-		var prios []int
-		for p, on := range side.on {
-			if on {
-				prios = append(prios, p)
-			}
-		}
+		prios := onPriorities(side.on)
 		any = any || len(prios) > 0
 		parts = append(parts, fmt.Sprintf("%s on for priority %s", side.name, joinIntsOrNone(prios)))
 	}
@@ -425,11 +414,7 @@ func (r *Report) exampleTC(prios []int) (tc int, text string, ok bool) {
 
 // dscpMap prints a DSCP map by priority, in ranges: "0-7>0 24-31>3".
 func dscpMap(m map[int]int) string {
-	codes := make([]int, 0, len(m))
-	for c := range m {
-		codes = append(codes, c)
-	}
-	sort.Ints(codes)
+	codes := slices.Sorted(maps.Keys(m))
 	var out []string
 	for i := 0; i < len(codes); {
 		j := i

@@ -128,10 +128,13 @@ type PFC struct {
 }
 
 // EnabledPriorities lists the priorities with PFC on.
-func (p *PFC) EnabledPriorities() []int {
+func (p *PFC) EnabledPriorities() []int { return onPriorities(&p.Enabled) }
+
+// onPriorities lists the priorities that are true in on.
+func onPriorities(on *[Priorities]bool) []int {
 	var out []int
-	for i, on := range p.Enabled {
-		if on {
+	for i, v := range on {
+		if v {
 			out = append(out, i)
 		}
 	}

@@ -55,7 +55,7 @@ func CheckGPUDirect(root string) Readiness {
 	if b, err := os.ReadFile(filepath.Join(root, "proc/sys/kernel/osrelease")); err == nil {
 		r.Kernel = strings.TrimSpace(string(b))
 	}
-	newEnough, known := kernelAtLeast(r.Kernel, DmaBufKernel)
+	newEnough, known := KernelAtLeast(r.Kernel, DmaBufKernel)
 	switch {
 	case r.Driver == "":
 		r.DmaBufWhy = "the nvidia module is not loaded"
@@ -71,8 +71,9 @@ func CheckGPUDirect(root string) Readiness {
 	return r
 }
 
-// kernelAtLeast compares a release such as 6.1.0-18-amd64 with major.minor.
-func kernelAtLeast(release string, want [2]int) (ok, known bool) {
+// KernelAtLeast compares a release such as 6.1.0-18-amd64 with major.minor;
+// known is false when the release does not say.
+func KernelAtLeast(release string, want [2]int) (ok, known bool) {
 	parts := strings.SplitN(release, ".", 3)
 	if len(parts) < 2 {
 		return false, false

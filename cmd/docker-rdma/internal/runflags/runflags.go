@@ -39,9 +39,10 @@ type Own struct {
 	AcceptMismatch bool
 }
 
-// ownValue and ownBool are the names of the Own flags.
+// OwnValue and ownBool are the names of the Own flags (OwnValue: those that
+// take a value, which docker rdma compose takes too).
 var (
-	ownValue = setOf("memlock", "device-mode", "plugin", "socket", "gid-timeout", "roce-version", "gid-family", "exec-helper")
+	OwnValue = setOf("memlock", "device-mode", "plugin", "socket", "gid-timeout", "roce-version", "gid-family", "exec-helper")
 	ownBool  = setOf("dry-run", "no-wait", "accept-gid-mismatch")
 )
 
@@ -97,8 +98,8 @@ func Parse(args []string) (*Parsed, error) {
 			return p, nil
 		case strings.HasPrefix(a, "--"):
 			name, val, hasVal := strings.Cut(a[2:], "=")
-			if ownValue[name] || ownBool[name] {
-				if ownValue[name] && !hasVal {
+			if OwnValue[name] || ownBool[name] {
+				if OwnValue[name] && !hasVal {
 					if i+1 >= len(args) {
 						return nil, fmt.Errorf("%w: flag --%s needs a value", ErrUsage, name)
 					}
@@ -175,19 +176,6 @@ func (p *Parsed) shortGroup(args []string, i int) (int, error) {
 
 func (p *Parsed) setOwn(name, val string, hasVal bool) error {
 	switch name {
-	case "memlock":
-		p.Own.Memlock = val
-	case "device-mode":
-		switch val {
-		case "auto", "cdi", "nodes":
-			p.Own.DeviceMode = val
-		default:
-			return fmt.Errorf("%w: --device-mode %q: want auto, cdi or nodes", ErrUsage, val)
-		}
-	case "plugin":
-		p.Own.Plugin = val
-	case "socket":
-		p.Own.Socket = val
 	case "dry-run", "no-wait", "accept-gid-mismatch":
 		b, err := parseBool(val, hasVal)
 		if err != nil {
@@ -201,14 +189,37 @@ func (p *Parsed) setOwn(name, val string, hasVal bool) error {
 		default:
 			p.Own.AcceptMismatch = b
 		}
+	default:
+		return p.Own.SetValue(name, val, ErrUsage)
+	}
+	return nil
+}
+
+// SetValue sets the Own flag called name (one of OwnValue) to val; a value
+// it refuses is an error wrapping usage.
+func (o *Own) SetValue(name, val string, usage error) error {
+	switch name {
+	case "memlock":
+		o.Memlock = val
+	case "device-mode":
+		switch val {
+		case "auto", "cdi", "nodes":
+			o.DeviceMode = val
+		default:
+			return fmt.Errorf("%w: --device-mode %q: want auto, cdi or nodes", usage, val)
+		}
+	case "plugin":
+		o.Plugin = val
+	case "socket":
+		o.Socket = val
 	case "gid-timeout":
-		p.Own.GIDTimeout = val
+		o.GIDTimeout = val
 	case "roce-version":
-		p.Own.RoCEVersion = val
+		o.RoCEVersion = val
 	case "gid-family":
-		p.Own.GIDFamily = val
+		o.GIDFamily = val
 	case "exec-helper":
-		p.Own.ExecHelper = val
+		o.ExecHelper = val
 	}
 	return nil
 }
