@@ -907,7 +907,7 @@ root=1
 # table comes at the end in the order above. They share Go's build cache.
 # Privileged mutants run on any worker, two at a time: the tests they run
 # (TestPrivilegedEnslavedParent, TestPrivilegedCrashPoints) make their links
-# only in namespaces of their own without a name (netns.New) and keep every
+# only in namespaces of their own without a name (netnstest.Make) and keep every
 # file, socket and daemon in their t.TempDir(), so two cannot meet.
 workers=${MUTATE_JOBS:-2}
 if ! [[ $workers =~ ^[1-9][0-9]*$ ]]; then

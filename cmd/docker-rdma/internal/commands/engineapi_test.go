@@ -120,7 +120,7 @@ func inspections(calls [][]string) []string {
 	var out []string
 	for _, c := range calls {
 		line := strings.Join(c, " ")
-		for _, p := range []string{"info ", "network ", "plugin ", "image inspect ", "container inspect "} {
+		for _, p := range []string{"info ", "network ", "plugin ", "container inspect "} {
 			if strings.HasPrefix(line, p) || strings.Contains(line, " "+p) {
 				out = append(out, line)
 				break

@@ -101,7 +101,8 @@ func checkFormat(f string) error {
 
 // parseCommand is parseFlags, then checkFormat of the parsed format, for a
 // command that takes arguments (withArgs) or none; it prints what is wrong
-// as the command ("docker rdma ls: ...") and returns exitUsage.
+// as the command ("docker rdma ls: ...") and returns exitUsage (0 after
+// printing the help, as parseFlags).
 func parseCommand(s *session, fs *flag.FlagSet, format *string, args []string, withArgs bool) (rest []string, status int, ok bool) {
 	if rest, status, ok = parseFlags(fs, args, s.env.Stdout); !ok {
 		return nil, status, false
