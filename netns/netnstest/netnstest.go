@@ -46,7 +46,7 @@ func CreateVeth(h *netns.Handle, a, b string, mtu int) error {
 		return fmt.Errorf("create veth %s/%s: %w", a, b, err)
 	}
 	for _, n := range []string{a, b} {
-		if err := SetUp(h, n); err != nil {
+		if err := setUp(nl, n); err != nil {
 			_ = h.DeleteLink(a)
 			return err
 		}
@@ -174,7 +174,7 @@ func CreateBridge(h *netns.Handle, name string) error {
 	if err := nl.LinkAdd(&netlink.Bridge{LinkAttrs: attrs}); err != nil {
 		return fmt.Errorf("create bridge %s: %w", name, err)
 	}
-	if err := SetUp(h, name); err != nil {
+	if err := setUp(nl, name); err != nil {
 		_ = h.DeleteLink(name)
 		return err
 	}
@@ -308,6 +308,11 @@ func SetUp(h *netns.Handle, name string) error {
 		return err
 	}
 	defer nl.Close()
+	return setUp(nl, name)
+}
+
+// setUp is SetUp through nl, a socket its caller has open in the namespace.
+func setUp(nl *netlink.Handle, name string) error {
 	l, err := nl.LinkByName(name)
 	if err != nil {
 		return fmt.Errorf("look up link %q: %w", name, err)
